@@ -1,0 +1,80 @@
+"""Settings from MOVIEMEM_* environment variables and an optional moviemem.toml.
+
+Precedence: explicit arguments > environment > ./moviemem.toml (or $MOVIEMEM_CONFIG) > defaults.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
+
+
+def _home() -> Path:
+    return Path(os.environ.get("MOVIEMEM_HOME", Path.home() / ".moviemem")).expanduser()
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="MOVIEMEM_", extra="ignore")
+
+    home: Path = Field(default_factory=_home)
+    library: Path | None = None
+    models_dir: Path | None = None
+
+    # text embeddings (utterances, captions, on-screen text, events)
+    embedder: str = "minilm"
+    # ASR
+    asr_model: str = "base"
+    asr_language: str | None = None
+    asr_compute_type: str = "int8"
+    asr_threads: int = 0
+    asr_beam_size: int = 1
+    # frames and shots
+    frame_pools: tuple[int, ...] = (64, 128, 256)
+    strip_fps: float = 0.5
+    jpeg_quality: int = 85
+    frame_max_side: int = 512
+    shot_detector: str = "content"
+    shot_threshold: float = 27.0
+    shot_min_len_s: float = 0.5
+    # segments
+    segment_target_s: float = 60.0
+    segment_min_s: float = 10.0
+    # CLIP: no weights ship offline; a local checkpoint path (or a tag where a network allows)
+    clip_model: str = "ViT-B-32"
+    clip_pretrained: str | None = None
+    # OCR
+    ocr_lang: str = "eng"
+    ocr_min_confidence: float = 60.0
+    # local LLMs
+    llm_context: int = 8192
+    llm_threads: int = 0
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        toml = Path(os.environ.get("MOVIEMEM_CONFIG", "moviemem.toml"))
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        if toml.is_file():
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=toml))
+        return tuple(sources)
+
+    @property
+    def library_dir(self) -> Path:
+        return (self.library or self.home / "library").expanduser()
+
+    @property
+    def models_path(self) -> Path:
+        return (self.models_dir or self.home / "models").expanduser()
+
+
+def get_settings(**overrides: object) -> Settings:
+    return Settings(**{k: v for k, v in overrides.items() if v is not None})

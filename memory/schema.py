@@ -1,0 +1,216 @@
+"""Row models of the per-film memory tables and their Arrow schemas.
+
+Every data row carries `film_id` and `run_id`: the id of the stage run that wrote it.
+Readers only see rows whose run is recorded as finished in `stages`, which is what makes a
+stage's output appear (or not) as one logical commit across tables.
+"""
+
+from __future__ import annotations
+
+import re
+import types
+import typing
+from typing import Any, ClassVar
+
+import pyarrow as pa
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..errors import MovieMemError
+
+FILM_ID_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+
+
+def check_film_id(film_id: str) -> str:
+    if not isinstance(film_id, str) or not FILM_ID_RE.match(film_id):
+        raise MovieMemError(
+            f"invalid film id {film_id!r}: use 1-64 characters of a-z, 0-9, '_' and '-', starting with a letter or digit"
+        )
+    return film_id
+
+
+def VectorField(**kw: Any) -> Any:  # noqa: N802 - reads like a type in the row models
+    """A float32 vector column whose width is fixed when the table is created."""
+    return Field(default=None, json_schema_extra={"vector": True}, **kw)
+
+
+class Row(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    table: ClassVar[str] = ""
+    film_id: str
+    run_id: str = ""
+
+
+class FilmRow(Row):
+    table: ClassVar[str] = "films"
+    title: str = ""
+    year: int | None = None
+    source_path: str = ""
+    sha256: str = ""
+    duration_s: float = 0.0
+    fps: float = 0.0
+    n_frames: int = 0
+    width: int = 0
+    height: int = 0
+    has_audio: bool = False
+    has_video: bool = True
+    meta: str = "{}"  # json: synopsis, cast, collection ids; never shown to policies unless asked
+    created_at: str = ""
+
+
+class StageRow(Row):
+    table: ClassVar[str] = "stages"
+    stage: str
+    params: str = "{}"
+    params_hash: str = ""
+    model: str = ""
+    code_version: str = ""
+    status: str = "running"  # running | done | skipped | failed
+    reason: str = ""
+    started_at: str = ""
+    finished_at: str = ""
+    rows: int = 0
+    error: str = ""
+
+
+class FrameRow(Row):
+    table: ClassVar[str] = "frames"
+    frame_idx: int
+    t: float
+    pools: list[int] = Field(default_factory=list)
+    strip: bool = False
+    image: str = ""  # path relative to the library root
+
+
+class ClipRow(Row):
+    """CLIP vectors live in their own table so the clip stage owns its rows (atomic commit)
+    and the vector width can follow the configured model."""
+
+    table: ClassVar[str] = "clip"
+    frame_idx: int
+    t: float
+    model: str = ""
+    vector: list[float] | None = VectorField()
+
+
+class ShotRow(Row):
+    table: ClassVar[str] = "shots"
+    shot_idx: int
+    start: float
+    end: float
+
+
+class SegmentRow(Row):
+    table: ClassVar[str] = "segments"
+    seg_idx: int
+    start: float
+    end: float
+    first_shot: int = -1
+    last_shot: int = -1
+
+
+class UtteranceRow(Row):
+    table: ClassVar[str] = "utterances"
+    idx: int
+    start: float
+    end: float
+    text: str
+    source: str = "asr"  # asr | subtitles | text
+    speaker: str = ""
+    words: str = "[]"  # json list of {start, end, word, probability}
+    vector: list[float] | None = VectorField()
+
+
+class CaptionRow(Row):
+    table: ClassVar[str] = "captions"
+    idx: int
+    kind: str = "imported"  # frame | clip | imported
+    start: float
+    end: float
+    text: str
+    characters: list[str] = Field(default_factory=list)
+    model: str = ""
+    prompt_id: str = ""
+    vector: list[float] | None = VectorField()
+
+
+class OnscreenRow(Row):
+    table: ClassVar[str] = "onscreen"
+    idx: int
+    start: float
+    end: float
+    text: str
+    confidence: float = 0.0
+    vector: list[float] | None = VectorField()
+
+
+class EventRow(Row):
+    table: ClassVar[str] = "events"
+    event_id: str
+    trigger: str = ""
+    args: str = "{}"
+    description: str = ""
+    start: float = 0.0
+    end: float = 0.0
+    seg_idx: int = -1
+    story_order: int = -1
+    vector: list[float] | None = VectorField()
+
+
+class RelationRow(Row):
+    table: ClassVar[str] = "relations"
+    src: str
+    dst: str
+    type: str
+    confidence: float = 0.0
+    rationale: str = ""
+
+
+ROW_MODELS: dict[str, type[Row]] = {
+    m.table: m
+    for m in [FilmRow, StageRow, FrameRow, ClipRow, ShotRow, SegmentRow, UtteranceRow, CaptionRow, OnscreenRow, EventRow, RelationRow]
+}
+TIMED_TABLES = {"shots", "segments", "utterances", "captions", "onscreen", "events"}  # have start/end
+POINT_TABLES = {"frames", "clip"}  # have t
+
+_SCALARS: dict[Any, pa.DataType] = {str: pa.string(), int: pa.int64(), float: pa.float64(), bool: pa.bool_()}
+
+
+def _arrow_type(annotation: Any) -> tuple[pa.DataType, bool]:
+    nullable = False
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        nullable = len(args) < len(typing.get_args(annotation))
+        annotation = args[0]
+        origin = typing.get_origin(annotation)
+    if origin is list:
+        (inner,) = typing.get_args(annotation)
+        return pa.list_(_SCALARS[inner]), nullable
+    return _SCALARS[annotation], nullable
+
+
+def vector_columns(model: type[Row]) -> list[str]:
+    return [n for n, f in model.model_fields.items() if (f.json_schema_extra or {}).get("vector")]
+
+
+def arrow_schema(model: type[Row], dim: int | None = None) -> pa.Schema:
+    fields = []
+    for name, f in model.model_fields.items():
+        if (f.json_schema_extra or {}).get("vector"):
+            if not dim:
+                raise ValueError(f"{model.table}.{name} needs a vector width")
+            fields.append(pa.field(name, pa.list_(pa.float32(), dim), nullable=True))
+            continue
+        typ, nullable = _arrow_type(f.annotation)
+        fields.append(pa.field(name, typ, nullable=nullable))
+    return pa.schema(fields)
+
+
+def to_arrow(rows: list[Row], model: type[Row], dim: int | None = None) -> pa.Table:
+    schema = arrow_schema(model, dim)
+    cols: dict[str, list[Any]] = {n: [] for n in schema.names}
+    for r in rows:
+        d = r.model_dump()
+        for n in schema.names:
+            cols[n].append(d[n])
+    return pa.Table.from_pydict(cols, schema=schema)

@@ -1,0 +1,246 @@
+"""The library: one embedded LanceDB database plus a media folder for frame images.
+
+Writes follow one protocol so that a crash at any point loses no finished work and
+duplicates nothing: data rows are tagged with the `run_id` of the stage run that made
+them; a run becomes visible only when its `stages` row is marked done; anything a
+crashed or superseded run left behind is invisible and removed on the next run.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import shutil
+import uuid
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import lancedb
+import pyarrow as pa
+from tenacity import retry, retry_if_exception, stop_after_attempt, wait_random_exponential
+
+from ..errors import MovieMemError
+from .schema import ROW_MODELS, FilmRow, Row, StageRow, arrow_schema, check_film_id, to_arrow, vector_columns
+
+FINISHED = ("done", "skipped")
+
+
+def now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def params_hash(params: dict[str, Any]) -> str:
+    blob = json.dumps(params, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def sql_str(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _is_conflict(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return "conflict" in text or "commit" in text and "retry" in text
+
+
+# concurrent writers (other films' ingests, Ray workers) can collide on a table commit
+_retry_conflicts = retry(
+    retry=retry_if_exception(_is_conflict), stop=stop_after_attempt(8),
+    wait=wait_random_exponential(multiplier=0.05, max=2.0), reraise=True,
+)
+
+
+class MemoryStore:
+    """Tables and media of one library directory (or object-store URI)."""
+
+    def __init__(self, uri: str | Path):
+        self.uri = str(uri)
+        self.is_local = "://" not in self.uri
+        if self.is_local:
+            Path(self.uri).mkdir(parents=True, exist_ok=True)
+        self.db = lancedb.connect(self.uri)
+        self._tables: dict[str, Any] = {}
+
+    # -- paths -------------------------------------------------------------
+    @property
+    def root(self) -> Path:
+        if not self.is_local:
+            raise MovieMemError(f"media files need a local library path, not {self.uri}")
+        return Path(self.uri)
+
+    def media_dir(self, film_id: str) -> Path:
+        return self.root / "media" / check_film_id(film_id)
+
+    def locks_dir(self) -> Path:
+        d = self.root / "locks"
+        d.mkdir(parents=True, exist_ok=True)
+        return d
+
+    # -- tables ------------------------------------------------------------
+    def table(self, name: str) -> Any | None:
+        if name in self._tables:
+            return self._tables[name]
+        try:
+            tbl = self.db.open_table(name)
+        except (ValueError, FileNotFoundError):
+            return None
+        self._tables[name] = tbl
+        return tbl
+
+    def vector_dim(self, name: str) -> int | None:
+        tbl = self.table(name)
+        if tbl is None:
+            return None
+        for col in vector_columns(ROW_MODELS[name]):
+            return tbl.schema.field(col).type.list_size
+        return None
+
+    def _ensure(self, name: str, dim: int | None) -> Any:
+        tbl = self.table(name)
+        model = ROW_MODELS[name]
+        if tbl is not None:
+            existing = self.vector_dim(name)
+            if dim is not None and existing is not None and existing != dim:
+                raise MovieMemError(
+                    f"table {name} holds {existing}-d vectors but this model makes {dim}-d ones; "
+                    "use the same embedding model for the whole library or a new library"
+                )
+            return tbl
+        needs_dim = bool(vector_columns(model))
+        schema = arrow_schema(model, dim if needs_dim else None)
+        try:
+            tbl = self.db.create_table(name, schema=schema)
+        except (ValueError, OSError) as exc:  # created meanwhile by another process
+            if "exist" not in str(exc).lower():
+                raise
+            tbl = self.db.open_table(name)
+        self._tables[name] = tbl
+        return tbl
+
+    @_retry_conflicts
+    def append(self, rows: list[Row], dim: int | None = None) -> int:
+        if not rows:
+            return 0
+        model = type(rows[0])
+        if vector_columns(model) and dim is None:
+            dim = self.vector_dim(model.table) or len(next((r.vector for r in rows if getattr(r, "vector", None)), []) or [0])
+        tbl = self._ensure(model.table, dim if vector_columns(model) else None)
+        if vector_columns(model):
+            dim = self.vector_dim(model.table)
+        tbl.add(to_arrow(rows, model, dim))
+        return len(rows)
+
+    @_retry_conflicts
+    def delete(self, name: str, where: str) -> None:
+        tbl = self.table(name)
+        if tbl is not None:
+            tbl.delete(where)
+
+    def query(self, name: str, where: str | None = None, columns: list[str] | None = None) -> pa.Table:
+        tbl = self.table(name)
+        if tbl is None:
+            return arrow_schema(ROW_MODELS[name], 1).empty_table() if vector_columns(ROW_MODELS[name]) else arrow_schema(ROW_MODELS[name]).empty_table()
+        q = tbl.search()
+        if where:
+            q = q.where(where)
+        if columns:
+            q = q.select(columns)
+        return q.limit(None).to_arrow()
+
+    def rows(self, name: str, where: str | None = None) -> list[Row]:
+        model = ROW_MODELS[name]
+        return [model.model_validate(r) for r in self.query(name, where).to_pylist()]
+
+    # -- stage runs --------------------------------------------------------
+    def stage_rows(self, film_id: str) -> list[StageRow]:
+        return [r for r in self.rows("stages", f"film_id = {sql_str(film_id)}")]  # type: ignore[misc]
+
+    def finished_runs(self, film_id: str) -> dict[str, StageRow]:
+        """The visible run of each stage: its latest finished row."""
+        best: dict[str, StageRow] = {}
+        for r in self.stage_rows(film_id):
+            if r.status in FINISHED and (r.stage not in best or r.finished_at > best[r.stage].finished_at):
+                best[r.stage] = r
+        return best
+
+    def begin_run(self, film_id: str, stage: str, params: dict[str, Any], phash: str, model: str = "",
+                  code_version: str = "", resume: bool = False) -> str:
+        """Record a running stage; with resume, reuse an unfinished run of the same params."""
+        if resume:
+            for r in self.stage_rows(film_id):
+                if r.stage == stage and r.status == "running" and r.params_hash == phash:
+                    return r.run_id
+        run_id = uuid.uuid4().hex[:16]
+        self.append([StageRow(film_id=film_id, run_id=run_id, stage=stage, params=json.dumps(params, sort_keys=True, default=str),
+                              params_hash=phash, model=model, code_version=code_version, started_at=now())])
+        return run_id
+
+    @_retry_conflicts
+    def _mark(self, film_id: str, run_id: str, values: dict[str, Any]) -> None:
+        tbl = self.table("stages")
+        tbl.update(where=f"film_id = {sql_str(film_id)} AND run_id = {sql_str(run_id)}", values=values)
+
+    def finish_run(self, film_id: str, stage: str, run_id: str, owned: Iterable[str], *, rows: int,
+                   status: str = "done", reason: str = "", model: str | None = None) -> None:
+        """Make a run visible, then drop every other run's rows of this stage."""
+        values: dict[str, Any] = {"status": status, "reason": reason, "rows": rows, "finished_at": now()}
+        if model is not None:
+            values["model"] = model
+        self._mark(film_id, run_id, values)
+        self.sweep(film_id, stage, owned, keep=run_id)
+
+    def fail_run(self, film_id: str, run_id: str, error: str) -> None:
+        self._mark(film_id, run_id, {"status": "failed", "error": error[:2000], "finished_at": now()})
+
+    def sweep(self, film_id: str, stage: str, owned: Iterable[str], keep: str | None) -> None:
+        """Delete rows of `stage`'s tables and stage rows that do not belong to run `keep`."""
+        fid = sql_str(film_id)
+        other = f" AND run_id != {sql_str(keep)}" if keep else ""
+        for name in owned:
+            self.delete(name, f"film_id = {fid}{other}")
+        self.delete("stages", f"film_id = {fid} AND stage = {sql_str(stage)}{other}")
+        if self.is_local:
+            runs_dir = self.media_dir(film_id) / stage
+            if runs_dir.is_dir():
+                for d in runs_dir.iterdir():
+                    if d.name != keep:
+                        shutil.rmtree(d, ignore_errors=True)
+
+    # -- films -------------------------------------------------------------
+    def film_rows(self) -> list[FilmRow]:
+        """Films whose probe run is finished (a film mid-import or mid-probe is not listed)."""
+        films = self.rows("films")
+        out = []
+        for f in films:
+            runs = self.finished_runs(f.film_id)
+            if "probe" in runs and runs["probe"].run_id == f.run_id:
+                out.append(f)  # type: ignore[arg-type]
+        return sorted(out, key=lambda f: f.film_id)
+
+    def film_row(self, film_id: str) -> FilmRow | None:
+        runs = self.finished_runs(film_id)
+        if "probe" not in runs:
+            return None
+        rows = self.rows("films", f"film_id = {sql_str(film_id)} AND run_id = {sql_str(runs['probe'].run_id)}")
+        return rows[0] if rows else None  # type: ignore[return-value]
+
+    def delete_film(self, film_id: str) -> None:
+        fid = sql_str(check_film_id(film_id))
+        for name in ROW_MODELS:
+            if name != "stages":
+                self.delete(name, f"film_id = {fid}")
+        self.delete("stages", f"film_id = {fid}")
+        if self.is_local:
+            shutil.rmtree(self.media_dir(film_id), ignore_errors=True)
+
+    def optimize(self) -> None:
+        """Compact the small fragments that many appends leave (keeps reads fast)."""
+        for name in ROW_MODELS:
+            tbl = self.table(name)
+            if tbl is not None:
+                try:
+                    tbl.optimize(cleanup_older_than=dt.timedelta(minutes=10))
+                except Exception:  # noqa: BLE001 - compaction is an optimisation; a conflict just skips it
+                    pass
