@@ -226,6 +226,15 @@ class MemoryStore:
         rows = self.rows("films", f"film_id = {sql_str(film_id)} AND run_id = {sql_str(runs['probe'].run_id)}")
         return rows[0] if rows else None  # type: ignore[return-value]
 
+    @_retry_conflicts
+    def update_film(self, film_id: str, values: dict[str, Any]) -> None:
+        """Edit descriptive fields (title, year, meta) of the visible films row in place."""
+        run = self.finished_runs(film_id).get("probe")
+        if run is None:
+            raise MovieMemError(f"film {film_id!r} is not in the library")
+        sql = {k: ("NULL" if v is None else sql_str(v) if isinstance(v, str) else repr(v)) for k, v in values.items()}
+        self.table("films").update(where=f"film_id = {sql_str(film_id)} AND run_id = {sql_str(run.run_id)}", values_sql=sql)
+
     def delete_film(self, film_id: str) -> None:
         fid = sql_str(check_film_id(film_id))
         for name in ROW_MODELS:

@@ -1,0 +1,153 @@
+"""Run ingest stages for one film: validate everything first, then lock the film and run
+each stage that is missing or whose params (or upstream runs) changed."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+from filelock import FileLock, Timeout
+from slugify import slugify
+
+from .. import __version__
+from ..config import Settings
+from ..errors import FilmBusyError, MovieMemError
+from ..memory.schema import FilmRow, check_film_id
+from ..memory.store import MemoryStore, params_hash
+from .probe import file_sha256, probe
+from .report import QuietReporter, Reporter
+from .stages import STAGES, VIDEO_STAGES, Ctx, Inputs, Stage
+from .texttracks import clip_to, load_track
+
+
+def slug_for(path: Path) -> str:
+    """Film id from a file name: 'Ĺa Nuit (1961).mp4' -> 'la-nuit-1961'."""
+    slug = slugify(path.stem, max_length=64, word_boundary=True, regex_pattern=r"[^a-z0-9_-]+")
+    return slug.strip("-_")[:64] or "film"
+
+
+def _lock(store: MemoryStore, film_id: str, reporter: Reporter, wait_s: float) -> FileLock:
+    lock = FileLock(str(store.locks_dir() / f"{film_id}.lock"))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        reporter.warn(f"film {film_id!r} is being ingested by another process; waiting for it to finish")
+        try:
+            lock.acquire(timeout=wait_s)
+        except Timeout:
+            raise FilmBusyError(f"film {film_id!r} is still being ingested by another process after {wait_s:.0f} s") from None
+    return lock
+
+
+def run_stages(store: MemoryStore, settings: Settings, inputs: Inputs, stages: list[Stage], reporter: Reporter,
+               only: set[str] | None = None) -> None:
+    """Run stages in order. With `only`, other stages run just when they have never finished."""
+    film_id = inputs.film.film_id
+    runs = store.finished_runs(film_id)
+    for stage in stages:
+        if only is not None and stage.name not in only and stage.name in runs:
+            continue
+        missing = [n for n in stage.needs if n not in runs]
+        if missing:
+            raise MovieMemError(f"stage {stage.name} needs {', '.join(missing)}, which has not finished for {film_id!r}")
+        ctx = Ctx(store, settings, inputs, reporter, upstream={n: runs[n] for n in stage.needs})
+        params = stage.params(ctx)
+        phash = params_hash({"stage": stage.name, "version": stage.version, "params": params,
+                             "upstream": {n: r.run_id for n, r in ctx.upstream.items()}})
+        current = runs.get(stage.name)
+        if current is not None and current.params_hash == phash:
+            reporter.finish(stage.name, "cached", current.reason)
+            continue
+        reason = stage.skip_reason(ctx)
+        ctx.run_id = store.begin_run(film_id, stage.name, params, phash, code_version=__version__)
+        if reason:
+            store.finish_run(film_id, stage.name, ctx.run_id, stage.owns, rows=0, status="skipped", reason=reason)
+            reporter.finish(stage.name, "skipped", reason)
+        else:
+            reporter.start(stage.name)
+            try:
+                outcome = stage.run(ctx)
+            except BaseException as exc:
+                store.fail_run(film_id, ctx.run_id, f"{type(exc).__name__}: {exc}")
+                reporter.finish(stage.name, "failed", str(exc)[:200])
+                raise
+            store.finish_run(film_id, stage.name, ctx.run_id, stage.owns, rows=ctx.written, model=outcome.model)
+            reporter.finish(stage.name, "done", outcome.note)
+        runs = store.finished_runs(film_id)
+
+
+def _select(stages: list[str] | None, default: list[Stage]) -> tuple[list[Stage], set[str] | None]:
+    """The chosen stages plus everything they need, in pipeline order."""
+    if not stages:
+        return default, None
+    unknown = [s for s in stages if s not in STAGES]
+    if unknown:
+        raise MovieMemError(f"unknown stage(s): {', '.join(unknown)}; known: {', '.join(STAGES)}")
+    wanted, todo = set(), list(stages) + ["probe"]
+    while todo:
+        name = todo.pop()
+        if name not in wanted:
+            wanted.add(name)
+            todo.extend(STAGES[name].needs)
+    return [s for s in default if s.name in wanted], set(stages) | {"probe"}
+
+
+def _keep_imported_transcript(store: MemoryStore, film_id: str, inputs: Inputs) -> None:
+    """Re-ingesting without --subtitles keeps a transcript that came from subtitles."""
+    run = store.finished_runs(film_id).get("transcript")
+    if run is None:
+        return
+    params = json.loads(run.params or "{}")
+    if params.get("source") in ("subtitles", "text"):
+        inputs.text_source = params["source"]
+        inputs.subtitles_sha = params.get("sha256", "")
+
+
+def ingest_video(store: MemoryStore, settings: Settings, path: Path | str, *, film_id: str | None = None,
+                 title: str | None = None, year: int | None = None, subtitles: Path | str | None = None,
+                 encoding: str | None = None, stages: list[str] | None = None, replace: bool = False,
+                 reporter: Reporter | None = None, lock_wait_s: float = 6 * 3600) -> str:
+    """Ingest one video file; returns its film id. Bad input fails before anything is written."""
+    reporter = reporter or QuietReporter()
+    path = Path(path)
+    film_id = check_film_id(film_id if film_id is not None else slug_for(path))
+    info = probe(path)
+    track = None
+    sub_sha = ""
+    if subtitles is not None:
+        track = clip_to(load_track(Path(subtitles), encoding=encoding), info.duration_s)
+        if track.format not in ("srt", "vtt"):
+            raise MovieMemError(f"{subtitles} is {track.format}, not SRT or WebVTT subtitles (use --captions for narration)")
+        sub_sha = file_sha256(Path(subtitles))
+        for w in track.warnings:
+            reporter.warn(w)
+    if info.variable_frame_rate:
+        reporter.warn(f"{path.name} has a variable frame rate; frame indices are decode order, times come from timestamps")
+    lock = _lock(store, film_id, reporter, lock_wait_s)
+    try:
+        existing = store.film_row(film_id)
+        if existing is not None and existing.sha256 != info.sha256:
+            if not replace:
+                raise MovieMemError(
+                    f"film id {film_id!r} already holds another video ({existing.source_path}); choose another --film-id or pass --replace"
+                )
+            store.delete_film(film_id)
+            existing = None
+        film = FilmRow(
+            film_id=film_id, title=title if title is not None else (existing.title if existing else path.stem),
+            year=year if year is not None else (existing.year if existing else None),
+            source_path=str(path.resolve()), sha256=info.sha256, duration_s=round(info.duration_s, 3), fps=info.fps,
+            n_frames=info.n_frames, width=info.width, height=info.height, has_audio=info.has_audio, has_video=True,
+            meta=existing.meta if existing else "{}", created_at=existing.created_at if existing else dt.datetime.now(dt.timezone.utc).isoformat(),
+        )
+        if existing is not None and (existing.title, existing.year) != (film.title, film.year):
+            store.update_film(film_id, {"title": film.title, "year": film.year})
+        inputs = Inputs(video=path, probe=info, film=film, subtitles=track, subtitles_sha=sub_sha)
+        if track is None:
+            _keep_imported_transcript(store, film_id, inputs)
+        chosen, only = _select(stages, VIDEO_STAGES)
+        run_stages(store, settings, inputs, chosen, reporter, only)
+    finally:
+        lock.release()
+    return film_id

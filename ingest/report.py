@@ -1,0 +1,67 @@
+"""Progress and messages from ingest stages: rich bars on stderr, or nothing."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+
+class Reporter(Protocol):
+    def start(self, label: str, total: int | None = None) -> None: ...
+    def update(self, done: int, total: int | None = None) -> None: ...
+    def finish(self, label: str, status: str, note: str = "") -> None: ...
+    def warn(self, message: str) -> None: ...
+
+
+class QuietReporter:
+    """Collects warnings, shows nothing (library use, tests)."""
+
+    def __init__(self) -> None:
+        self.warnings: list[str] = []
+        self.finished: list[tuple[str, str, str]] = []
+
+    def start(self, label: str, total: int | None = None) -> None:
+        pass
+
+    def update(self, done: int, total: int | None = None) -> None:
+        pass
+
+    def finish(self, label: str, status: str, note: str = "") -> None:
+        self.finished.append((label, status, note))
+
+    def warn(self, message: str) -> None:
+        self.warnings.append(message)
+
+
+class RichReporter(QuietReporter):
+    """One progress bar per stage on stderr, so `--json` output on stdout stays clean."""
+
+    def __init__(self, console: Console | None = None) -> None:
+        super().__init__()
+        self.console = console or Console(stderr=True)
+        self._progress: Progress | None = None
+        self._task = None
+
+    def start(self, label: str, total: int | None = None) -> None:
+        self._progress = Progress(TextColumn("{task.description:<22}"), BarColumn(), MofNCompleteColumn(),
+                                  TimeElapsedColumn(), console=self.console, transient=True)
+        self._progress.start()
+        self._task = self._progress.add_task(label, total=total)
+
+    def update(self, done: int, total: int | None = None) -> None:
+        if self._progress is not None and self._task is not None:
+            self._progress.update(self._task, completed=done, total=total)
+
+    def finish(self, label: str, status: str, note: str = "") -> None:
+        super().finish(label, status, note)
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+        colour = {"done": "green", "cached": "dim", "skipped": "yellow", "failed": "red"}.get(status, "white")
+        self.console.print(f"[{colour}]{status:>7}[/] {label}" + (f"  [dim]{note}[/]" if note else ""), highlight=False)
+
+    def warn(self, message: str) -> None:
+        super().warn(message)
+        self.console.print(f"[yellow]warning:[/] {message}", highlight=False)

@@ -1,0 +1,312 @@
+"""The ingest stages. Each declares what it needs, what tables it owns and its params;
+the pipeline handles hashing, skipping, commits and resume."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from ..config import Settings
+from ..errors import MovieMemError
+from ..memory.schema import (
+    ClipRow,
+    FilmRow,
+    FrameRow,
+    OnscreenRow,
+    Row,
+    SegmentRow,
+    ShotRow,
+    StageRow,
+    UtteranceRow,
+)
+from ..memory.store import MemoryStore, sql_str
+from ..memory.view import OWNED_TABLES
+from .probe import Probe
+from .report import Reporter
+from .segments import fixed_windows, group_shots
+from .texttracks import TextTrack
+
+
+@dataclass
+class Inputs:
+    """What the user handed to `ingest` besides settings."""
+
+    video: Path | None
+    probe: Probe | None
+    film: FilmRow
+    subtitles: TextTrack | None = None
+    subtitles_sha: str = ""
+    text_source: str = "subtitles"  # subtitles | text (films without video)
+
+
+@dataclass
+class Ctx:
+    store: MemoryStore
+    settings: Settings
+    inputs: Inputs
+    reporter: Reporter
+    run_id: str = ""
+    upstream: dict[str, StageRow] = field(default_factory=dict)
+    written: int = 0
+
+    @property
+    def film_id(self) -> str:
+        return self.inputs.film.film_id
+
+    def write(self, rows: list[Row], dim: int | None = None) -> int:
+        for r in rows:
+            r.film_id, r.run_id = self.film_id, self.run_id
+        n = self.store.append(rows, dim)
+        self.written += n
+        return n
+
+    def rows(self, table: str) -> list[Any]:
+        """Rows of an upstream stage's finished run."""
+        owner = next(s for s, ts in OWNED_TABLES.items() if table in ts)
+        run = self.upstream[owner]
+        return self.store.rows(table, f"film_id = {sql_str(self.film_id)} AND run_id = {sql_str(run.run_id)}")
+
+    def run_dir(self, stage: str) -> Path:
+        return self.store.media_dir(self.film_id) / stage / self.run_id
+
+    def progress(self, done: int, total: int | None = None) -> None:
+        self.reporter.update(done, total)
+
+
+@dataclass
+class Outcome:
+    model: str = ""
+    note: str = ""
+
+
+class Stage:
+    name: ClassVar[str]
+    needs: ClassVar[tuple[str, ...]] = ()
+    version: ClassVar[int] = 1
+
+    @property
+    def owns(self) -> list[str]:
+        return OWNED_TABLES.get(self.name, [])
+
+    def params(self, ctx: Ctx) -> dict[str, Any]:
+        return {}
+
+    def skip_reason(self, ctx: Ctx) -> str | None:
+        return None
+
+    def run(self, ctx: Ctx) -> Outcome:
+        raise NotImplementedError
+
+
+def _embed_texts(ctx: Ctx, texts: list[str]) -> tuple[list[list[float]], int]:
+    from ..models.embedder import get_embedder
+
+    emb = get_embedder(ctx.settings.embedder, ctx.settings)
+    vecs = emb.embed(texts)
+    return vecs.tolist(), emb.dim
+
+
+class ProbeStage(Stage):
+    name = "probe"
+
+    def params(self, ctx: Ctx) -> dict[str, Any]:
+        return {"sha256": ctx.inputs.film.sha256, "has_video": ctx.inputs.film.has_video}
+
+    def run(self, ctx: Ctx) -> Outcome:
+        film = ctx.inputs.film.model_copy()
+        ctx.write([film])
+        return Outcome(note=f"{film.duration_s:.1f} s" + (f", {film.width}x{film.height} @ {film.fps:.2f} fps" if film.has_video else ", no video"))
+
+
+class FramesStage(Stage):
+    name = "frames"
+    needs = ("probe",)
+
+    def params(self, ctx: Ctx) -> dict[str, Any]:
+        s = ctx.settings
+        return {"pools": list(s.frame_pools), "strip_fps": s.strip_fps, "max_side": s.frame_max_side, "quality": s.jpeg_quality}
+
+    def skip_reason(self, ctx: Ctx) -> str | None:
+        return None if ctx.inputs.film.has_video else "no video"
+
+    def run(self, ctx: Ctx) -> Outcome:
+        from .frames import extract_frames
+
+        film, s = ctx.inputs.film, ctx.settings
+        out = ctx.run_dir("frames")
+        picks = extract_frames(ctx.inputs.video, out, n_frames=film.n_frames, duration_s=film.duration_s,
+                               pools=tuple(s.frame_pools), strip_fps=s.strip_fps, max_side=s.frame_max_side,
+                               quality=s.jpeg_quality, progress=ctx.progress)
+        root = ctx.store.root
+        ctx.write([FrameRow(film_id=ctx.film_id, frame_idx=p.frame_idx, t=round(p.t, 3), pools=list(p.pools),
+                            strip=p.strip, image=str(p.image.relative_to(root))) for p in picks])
+        return Outcome(note=f"{len(picks)} frames")
+
+
+class ShotsStage(Stage):
+    name = "shots"
+    needs = ("probe",)
+
+    def params(self, ctx: Ctx) -> dict[str, Any]:
+        s = ctx.settings
+        return {"detector": s.shot_detector, "threshold": s.shot_threshold, "min_len_s": s.shot_min_len_s}
+
+    def skip_reason(self, ctx: Ctx) -> str | None:
+        return None if ctx.inputs.film.has_video else "no video"
+
+    def run(self, ctx: Ctx) -> Outcome:
+        from .shots import detect_shots
+
+        s = ctx.settings
+        shots = detect_shots(ctx.inputs.video, detector=s.shot_detector, threshold=s.shot_threshold,
+                             min_len_s=s.shot_min_len_s, progress=ctx.progress)
+        ctx.write([ShotRow(film_id=ctx.film_id, shot_idx=i, start=round(a, 3), end=round(b, 3)) for i, (a, b) in enumerate(shots)])
+        return Outcome(model=f"scenedetect:{s.shot_detector}", note=f"{len(shots)} shots")
+
+
+class SegmentsStage(Stage):
+    """Shot-grouped chunks; fixed windows for a film without video."""
+
+    name = "segments"
+    needs = ("probe", "shots")
+
+    def params(self, ctx: Ctx) -> dict[str, Any]:
+        return {"target_s": ctx.settings.segment_target_s, "min_s": ctx.settings.segment_min_s}
+
+    def run(self, ctx: Ctx) -> Outcome:
+        s = ctx.settings
+        shot_run = ctx.upstream.get("shots")
+        if shot_run is not None and shot_run.status == "done":
+            shots = sorted(ctx.rows("shots"), key=lambda r: r.shot_idx)
+            segs = group_shots([(r.start, r.end) for r in shots], s.segment_target_s, s.segment_min_s)
+            how = "shot-grouped"
+        else:
+            segs = fixed_windows(ctx.inputs.film.duration_s, s.segment_target_s, s.segment_min_s)
+            how = "fixed windows"
+        ctx.write([SegmentRow(film_id=ctx.film_id, seg_idx=i, start=round(g.start, 3), end=round(g.end, 3),
+                              first_shot=g.first_shot, last_shot=g.last_shot) for i, g in enumerate(segs)])
+        return Outcome(note=f"{len(segs)} segments ({how})")
+
+
+class TranscriptStage(Stage):
+    """ASR with faster-whisper, or an imported subtitle track that replaces it."""
+
+    name = "transcript"
+    needs = ("probe",)
+
+    def source(self, ctx: Ctx) -> str:
+        return ctx.inputs.text_source if ctx.inputs.subtitles_sha else "asr"
+
+    def params(self, ctx: Ctx) -> dict[str, Any]:
+        s = ctx.settings
+        if self.source(ctx) != "asr":
+            return {"source": self.source(ctx), "sha256": ctx.inputs.subtitles_sha, "embedder": s.embedder}
+        return {"source": "asr", "model": s.asr_model, "language": s.asr_language, "compute_type": s.asr_compute_type,
+                "beam_size": s.asr_beam_size, "embedder": s.embedder}
+
+    def skip_reason(self, ctx: Ctx) -> str | None:
+        if self.source(ctx) == "asr" and not ctx.inputs.film.has_audio:
+            return "no audio track" if ctx.inputs.film.has_video else "no video or audio"
+        return None
+
+    def run(self, ctx: Ctx) -> Outcome:
+        if self.source(ctx) != "asr":
+            track = ctx.inputs.subtitles
+            if track is None:
+                raise MovieMemError(f"the transcript of {ctx.film_id!r} came from an imported file; pass it again to recompute it")
+            items = [{"start": c.start, "end": c.end, "text": c.text, "speaker": ", ".join(c.characters), "words": []}
+                     for c in track.cues]
+            model, note = f"{track.format}:{track.path.name}", f"{len(items)} cues from {track.path.name}"
+        else:
+            from ..models.offline import model_path, resolve_name
+            from .asr import transcribe
+
+            s = ctx.settings
+            name = s.asr_model
+            model_ref: Path | str = Path(name).expanduser()
+            if not Path(model_ref).exists():
+                offline = resolve_name(name) or resolve_name(f"whisper-{name}")
+                model_ref = model_path(offline.name, s) if offline else name
+            tr = transcribe(ctx.inputs.video, model=model_ref, language=s.asr_language, compute_type=s.asr_compute_type,
+                            threads=s.asr_threads, beam_size=s.asr_beam_size, progress=ctx.progress)
+            items = [dict(u, speaker=u.get("speaker", "")) for u in tr.utterances]
+            model = f"faster-whisper:{name}"
+            note = f"{len(items)} utterances, language {tr.language} ({tr.language_probability:.2f})"
+        vecs, dim = _embed_texts(ctx, [u["text"] for u in items]) if items else ([], None)
+        ctx.write([UtteranceRow(film_id=ctx.film_id, idx=i, start=round(u["start"], 3), end=round(u["end"], 3),
+                                text=u["text"], source=self.source(ctx), speaker=u.get("speaker", ""),
+                                words=json.dumps(u.get("words", [])), vector=v) for i, (u, v) in enumerate(zip(items, vecs))], dim)
+        return Outcome(model=model, note=note)
+
+
+class ClipStage(Stage):
+    name = "clip"
+    needs = ("frames",)
+
+    def params(self, ctx: Ctx) -> dict[str, Any]:
+        return {"model": ctx.settings.clip_model, "pretrained": ctx.settings.clip_pretrained,
+                "pool": max(ctx.settings.frame_pools)}
+
+    def skip_reason(self, ctx: Ctx) -> str | None:
+        if not ctx.inputs.film.has_video:
+            return "no video"
+        from .clip import clip_weights_available
+
+        ok, reason = clip_weights_available(ctx.settings.clip_pretrained)
+        return None if ok else reason
+
+    def run(self, ctx: Ctx) -> Outcome:
+        from .clip import ClipEncoder
+
+        pool = max(ctx.settings.frame_pools)
+        frames = sorted((f for f in ctx.rows("frames") if pool in f.pools), key=lambda f: f.frame_idx)
+        enc = ClipEncoder(ctx.settings.clip_model, ctx.settings.clip_pretrained)
+        vecs = enc.encode_images([ctx.store.root / f.image for f in frames], progress=ctx.progress)
+        model = f"open_clip:{ctx.settings.clip_model}"
+        ctx.write([ClipRow(film_id=ctx.film_id, frame_idx=f.frame_idx, t=f.t, model=model, vector=v.tolist())
+                   for f, v in zip(frames, vecs)], enc.dim)
+        return Outcome(model=model, note=f"{len(frames)} frames of the {pool} pool")
+
+
+class OcrStage(Stage):
+    name = "ocr"
+    needs = ("frames",)
+
+    def params(self, ctx: Ctx) -> dict[str, Any]:
+        s = ctx.settings
+        return {"lang": s.ocr_lang, "min_confidence": s.ocr_min_confidence, "embedder": s.embedder}
+
+    def skip_reason(self, ctx: Ctx) -> str | None:
+        return None if ctx.inputs.film.has_video else "no video"
+
+    def run(self, ctx: Ctx) -> Outcome:
+        from .ocr import read_onscreen
+
+        strip = sorted((f for f in ctx.rows("frames") if f.strip), key=lambda f: f.t)
+        found = read_onscreen([(f.t, ctx.store.root / f.image) for f in strip], lang=ctx.settings.ocr_lang,
+                              min_confidence=ctx.settings.ocr_min_confidence, progress=ctx.progress)
+        vecs, dim = _embed_texts(ctx, [o["text"] for o in found]) if found else ([], None)
+        end_cap = ctx.inputs.film.duration_s
+        ctx.write([OnscreenRow(film_id=ctx.film_id, idx=i, start=round(o["start"], 3), end=round(min(o["end"], end_cap), 3),
+                               text=o["text"], confidence=float(o.get("confidence", 0.0)), vector=v)
+                   for i, (o, v) in enumerate(zip(found, vecs))], dim)
+        return Outcome(model=f"tesseract:{ctx.settings.ocr_lang}", note=f"{len(found)} on-screen texts from {len(strip)} strip frames")
+
+
+VIDEO_STAGES: list[Stage] = [ProbeStage(), FramesStage(), ShotsStage(), SegmentsStage(), TranscriptStage(), ClipStage(), OcrStage()]
+STAGES: dict[str, Stage] = {s.name: s for s in VIDEO_STAGES}
+
+
+def register_stage(stage: Stage, after: str | None = None) -> None:
+    """Later layers (captions, events) add their stages here."""
+    STAGES[stage.name] = stage
+    names = [s.name for s in VIDEO_STAGES]
+    if stage.name in names:
+        VIDEO_STAGES[names.index(stage.name)] = stage
+    elif after and after in names:
+        VIDEO_STAGES.insert(names.index(after) + 1, stage)
+    else:
+        VIDEO_STAGES.append(stage)
+

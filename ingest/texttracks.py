@@ -1,0 +1,201 @@
+"""Timed text tracks: SRT, WebVTT, Movie101 narration lines and JSON cue lists.
+
+Parsing of SRT/VTT goes through pysubs2; this module adds what a researcher needs on top:
+format checks with a clear error, line numbers for malformed cues and undecodable bytes,
+`[Name]` character tags kept as metadata, and cues sorted (with a warning) when out of order.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pysubs2
+
+from ..errors import MovieMemError
+
+FORMATS = ("srt", "vtt", "movie101", "json")
+_TAG = re.compile(r"\[([^\[\]]{1,60})\]")
+_M101 = re.compile(r"^\s*(\d+):(\d{1,2}):(\d{1,2}(?:\.\d+)?)\s*\|\s*(\d+):(\d{1,2}):(\d{1,2}(?:\.\d+)?)\s*\|(.*)$")
+_TIMING = re.compile(r"-->")
+
+
+@dataclass
+class Cue:
+    start: float
+    end: float
+    text: str
+    characters: list[str] = field(default_factory=list)
+    line: int = 0
+
+
+@dataclass
+class TextTrack:
+    path: Path
+    format: str
+    cues: list[Cue]
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def last_end(self) -> float:
+        return max((c.end for c in self.cues), default=0.0)
+
+
+def _read_text(path: Path, encoding: str | None) -> str:
+    if not path.is_file():
+        raise MovieMemError(f"cannot read {path}: no such file")
+    data = path.read_bytes()
+    if not data.strip():
+        raise MovieMemError(f"cannot read {path}: the file is empty")
+    enc = encoding or "utf-8-sig"
+    try:
+        return data.decode(enc)
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise MovieMemError(
+            f"{path}: line {line} is not valid {enc} (byte 0x{data[exc.start]:02x}); pass the file's encoding, e.g. --encoding cp1252"
+        ) from None
+    except LookupError:
+        raise MovieMemError(f"unknown text encoding {enc!r}") from None
+
+
+def detect_format(path: Path, text: str) -> str:
+    suffix = path.suffix.lower().lstrip(".")
+    if suffix in ("srt", "vtt", "json"):
+        return suffix
+    first = next((ln for ln in text.splitlines() if ln.strip()), "")
+    if first.startswith("WEBVTT"):
+        return "vtt"
+    if _M101.match(first):
+        return "movie101"
+    if first.lstrip().startswith("["):
+        return "json"
+    if any(_TIMING.search(ln) for ln in text.splitlines()[:20]):
+        return "srt"
+    raise MovieMemError(f"{path} is not a subtitle or narration file (SRT, WebVTT, Movie101 h:m:s|h:m:s|text or a JSON list of cues)")
+
+
+def split_characters(text: str) -> tuple[str, list[str]]:
+    """'[Cheng Yong] drove...' -> ('Cheng Yong drove...', ['Cheng Yong'])."""
+    names = list(dict.fromkeys(m.strip() for m in _TAG.findall(text)))
+    return _TAG.sub(lambda m: m.group(1), text).strip(), names
+
+
+def _subtitles(path: Path, text: str, fmt: str) -> tuple[list[Cue], list[str]]:
+    warnings: list[str] = []
+    try:
+        subs = pysubs2.SSAFile.from_string(text, format_=fmt)
+    except (pysubs2.exceptions.Pysubs2Error, ValueError) as exc:
+        raise MovieMemError(f"{path} is not valid {fmt.upper()}: {exc}") from None
+    # pysubs2 skips cues whose timing line it cannot parse; name them so nothing vanishes silently
+    timing_lines = [i + 1 for i, ln in enumerate(text.splitlines()) if _TIMING.search(ln)]
+    if len(timing_lines) > len(subs):
+        bad = [n for n in timing_lines if not _parses(text.splitlines()[n - 1])]
+        if bad:
+            warnings.append(f"{path}: skipped {len(bad)} malformed cue(s) at line(s) {', '.join(map(str, bad[:10]))}")
+    lines_iter = iter(timing_lines)
+    cues = []
+    for ev in subs:
+        body = ev.plaintext.replace("\n", " ").strip()
+        line = next(lines_iter, 0)
+        if not body or ev.is_comment:
+            continue
+        body, names = split_characters(body)
+        cues.append(Cue(ev.start / 1000.0, ev.end / 1000.0, body, names, line))
+    return cues, warnings
+
+
+_TS = re.compile(r"^\s*(\d+:)?\d{1,2}:\d{2}[,.]\d{1,3}\s*-->\s*(\d+:)?\d{1,2}:\d{2}[,.]\d{1,3}")
+
+
+def _parses(line: str) -> bool:
+    return bool(_TS.match(line))
+
+
+def _movie101(path: Path, text: str) -> tuple[list[Cue], list[str]]:
+    cues, bad = [], []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        m = _M101.match(line)
+        if not m:
+            bad.append(n)
+            continue
+        h1, m1, s1, h2, m2, s2, body = m.groups()
+        start = int(h1) * 3600 + int(m1) * 60 + float(s1)
+        end = int(h2) * 3600 + int(m2) * 60 + float(s2)
+        body, names = split_characters(body.strip())
+        if end <= start:
+            bad.append(n)
+            continue
+        cues.append(Cue(start, end, body, names, n))
+    warnings = [f"{path}: skipped {len(bad)} malformed line(s): {', '.join(map(str, bad[:10]))}"] if bad else []
+    return cues, warnings
+
+
+def _json(path: Path, text: str) -> tuple[list[Cue], list[str]]:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise MovieMemError(f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
+    if not isinstance(data, list):
+        raise MovieMemError(f"{path}: expected a JSON list of {{start, end, text}} objects")
+    cues, bad = [], []
+    for i, item in enumerate(data):
+        try:
+            start, end, body = float(item["start"]), float(item["end"]), str(item["text"])
+        except (KeyError, TypeError, ValueError):
+            bad.append(i)
+            continue
+        if end <= start:
+            bad.append(i)
+            continue
+        body, names = split_characters(body)
+        chars = [str(c) for c in item.get("characters", [])] or names
+        cues.append(Cue(start, end, body, chars, i))
+    warnings = [f"{path}: skipped {len(bad)} malformed item(s) at index {', '.join(map(str, bad[:10]))}"] if bad else []
+    return cues, warnings
+
+
+def load_track(path: Path | str, fmt: str | None = None, encoding: str | None = None) -> TextTrack:
+    """Parse a text track; refuse a file that holds no usable cue."""
+    path = Path(path)
+    text = _read_text(path, encoding)
+    fmt = fmt or detect_format(path, text)
+    if fmt not in FORMATS:
+        raise MovieMemError(f"unknown text format {fmt!r}; use one of {', '.join(FORMATS)}")
+    if fmt in ("srt", "vtt"):
+        if fmt == "vtt" and not text.lstrip().startswith("WEBVTT"):
+            raise MovieMemError(f"{path} is not WebVTT: it does not start with 'WEBVTT'")
+        cues, warnings = _subtitles(path, text, fmt)
+    elif fmt == "movie101":
+        cues, warnings = _movie101(path, text)
+    else:
+        cues, warnings = _json(path, text)
+    if not cues:
+        raise MovieMemError(f"{path} holds no valid cue (format {fmt})")
+    if any(b.start < a.start for a, b in zip(cues, cues[1:])):
+        warnings.append(f"{path}: cues were out of order and have been sorted by start time")
+        cues.sort(key=lambda c: (c.start, c.end))
+    return TextTrack(path, fmt, cues, warnings)
+
+
+def clip_to(track: TextTrack, duration_s: float) -> TextTrack:
+    """Clip cues that run past the film's end (warn, do not fail)."""
+    kept, clipped, dropped = [], 0, 0
+    for c in track.cues:
+        if c.start >= duration_s:
+            dropped += 1
+            continue
+        if c.end > duration_s:
+            clipped += 1
+            c = Cue(c.start, duration_s, c.text, c.characters, c.line)
+        kept.append(c)
+    warnings = list(track.warnings)
+    if clipped or dropped:
+        warnings.append(f"{track.path}: {clipped} cue(s) clipped and {dropped} dropped at the film's end ({duration_s:.1f} s)")
+    if not kept:
+        raise MovieMemError(f"{track.path}: every cue starts after the film's end ({duration_s:.1f} s)")
+    return TextTrack(track.path, track.format, kept, warnings)

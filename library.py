@@ -1,0 +1,63 @@
+"""The user-facing Library and Film: compose memory, ingest (and later graph and agents)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .config import Settings, get_settings
+from .errors import MovieMemError
+from .ingest.report import QuietReporter, Reporter
+from .memory.bundle import export_film, import_film
+from .memory.schema import FilmRow
+from .memory.store import MemoryStore
+from .memory.view import FilmMemory
+
+
+class Film(FilmMemory):
+    """One film's memory. `window()` and `until()` return restricted Films."""
+
+    def __repr__(self) -> str:
+        cut = f", until={self.cutoff}" if self.cutoff is not None else ""
+        return f"Film({self.film_id!r}, {self.info.title!r}, {self.info.duration_s:.0f} s{cut})"
+
+
+class Library:
+    """A directory (or object-store URI) holding the memories of many films."""
+
+    def __init__(self, path: str | Path | None = None, settings: Settings | None = None):
+        self.settings = settings or get_settings()
+        self.path = str(path) if path is not None else str(self.settings.library_dir)
+        self.store = MemoryStore(self.path)
+
+    def __repr__(self) -> str:
+        return f"Library({self.path!r})"
+
+    def films(self) -> list[FilmRow]:
+        return self.store.film_rows()
+
+    def film(self, film_id: str) -> Film:
+        return Film(self.store, film_id)
+
+    def __contains__(self, film_id: str) -> bool:
+        return self.store.film_row(film_id) is not None
+
+    def ingest(self, path: str | Path, *, film_id: str | None = None, title: str | None = None, year: int | None = None,
+               subtitles: str | Path | None = None, encoding: str | None = None, stages: list[str] | None = None,
+               replace: bool = False, reporter: Reporter | None = None, **kw: Any) -> Film:
+        from .ingest.pipeline import ingest_video
+
+        fid = ingest_video(self.store, self.settings, path, film_id=film_id, title=title, year=year, subtitles=subtitles,
+                           encoding=encoding, stages=stages, replace=replace, reporter=reporter or QuietReporter(), **kw)
+        return self.film(fid)
+
+    def delete(self, film_id: str) -> None:
+        if film_id not in self:
+            raise MovieMemError(f"film {film_id!r} is not in the library")
+        self.store.delete_film(film_id)
+
+    def export(self, film_id: str, out: str | Path) -> Path:
+        return export_film(self.store, film_id, Path(out))
+
+    def import_bundle(self, bundle: str | Path, *, film_id: str | None = None, replace: bool = False) -> Film:
+        return self.film(import_film(self.store, Path(bundle), film_id=film_id, replace=replace))

@@ -1,0 +1,183 @@
+"""FilmMemory: the read view of one film, optionally restricted in time.
+
+`until(t)` is the no-future-leak view used for predictive questions: only rows that have
+ended by `t` are visible, so a policy cannot read what happens later in the film.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from ..errors import MovieMemError
+from .schema import (
+    POINT_TABLES,
+    TIMED_TABLES,
+    CaptionRow,
+    EventRow,
+    FilmRow,
+    FrameRow,
+    OnscreenRow,
+    RelationRow,
+    SegmentRow,
+    ShotRow,
+    StageRow,
+    UtteranceRow,
+    check_film_id,
+)
+from .store import MemoryStore, sql_str
+
+
+class FilmMemory:
+    def __init__(self, store: MemoryStore, film_id: str, *, t0: float = 0.0, t1: float = math.inf, until: bool = False):
+        self.store = store
+        self.film_id = check_film_id(film_id)
+        self.t0, self.t1, self._until = t0, t1, until
+        row = store.film_row(film_id)
+        if row is None:
+            raise MovieMemError(f"film {film_id!r} is not in the library at {store.uri}")
+        self.info: FilmRow = row
+        self._runs = store.finished_runs(film_id)
+
+    # -- views -------------------------------------------------------------
+    def window(self, t0: float, t1: float) -> "FilmMemory":
+        """Rows overlapping [t0, t1)."""
+        if t1 <= t0:
+            raise MovieMemError(f"empty window: {t0} >= {t1}")
+        return type(self)(self.store, self.film_id, t0=max(t0, self.t0), t1=min(t1, self.t1), until=self._until)
+
+    def until(self, t: float) -> "FilmMemory":
+        """Only what has been shown by time t (rows that end after t are hidden)."""
+        return type(self)(self.store, self.film_id, t0=self.t0, t1=min(t, self.t1), until=True)
+
+    @property
+    def cutoff(self) -> float | None:
+        return self.t1 if self._until else None
+
+    @property
+    def duration_s(self) -> float:
+        return min(self.info.duration_s, self.t1)
+
+    # -- filtering ---------------------------------------------------------
+    def _where(self, table: str) -> str | None:
+        run = self._runs.get(_OWNER[table])
+        if run is None or run.status != "done":
+            return None
+        clauses = [f"film_id = {sql_str(self.film_id)}", f"run_id = {sql_str(run.run_id)}"]
+        if table in TIMED_TABLES:
+            if self._until:
+                clauses.append(f"`end` <= {self.t1!r}")
+            elif self.t1 != math.inf:
+                clauses.append(f"start < {self.t1!r}")
+            if self.t0 > 0:
+                clauses.append(f"`end` > {self.t0!r}")
+        elif table in POINT_TABLES:
+            if self.t1 != math.inf:
+                clauses.append(f"t <= {self.t1!r}" if self._until else f"t < {self.t1!r}")
+            if self.t0 > 0:
+                clauses.append(f"t >= {self.t0!r}")
+        return " AND ".join(clauses)
+
+    def arrow(self, table: str) -> pa.Table:
+        """The visible rows of one table as Arrow (for pandas/polars users)."""
+        where = self._where(table)
+        if where is None:
+            return self.store.query(table, "false")
+        return self.store.query(table, where)
+
+    def _rows(self, table: str, order: str) -> list[Any]:
+        where = self._where(table)
+        if where is None:
+            return []
+        rows = self.store.rows(table, where)
+        return sorted(rows, key=lambda r: getattr(r, order))
+
+    # -- tables ------------------------------------------------------------
+    def shots(self) -> list[ShotRow]:
+        return self._rows("shots", "shot_idx")
+
+    def segments(self) -> list[SegmentRow]:
+        return self._rows("segments", "seg_idx")
+
+    def frames(self, pool: int | None = None, strip: bool = False) -> list[FrameRow]:
+        """Frames of a uniform pool (64/128/256), or the 0.5 fps strip; image paths made absolute."""
+        rows: list[FrameRow] = self._rows("frames", "frame_idx")
+        if pool is not None:
+            pools = {p for r in rows for p in r.pools} or set()
+            if pools and pool not in pools:
+                raise MovieMemError(f"no frame pool of {pool}; this film has pools {sorted(pools)}")
+            rows = [r for r in rows if pool in r.pools]
+        if strip:
+            rows = [r for r in rows if r.strip]
+        root = self.store.root if self.store.is_local else None
+        for r in rows:
+            if root is not None and r.image:
+                r.image = str(root / r.image)
+        return rows
+
+    def clip_vectors(self, frame_idx: list[int] | None = None) -> tuple[list[int], np.ndarray]:
+        """CLIP vectors of the frames (empty when the clip stage was skipped)."""
+        tbl = self.arrow("clip")
+        if tbl.num_rows == 0:
+            return [], np.zeros((0, 0), dtype=np.float32)
+        idx = tbl.column("frame_idx").to_pylist()
+        vecs = np.asarray(tbl.column("vector").to_pylist(), dtype=np.float32)
+        if frame_idx is not None:
+            keep = [i for i, f in enumerate(idx) if f in set(frame_idx)]
+            idx, vecs = [idx[i] for i in keep], vecs[keep]
+        return idx, vecs
+
+    def utterances(self) -> list[UtteranceRow]:
+        return self._rows("utterances", "idx")
+
+    def captions(self, kind: str | None = None) -> list[CaptionRow]:
+        rows: list[CaptionRow] = self._rows("captions", "start")
+        return [r for r in rows if kind is None or r.kind == kind]
+
+    def onscreen(self) -> list[OnscreenRow]:
+        return self._rows("onscreen", "start")
+
+    def events(self) -> list[EventRow]:
+        return self._rows("events", "start")
+
+    def relations(self) -> list[RelationRow]:
+        rows: list[RelationRow] = self._rows("relations", "src")
+        visible = {e.event_id for e in self.events()}
+        return [r for r in rows if r.src in visible and r.dst in visible]
+
+    def stages(self) -> list[StageRow]:
+        return sorted(self._runs.values(), key=lambda r: r.started_at)
+
+    def meta(self) -> dict[str, Any]:
+        return json.loads(self.info.meta or "{}")
+
+    # -- summary -----------------------------------------------------------
+    def summary(self) -> dict[str, Any]:
+        """The `moviemem show --json` object."""
+        frames = self.frames()
+        pools = {str(p): sum(1 for f in frames if p in f.pools) for p in sorted({p for f in frames for p in f.pools})}
+        counts = {name: self.arrow(name).num_rows for name in
+                  ["frames", "shots", "segments", "utterances", "captions", "onscreen", "events", "relations"]}
+        stages = [
+            {"stage": r.stage, "status": r.status, "model": r.model, "params_hash": r.params_hash, "reason": r.reason}
+            for r in self.stages()
+        ]
+        return {
+            "film_id": self.film_id, "title": self.info.title, "year": self.info.year,
+            "duration_s": round(self.info.duration_s, 3), "has_video": self.info.has_video,
+            "has_audio": self.info.has_audio, "counts": counts, "pools": pools, "stages": stages,
+        }
+
+
+# which stage's run makes each table visible
+_OWNER = {
+    "films": "probe", "frames": "frames", "clip": "clip", "shots": "shots", "segments": "segments",
+    "utterances": "transcript", "captions": "captions", "onscreen": "ocr", "events": "events", "relations": "events",
+}
+OWNED_TABLES: dict[str, list[str]] = {}
+for _t, _s in _OWNER.items():
+    OWNED_TABLES.setdefault(_s, []).append(_t)

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Set up everything moviemem needs on a fresh Debian machine; fast when it is all there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3.11}
+command -v "$PYTHON" >/dev/null || PYTHON=python3
+VENV=.venv
+WHEELS=${MOVIEMEM_WHEELS:-$HOME/.cache/moviemem/wheels}
+LLAMA=llama-cpp-python==0.3.36
+APT_PKGS="ffmpeg espeak-ng tesseract-ocr tesseract-ocr-eng fonts-dejavu-core"
+
+need_apt=""
+for cmd in ffmpeg ffprobe espeak-ng tesseract; do command -v "$cmd" >/dev/null || need_apt=1; done
+[ -d /usr/share/fonts/truetype/dejavu ] || need_apt=1
+if [ -n "$need_apt" ]; then
+  echo "setup: installing Debian packages: $APT_PKGS"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends $APT_PKGS
+fi
+
+[ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
+PIP="$VENV/bin/python -m pip"
+stamp="$VENV/.moviemem-installed"
+want="$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)"
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  $PIP install -q --upgrade pip wheel setuptools
+  # torch and torchvision come from this machine's local files (a CPU run needs no more)
+  $PIP install -q torch==2.14.1 torchvision==0.29.1
+  if ! ls "$WHEELS"/llama_cpp_python-0.3.36-*.whl >/dev/null 2>&1; then
+    echo "setup: compiling $LLAMA once (about 9 minutes); the wheel is cached in $WHEELS"
+    mkdir -p "$WHEELS"
+    $PIP wheel -q --no-deps "$LLAMA" -w "$WHEELS"
+  fi
+  $PIP install -q --find-links "$WHEELS" -e ".[llama,dev]"
+  echo "$want" > "$stamp"
+fi
+
+"$VENV/bin/moviemem" models prepare
