@@ -200,7 +200,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         app(args=argv, standalone_mode=False)
     except MovieMemError as exc:
-        err.print(f"error: {exc}", highlight=False, markup=False, soft_wrap=True)
+        one_line = "; ".join(part.strip() for part in str(exc).splitlines() if part.strip())
+        err.print(f"error: {one_line}", highlight=False, markup=False, soft_wrap=True)
         sys.exit(2)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)

@@ -83,19 +83,45 @@ def split_characters(text: str) -> tuple[str, list[str]]:
     return _TAG.sub(lambda m: m.group(1), text).strip(), names
 
 
+def _drop_malformed_blocks(text: str) -> tuple[str, list[int], list[int]]:
+    """Remove cue blocks whose timing line does not parse (pysubs2 would glue them onto the
+    previous cue); return the cleaned text, the bad blocks' line numbers and the good timing lines."""
+    lines = text.splitlines()
+    keep: list[str] = []
+    bad: list[int] = []
+    good: list[int] = []
+    block: list[tuple[int, str]] = []
+
+    def flush() -> None:
+        timing = [(n, ln) for n, ln in block if "->" in ln]
+        if timing and not _parses(timing[0][1]):
+            bad.append(timing[0][0])
+        else:
+            good.extend(n for n, _ in timing[:1])
+            keep.extend(ln for _, ln in block)
+        keep.append("")
+        block.clear()
+
+    for n, ln in enumerate(lines, 1):
+        if ln.strip():
+            block.append((n, ln))
+        elif block:
+            flush()
+    if block:
+        flush()
+    return "\n".join(keep), bad, good
+
+
 def _subtitles(path: Path, text: str, fmt: str) -> tuple[list[Cue], list[str]]:
     warnings: list[str] = []
+    cleaned, bad, good = _drop_malformed_blocks(text)
+    if bad:
+        warnings.append(f"{path}: skipped {len(bad)} malformed cue(s) at line(s) {', '.join(map(str, bad[:10]))}")
     try:
-        subs = pysubs2.SSAFile.from_string(text, format_=fmt)
+        subs = pysubs2.SSAFile.from_string(cleaned, format_=fmt)
     except (pysubs2.exceptions.Pysubs2Error, ValueError) as exc:
         raise MovieMemError(f"{path} is not valid {fmt.upper()}: {exc}") from None
-    # pysubs2 skips cues whose timing line it cannot parse; name them so nothing vanishes silently
-    timing_lines = [i + 1 for i, ln in enumerate(text.splitlines()) if _TIMING.search(ln)]
-    if len(timing_lines) > len(subs):
-        bad = [n for n in timing_lines if not _parses(text.splitlines()[n - 1])]
-        if bad:
-            warnings.append(f"{path}: skipped {len(bad)} malformed cue(s) at line(s) {', '.join(map(str, bad[:10]))}")
-    lines_iter = iter(timing_lines)
+    lines_iter = iter(good)
     cues = []
     for ev in subs:
         body = ev.plaintext.replace("\n", " ").strip()

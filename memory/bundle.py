@@ -84,8 +84,8 @@ def import_film(store: MemoryStore, bundle: Path, *, film_id: str | None = None,
         raise MovieMemError(f"cannot import {bundle}: no such file")
     try:
         tar = tarfile.open(bundle, "r")
-    except (tarfile.TarError, OSError) as exc:
-        raise MovieMemError(f"cannot import {bundle}: not a tar bundle ({exc})") from None
+    except (tarfile.TarError, OSError):
+        raise MovieMemError(f"cannot import {bundle}: not a tar bundle") from None
     with tar:
         try:
             manifest = json.loads(tar.extractfile("manifest.json").read())  # type: ignore[union-attr]

@@ -1,0 +1,165 @@
+"""ReplayCache: wraps any backbone and answers repeated requests from SQLite.
+
+The key is a SHA-256 of the backbone's `model_id` and the normalised request (text,
+media content hashes, tools, schema, max_tokens, temperature): reruns and rescoring cost
+nothing, and credentials never enter the key or the database. The database uses WAL and
+a busy timeout, so several processes (a benchmark's workers) can share one file.
+
+Modes: off (pass through), read (serve hits, do not store), write (always call, store),
+readwrite (serve hits, store misses), replay-only (serve hits, a miss is an error).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, get_args
+
+from ..errors import MovieMemError
+from .base import Backbone, MessageLike, Reply, Request, Tool, run_many
+from .settings import CacheMode, get_backbone_settings
+
+MODES: tuple[str, ...] = get_args(CacheMode)
+KEY_VERSION = 1
+DB_NAME = "replies.sqlite"
+
+
+class ReplayMiss(MovieMemError):
+    """replay-only mode met a request it has no reply for."""
+
+
+@dataclass
+class CacheStats:
+    hits: int = 0
+    misses: int = 0
+    writes: int = 0
+
+
+def request_key(model_id: str, request: Request) -> str:
+    payload = {"v": KEY_VERSION, "model": model_id, "request": request.fingerprint()}
+    blob = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _db_path(path: str | Path | None) -> Path:
+    base = Path(path).expanduser() if path else get_backbone_settings().cache_path
+    return base if base.suffix in (".sqlite", ".db") else base / DB_NAME
+
+
+class ReplayCache:
+    """A Backbone that answers from its cache first. `stats` counts hits, misses and writes."""
+
+    def __init__(self, backbone: Backbone, path: str | Path | None = None, mode: CacheMode | str | None = None):
+        mode = mode or get_backbone_settings().cache_mode
+        if mode not in MODES:
+            raise MovieMemError(f"unknown cache mode {mode!r}; use one of {', '.join(MODES)}")
+        self.inner = backbone
+        self.mode = mode
+        self.name = backbone.name
+        self.model_id = backbone.model_id
+        self.capabilities = backbone.capabilities
+        self.sequential = bool(getattr(backbone, "sequential", False))
+        self.concurrency = int(getattr(backbone, "concurrency", 4))
+        self.path = _db_path(path)
+        self.stats = CacheStats()
+        self._stats_lock = threading.Lock()
+        self._local = threading.local()
+        if mode != "off":
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._conn()  # create the schema now: a bad path fails at load, not mid-run
+
+    def __repr__(self) -> str:
+        return f"<ReplayCache {self.name} mode={self.mode} {self.path}>"
+
+    def _conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+            conn.execute("PRAGMA busy_timeout=60000")
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, model_id TEXT NOT NULL,"
+                         " reply TEXT NOT NULL, created REAL NOT NULL)")
+            self._local.conn = conn
+        return conn
+
+    def key(self, request: Request) -> str:
+        return request_key(self.model_id, request)
+
+    def get(self, key: str) -> Reply | None:
+        row = self._conn().execute("SELECT reply FROM replies WHERE key = ?", (key,)).fetchone()
+        if row is None:
+            return None
+        return replace(Reply.from_dict(json.loads(row[0])), cached=True)
+
+    def put(self, key: str, reply: Reply) -> None:
+        data = reply.to_dict()
+        data.pop("cached", None)
+        data.pop("transient", None)
+        self._conn().execute("INSERT OR REPLACE INTO replies (key, model_id, reply, created) VALUES (?, ?, ?, ?)",
+                             (key, self.model_id, json.dumps(data, ensure_ascii=False), time.time()))
+
+    def _count(self, field: str) -> None:
+        with self._stats_lock:
+            setattr(self.stats, field, getattr(self.stats, field) + 1)
+
+    def chat(self, messages: Iterable[MessageLike] | str, *, tools: Iterable[Tool | dict[str, Any]] | None = None,
+             json_schema: dict[str, Any] | None = None, max_tokens: int = 512, temperature: float = 0.0,
+             timeout: float | None = None, tool_choice: str | None = None) -> Reply:
+        return self.send(Request.build(messages, tools=tools, json_schema=json_schema, max_tokens=max_tokens,
+                                       temperature=temperature, tool_choice=tool_choice, timeout=timeout))
+
+    def send(self, request: Request) -> Reply:
+        if self.mode == "off":
+            return self._call(request)
+        key = self.key(request)
+        if self.mode in ("read", "readwrite", "replay-only"):
+            hit = self.get(key)
+            if hit is not None:
+                self._count("hits")
+                return hit
+            self._count("misses")
+            if self.mode == "replay-only":
+                raise ReplayMiss(f"replay cache {self.path} has no reply for this request to {self.model_id} "
+                                 f"(key {key[:12]}); rerun with cache mode readwrite to fill it")
+        reply = self._call(request)
+        if self.mode in ("write", "readwrite") and not reply.transient:
+            self.put(key, reply)
+            self._count("writes")
+        return reply
+
+    def chat_many(self, requests: Sequence[Request | dict[str, Any]]) -> list[Reply]:
+        reqs = [r if isinstance(r, Request) else Request.build(**r) for r in requests]
+        return run_many(self.send, reqs, sequential=self.sequential, workers=self.concurrency)
+
+    def _call(self, request: Request) -> Reply:
+        send = getattr(self.inner, "send", None)
+        if callable(send):
+            return send(request)
+        return self.inner.chat(list(request.messages), tools=list(request.tools) or None,
+                               json_schema=request.json_schema, max_tokens=request.max_tokens,
+                               temperature=request.temperature, timeout=request.timeout,
+                               tool_choice=request.tool_choice)
+
+    def entries(self) -> int:
+        return int(self._conn().execute("SELECT COUNT(*) FROM replies").fetchone()[0])
+
+    def report(self) -> dict[str, Any]:
+        """Hit counts for run logs: this process's hits, misses, writes, and entries stored."""
+        total = self.stats.hits + self.stats.misses
+        return {"path": str(self.path), "mode": self.mode, "model_id": self.model_id, "hits": self.stats.hits,
+                "misses": self.stats.misses, "writes": self.stats.writes,
+                "hit_rate": round(self.stats.hits / total, 4) if total else None,
+                "entries": self.entries() if self.mode != "off" else None}
+
+    def close(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
