@@ -59,31 +59,73 @@ def _show_human(summary: dict[str, Any]) -> None:
 
 @app.command()
 def ingest(
-    paths: Annotated[list[Path], typer.Argument(help="Video files (several allowed).")],
+    paths: Annotated[Optional[list[Path]], typer.Argument(help="Video files (several allowed).")] = None,
+    text: Annotated[Optional[Path], typer.Option("--text", help="A film without video: SRT, WebVTT, Movie101 narration or JSON cues.")] = None,
+    as_: Annotated[str, typer.Option("--as", help="With --text: the track is 'utterances' (dialogue) or 'captions' (description).")] = "utterances",
+    duration: Annotated[Optional[float], typer.Option(help="With --text: film length in seconds (default: the last cue's end).")] = None,
     film_id: Annotated[Optional[str], typer.Option("--film-id", help="Film id (default: a slug of the file name).")] = None,
     title: Annotated[Optional[str], typer.Option(help="Title.")] = None,
     year: Annotated[Optional[int], typer.Option(help="Release year.")] = None,
     subtitles: Annotated[Optional[Path], typer.Option(help="SRT or WebVTT file that replaces ASR.")] = None,
-    encoding: Annotated[Optional[str], typer.Option(help="Text encoding of --subtitles (default UTF-8).")] = None,
+    captions: Annotated[Optional[Path], typer.Option(help="Captions to import (SRT, WebVTT, JSON, Movie101 h:m:s|h:m:s|text).")] = None,
+    encoding: Annotated[Optional[str], typer.Option(help="Text encoding of text files (default UTF-8).")] = None,
     stages: Annotated[Optional[str], typer.Option(help="Comma-separated stages to (re)run.")] = None,
-    replace: Annotated[bool, typer.Option("--replace", help="Replace a different video already under this film id.")] = False,
+    replace: Annotated[bool, typer.Option("--replace", help="Replace a different source already under this film id.")] = False,
     library: LibraryOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Build (or update) the memory of one or more films."""
-    if len(paths) > 1 and (film_id or subtitles):
-        raise MovieMemError("--film-id and --subtitles apply to one film; give one path")
+    paths = paths or []
+    if text is not None and paths:
+        raise MovieMemError("give either video paths or --text, not both")
+    if text is None and not paths:
+        raise MovieMemError("nothing to ingest: give video paths or --text FILE")
+    if len(paths) > 1 and (film_id or subtitles or captions):
+        raise MovieMemError("--film-id, --subtitles and --captions apply to one film; give one path")
     lib = _library(library)
     stage_list = [s.strip() for s in stages.split(",") if s.strip()] if stages else None
     summaries = []
-    for p in paths:
-        film = lib.ingest(p, film_id=film_id, title=title, year=year, subtitles=subtitles, encoding=encoding,
-                          stages=stage_list, replace=replace, reporter=_reporter(False))
+    if text is not None:
+        films_done = [lib.ingest_text(text, film_id=film_id, title=title, year=year, as_=as_, duration_s=duration,
+                                      encoding=encoding, stages=stage_list, replace=replace, reporter=_reporter(False))]
+    else:
+        films_done = (lib.ingest(p, film_id=film_id, title=title, year=year, subtitles=subtitles, captions=captions,
+                                 encoding=encoding, stages=stage_list, replace=replace, reporter=_reporter(False)) for p in paths)
+    for film in films_done:
         summaries.append(film.summary())
         if not as_json:
             _show_human(summaries[-1])
     if as_json:
         _print_json(summaries[0] if len(summaries) == 1 else {"films": summaries})
+
+
+@app.command("import-collection")
+def import_collection(
+    kind: Annotated[str, typer.Argument(help="mf2 or movie101.")],
+    root: Annotated[Path, typer.Argument(help="The release folder.")],
+    limit: Annotated[Optional[int], typer.Option(help="Import only the first N films.")] = None,
+    library: LibraryOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Import every film of a text-only release (MF² transcripts, Movie101v2 narrations)."""
+    from rich.progress import Progress
+
+    from .ingest.report import QuietReporter
+
+    lib = _library(library)
+    quiet = QuietReporter()
+    with Progress(console=err, transient=True) as bar:
+        task = bar.add_task(f"importing {kind}", total=None)
+        films = lib.import_collection(kind, root, limit=limit, reporter=quiet,
+                                      on_film=lambda i, n, fid: bar.update(task, completed=i, total=n, description=fid))
+    for w in quiet.warnings:
+        err.print(f"[yellow]warning:[/] {w}", highlight=False)
+    items = [{"film_id": f.film_id, "title": f.info.title, "year": f.info.year, "duration_s": f.info.duration_s,
+              "utterances": f.arrow("utterances").num_rows, "captions": f.arrow("captions").num_rows} for f in films]
+    if as_json:
+        _print_json({"collection": kind, "films": items})
+    else:
+        err.print(f"imported {len(items)} films from {root}")
 
 
 @app.command()

@@ -43,13 +43,40 @@ class Library:
         return self.store.film_row(film_id) is not None
 
     def ingest(self, path: str | Path, *, film_id: str | None = None, title: str | None = None, year: int | None = None,
-               subtitles: str | Path | None = None, encoding: str | None = None, stages: list[str] | None = None,
+               subtitles: str | Path | None = None, captions: str | Path | None = None, encoding: str | None = None, stages: list[str] | None = None,
                replace: bool = False, reporter: Reporter | None = None, **kw: Any) -> Film:
         from .ingest.pipeline import ingest_video
 
         fid = ingest_video(self.store, self.settings, path, film_id=film_id, title=title, year=year, subtitles=subtitles,
-                           encoding=encoding, stages=stages, replace=replace, reporter=reporter or QuietReporter(), **kw)
+                           captions=captions, encoding=encoding, stages=stages, replace=replace, reporter=reporter or QuietReporter(), **kw)
         return self.film(fid)
+
+    def ingest_text(self, path: str | Path, *, film_id: str | None = None, title: str | None = None,
+                    year: int | None = None, as_: str = "utterances", duration_s: float | None = None,
+                    encoding: str | None = None, meta: dict[str, Any] | None = None, replace: bool = False,
+                    reporter: Reporter | None = None, **kw: Any) -> Film:
+        """A film without video, from subtitles, a script or an audio-description track."""
+        from .ingest.pipeline import ingest_text
+
+        fid = ingest_text(self.store, self.settings, path, film_id=film_id, title=title, year=year, as_=as_,
+                          duration_s=duration_s, encoding=encoding, meta=meta, replace=replace,
+                          reporter=reporter or QuietReporter(), **kw)
+        return self.film(fid)
+
+    def import_collection(self, kind: str, root: str | Path, *, limit: int | None = None,
+                          reporter: Reporter | None = None, on_film: Any = None) -> list[Film]:
+        """Every film of an MF² or Movie101v2 release as a film without video (resumable: done films are cached)."""
+        from .ingest.collections import items
+
+        reporter = reporter or QuietReporter()
+        todo = items(kind, Path(root))[:limit]
+        done = []
+        for i, it in enumerate(todo, 1):
+            done.append(self.ingest_text(it.path, film_id=it.film_id, title=it.title, year=it.year, as_=it.as_,
+                                         meta=it.meta, reporter=reporter))
+            if on_film is not None:
+                on_film(i, len(todo), it.film_id)
+        return done
 
     def delete(self, film_id: str) -> None:
         if film_id not in self:

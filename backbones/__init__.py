@@ -1,1 +1,56 @@
-"""backbones."""
+"""Backbones: one interface for every QA, captioning and judging model.
+
+    from moviemem.backbones import load, user
+    b = load("local-small")
+    reply = b.chat([user("Which option ...?")], json_schema={...}, max_tokens=64)
+    reply.text, reply.tool_calls, reply.usage
+
+Specs: openai:MODEL, openai-compatible:URL#MODEL, gemini:MODEL, llamacpp:PATH, local,
+local-small, scripted. `load(spec, cache=DIR)` adds the replay cache. Third parties add
+backbones with `@register("name")` or the entry-point group `moviemem.backbones`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .base import (
+    Audio,
+    Backbone,
+    BaseBackbone,
+    Capabilities,
+    Clip,
+    Image,
+    Message,
+    Reply,
+    Request,
+    Text,
+    Tool,
+    ToolCall,
+    Usage,
+    assistant,
+    normalise_messages,
+    system,
+    tool_result,
+    user,
+)
+from .cache import ReplayCache, ReplayMiss
+from .pricing import cost, load_prices, price_for
+from .registry import list_backbones, load, register, registered
+from .scripted import ScriptedBackbone
+
+__all__ = [
+    "Audio", "Backbone", "BaseBackbone", "Capabilities", "Clip", "Gateway", "Image", "Message", "Reply",
+    "ReplayCache", "ReplayMiss", "Request", "ScriptedBackbone", "Text", "Tool", "ToolCall", "Usage", "assistant",
+    "cost", "list_backbones", "load", "load_prices", "normalise_messages", "price_for", "register", "registered",
+    "serve", "start_gateway", "system", "tool_result", "user",
+]
+
+
+def __getattr__(name: str) -> Any:
+    # the gateway pulls in fastapi and uvicorn: import it only when asked for
+    if name in ("serve", "start_gateway", "Gateway"):
+        from . import gateway
+
+        return getattr(gateway, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

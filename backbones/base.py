@@ -406,8 +406,9 @@ class Usage:
 @dataclass
 class Reply:
     """A model's answer. `invalid` replies keep what came back (`raw`) and say why (`error`);
-    they are never replaced by a guess. `transient` marks failures worth retrying later
-    (network, rate limits): the replay cache does not store those."""
+    they are never replaced by a guess. `transient` marks failures that say nothing about the
+    model (network, rate limits, rejected requests): a later run may succeed, so the replay
+    cache does not store them, and they carry no cost."""
 
     text: str = ""
     tool_calls: list[ToolCall] = field(default_factory=list)
@@ -592,6 +593,9 @@ class BaseBackbone(ABC):
         self.retry_initial_s = s.backbone_retry_initial_s if retry_initial_s is None else retry_initial_s
         self.retry_max_s = s.backbone_retry_max_s if retry_max_s is None else retry_max_s
         self._slots = threading.BoundedSemaphore(self.concurrency)
+        from .pricing import load_prices
+
+        self._prices = load_prices(s.prices)  # read once: settings and TOML parsing cost ms per call
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name}>"
@@ -629,7 +633,7 @@ class BaseBackbone(ABC):
         images, video_s, audio_s = request.media_usage()
         usage = replace(reply.usage, images=images, video_s=video_s, audio_s=audio_s,
                         latency_s=time.perf_counter() - started)
-        usage.cost_usd = cost(self.price_key, usage) if not reply.transient else None
+        usage.cost_usd = cost(self.price_key, usage, self._prices) if not reply.transient else None
         reply.usage = usage
         reply.model = reply.model or self.model_id
         return reply

@@ -17,7 +17,20 @@ from urllib.parse import urlsplit, urlunsplit
 
 from ..errors import MovieMemError
 from . import media
-from .base import Audio, BaseBackbone, Capabilities, Clip, Image, Message, Reply, Request, Text, ToolCall, Usage, parse_arguments
+from .base import (
+    Audio,
+    BaseBackbone,
+    Capabilities,
+    Clip,
+    Image,
+    Message,
+    Reply,
+    Request,
+    Text,
+    ToolCall,
+    Usage,
+    parse_arguments,
+)
 from .settings import get_backbone_settings
 
 OPENAI_URL = "https://api.openai.com/v1"
@@ -44,14 +57,16 @@ class OpenAIBackbone(BaseBackbone):
     plus BaseBackbone's concurrency, timeout, max_attempts, retry_initial_s, retry_max_s.
     """
 
-    def __init__(self, model: str, *, base_url: str | None = None, name: str | None = None,
-                 api_key_env: str | None = None, capabilities: dict[str, bool] | None = None,
-                 extra: dict[str, Any] | None = None, **options: Any) -> None:
+    def __init__(self, model: str, *, base_url: str | None = None, compatible: bool | None = None,
+                 name: str | None = None, api_key_env: str | None = None,
+                 capabilities: dict[str, bool] | None = None, extra: dict[str, Any] | None = None,
+                 **options: Any) -> None:
         super().__init__(**options)
         if not model:
             raise MovieMemError("an OpenAI backbone needs a model name, e.g. openai:gpt-5-mini")
         self.model = model
-        self.compatible = base_url is not None and _clean_url(base_url) != OPENAI_URL
+        # `openai:` with a base_url is OpenAI behind a proxy: same model, same key, same prices
+        self.compatible = (base_url is not None and _clean_url(base_url) != OPENAI_URL) if compatible is None else compatible
         self.base_url = base_url or OPENAI_URL
         self.api_key_env = api_key_env or ("OPENAI_COMPATIBLE_API_KEY" if self.compatible else "OPENAI_API_KEY")
         self.extra = dict(extra or {})
@@ -142,7 +157,10 @@ class OpenAIBackbone(BaseBackbone):
 
     def _send(self, request: Request, timeout: float) -> Reply:
         body = self.body(request)
-        raw = self.client().chat.completions.with_raw_response.create(**body, timeout=timeout)
+        model, messages = body.pop("model"), body.pop("messages")
+        # everything else travels as extra_body: server-specific options never trip the SDK's signature
+        raw = self.client().chat.completions.with_raw_response.create(model=model, messages=messages,
+                                                                      extra_body=body, timeout=timeout)
         text = raw.http_response.text
         try:
             completion = raw.parse()
@@ -190,10 +208,10 @@ def from_spec(kind: str, arg: str | None, **options: Any) -> OpenAIBackbone:
     if kind == "openai":
         if not arg:
             raise MovieMemError("use openai:MODEL, e.g. openai:gpt-5-mini")
-        return OpenAIBackbone(arg, **options)
+        return OpenAIBackbone(arg, compatible=False, **options)
     if not arg or "#" not in arg:
         raise MovieMemError("use openai-compatible:BASE_URL#MODEL, e.g. openai-compatible:http://127.0.0.1:8000/v1#qwen2.5-vl")
     url, _, model = arg.rpartition("#")
     if not url.startswith(("http://", "https://")):
         raise MovieMemError(f"openai-compatible needs an http(s) base URL, not {url!r}")
-    return OpenAIBackbone(model, base_url=url, **options)
+    return OpenAIBackbone(model, base_url=url, compatible=True, **options)

@@ -63,6 +63,8 @@ def load_prices(path: str | Path | None = None) -> dict[str, Price]:
         from .settings import get_backbone_settings
 
         path = get_backbone_settings().prices
+    if path and not Path(path).expanduser().is_file():
+        raise MovieMemError(f"price table {path} does not exist")
     return _table(str(path) if path else None)
 
 

@@ -10,7 +10,6 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
 
 import httpx
 import tenacity

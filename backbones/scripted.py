@@ -7,8 +7,8 @@ validation, usage), and records every Request it receives in `calls`.
 from __future__ import annotations
 
 import threading
-from dataclasses import replace
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any, Union
 
 from ..errors import MovieMemError

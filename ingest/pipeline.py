@@ -18,7 +18,7 @@ from ..memory.store import MemoryStore, params_hash
 from .probe import file_sha256, probe
 from .report import QuietReporter, Reporter
 from .stages import STAGES, VIDEO_STAGES, Ctx, Inputs, Stage
-from .texttracks import clip_to, load_track
+from .texttracks import TextTrack, clip_to, load_track
 
 
 def slug_for(path: Path) -> str:
@@ -93,61 +93,115 @@ def _select(stages: list[str] | None, default: list[Stage]) -> tuple[list[Stage]
     return [s for s in default if s.name in wanted], set(stages) | {"probe"}
 
 
-def _keep_imported_transcript(store: MemoryStore, film_id: str, inputs: Inputs) -> None:
-    """Re-ingesting without --subtitles keeps a transcript that came from subtitles."""
-    run = store.finished_runs(film_id).get("transcript")
-    if run is None:
-        return
-    params = json.loads(run.params or "{}")
-    if params.get("source") in ("subtitles", "text"):
-        inputs.text_source = params["source"]
-        inputs.subtitles_sha = params.get("sha256", "")
+def _keep_imported(store: MemoryStore, film_id: str, inputs: Inputs) -> None:
+    """Re-ingesting without --subtitles/--captions keeps what was imported before."""
+    runs = store.finished_runs(film_id)
+    if inputs.subtitles is None and "transcript" in runs:
+        params = json.loads(runs["transcript"].params or "{}")
+        if params.get("source") in ("subtitles", "text"):
+            inputs.text_source = params["source"]
+            inputs.subtitles_sha = params.get("sha256", "")
+    if inputs.captions is None and "captions" in runs:
+        params = json.loads(runs["captions"].params or "{}")
+        if params.get("source") == "import":
+            inputs.captions_sha = params.get("sha256", "")
+
+
+def _load_text(path: Path | str, reporter: Reporter, *, duration_s: float | None, encoding: str | None,
+               fmt: str | None = None) -> tuple[TextTrack, str]:
+    track = load_track(Path(path), fmt=fmt, encoding=encoding)
+    if duration_s is not None:
+        track = clip_to(track, duration_s)
+    for w in track.warnings:
+        reporter.warn(w)
+    return track, file_sha256(Path(path))
+
+
+def _commit_film(store: MemoryStore, settings: Settings, inputs: Inputs, stages: list[str] | None, replace: bool,
+                 reporter: Reporter, lock_wait_s: float) -> str:
+    """Under the film's lock: check the id, refresh title/year, run the stages."""
+    film = inputs.film
+    lock = _lock(store, film.film_id, reporter, lock_wait_s)
+    try:
+        existing = store.film_row(film.film_id)
+        if existing is not None and existing.sha256 != film.sha256:
+            if not replace:
+                raise MovieMemError(
+                    f"film id {film.film_id!r} already holds another source ({existing.source_path}); choose another --film-id or pass --replace"
+                )
+            store.delete_film(film.film_id)
+            existing = None
+        if not film.title:
+            film.title = existing.title if existing is not None else Path(film.source_path).stem
+        if existing is not None:
+            film.year = film.year if film.year is not None else existing.year
+            film.meta = film.meta if film.meta != "{}" else existing.meta
+            film.created_at = existing.created_at
+            changed = {k: getattr(film, k) for k in ("title", "year", "meta") if getattr(film, k) != getattr(existing, k)}
+            if changed:
+                store.update_film(film.film_id, changed)
+        _keep_imported(store, film.film_id, inputs)
+        default = VIDEO_STAGES
+        chosen, only = _select(stages, default)
+        run_stages(store, settings, inputs, chosen, reporter, only)
+    finally:
+        lock.release()
+    return film.film_id
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat()
 
 
 def ingest_video(store: MemoryStore, settings: Settings, path: Path | str, *, film_id: str | None = None,
                  title: str | None = None, year: int | None = None, subtitles: Path | str | None = None,
-                 encoding: str | None = None, stages: list[str] | None = None, replace: bool = False,
-                 reporter: Reporter | None = None, lock_wait_s: float = 6 * 3600) -> str:
+                 captions: Path | str | None = None, encoding: str | None = None, stages: list[str] | None = None,
+                 replace: bool = False, reporter: Reporter | None = None, lock_wait_s: float = 6 * 3600) -> str:
     """Ingest one video file; returns its film id. Bad input fails before anything is written."""
     reporter = reporter or QuietReporter()
     path = Path(path)
     film_id = check_film_id(film_id if film_id is not None else slug_for(path))
     info = probe(path)
-    track = None
-    sub_sha = ""
+    inputs = Inputs(video=path, probe=info, film=FilmRow(film_id=film_id))
     if subtitles is not None:
-        track = clip_to(load_track(Path(subtitles), encoding=encoding), info.duration_s)
-        if track.format not in ("srt", "vtt"):
-            raise MovieMemError(f"{subtitles} is {track.format}, not SRT or WebVTT subtitles (use --captions for narration)")
-        sub_sha = file_sha256(Path(subtitles))
-        for w in track.warnings:
-            reporter.warn(w)
+        inputs.subtitles, inputs.subtitles_sha = _load_text(subtitles, reporter, duration_s=info.duration_s, encoding=encoding)
+        if inputs.subtitles.format not in ("srt", "vtt"):
+            raise MovieMemError(f"{subtitles} is {inputs.subtitles.format}, not SRT or WebVTT subtitles (use --captions for narration)")
+    if captions is not None:
+        inputs.captions, inputs.captions_sha = _load_text(captions, reporter, duration_s=info.duration_s, encoding=encoding)
     if info.variable_frame_rate:
         reporter.warn(f"{path.name} has a variable frame rate; frame indices are decode order, times come from timestamps")
-    lock = _lock(store, film_id, reporter, lock_wait_s)
-    try:
-        existing = store.film_row(film_id)
-        if existing is not None and existing.sha256 != info.sha256:
-            if not replace:
-                raise MovieMemError(
-                    f"film id {film_id!r} already holds another video ({existing.source_path}); choose another --film-id or pass --replace"
-                )
-            store.delete_film(film_id)
-            existing = None
-        film = FilmRow(
-            film_id=film_id, title=title if title is not None else (existing.title if existing else path.stem),
-            year=year if year is not None else (existing.year if existing else None),
-            source_path=str(path.resolve()), sha256=info.sha256, duration_s=round(info.duration_s, 3), fps=info.fps,
-            n_frames=info.n_frames, width=info.width, height=info.height, has_audio=info.has_audio, has_video=True,
-            meta=existing.meta if existing else "{}", created_at=existing.created_at if existing else dt.datetime.now(dt.timezone.utc).isoformat(),
-        )
-        if existing is not None and (existing.title, existing.year) != (film.title, film.year):
-            store.update_film(film_id, {"title": film.title, "year": film.year})
-        inputs = Inputs(video=path, probe=info, film=film, subtitles=track, subtitles_sha=sub_sha)
-        if track is None:
-            _keep_imported_transcript(store, film_id, inputs)
-        chosen, only = _select(stages, VIDEO_STAGES)
-        run_stages(store, settings, inputs, chosen, reporter, only)
-    finally:
-        lock.release()
-    return film_id
+    inputs.film = FilmRow(
+        film_id=film_id, title=title or "", year=year, source_path=str(path.resolve()), sha256=info.sha256,
+        duration_s=round(info.duration_s, 3), fps=info.fps, n_frames=info.n_frames, width=info.width, height=info.height,
+        has_audio=info.has_audio, has_video=True, created_at=_now(),
+    )
+    return _commit_film(store, settings, inputs, stages, replace, reporter, lock_wait_s)
+
+
+def ingest_text(store: MemoryStore, settings: Settings, path: Path | str, *, film_id: str | None = None,
+                title: str | None = None, year: int | None = None, as_: str = "utterances", duration_s: float | None = None,
+                fmt: str | None = None, encoding: str | None = None, meta: dict | None = None,
+                stages: list[str] | None = None, replace: bool = False, reporter: Reporter | None = None,
+                lock_wait_s: float = 6 * 3600) -> str:
+    """A film without video: its memory comes from a subtitle, script or narration track.
+    Duration is the last cue's end unless given; stages that need pixels are skipped ("no video")."""
+    reporter = reporter or QuietReporter()
+    if as_ not in ("utterances", "captions"):
+        raise MovieMemError(f"--as must be utterances or captions, not {as_!r}")
+    path = Path(path)
+    film_id = check_film_id(film_id if film_id is not None else slug_for(path))
+    if duration_s is not None and duration_s <= 0:
+        raise MovieMemError(f"--duration must be positive, not {duration_s}")
+    track, sha = _load_text(path, reporter, duration_s=duration_s, encoding=encoding, fmt=fmt)
+    duration = duration_s if duration_s is not None else track.last_end
+    inputs = Inputs(video=None, probe=None, film=FilmRow(
+        film_id=film_id, title=title or "", year=year, source_path=str(path.resolve()), sha256=sha,
+        duration_s=round(duration, 3), has_audio=False, has_video=False, meta=json.dumps(meta or {}, sort_keys=True),
+        created_at=_now(),
+    ))
+    if as_ == "utterances":
+        inputs.subtitles, inputs.subtitles_sha, inputs.text_source = track, sha, "text"
+    else:
+        inputs.captions, inputs.captions_sha = track, sha
+    return _commit_film(store, settings, inputs, stages, replace, reporter, lock_wait_s)

@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 from ..config import Settings
 from ..errors import MovieMemError
 from ..memory.schema import (
+    CaptionRow,
     ClipRow,
     FilmRow,
     FrameRow,
@@ -39,6 +40,8 @@ class Inputs:
     subtitles: TextTrack | None = None
     subtitles_sha: str = ""
     text_source: str = "subtitles"  # subtitles | text (films without video)
+    captions: TextTrack | None = None
+    captions_sha: str = ""
 
 
 @dataclass
@@ -208,7 +211,7 @@ class TranscriptStage(Stage):
 
     def skip_reason(self, ctx: Ctx) -> str | None:
         if self.source(ctx) == "asr" and not ctx.inputs.film.has_audio:
-            return "no audio track" if ctx.inputs.film.has_video else "no video or audio"
+            return "no audio track" if ctx.inputs.film.has_video else "no dialogue track (text given as captions)"
         return None
 
     def run(self, ctx: Ctx) -> Outcome:
@@ -295,7 +298,36 @@ class OcrStage(Stage):
         return Outcome(model=f"tesseract:{ctx.settings.ocr_lang}", note=f"{len(found)} on-screen texts from {len(strip)} strip frames")
 
 
-VIDEO_STAGES: list[Stage] = [ProbeStage(), FramesStage(), ShotsStage(), SegmentsStage(), TranscriptStage(), ClipStage(), OcrStage()]
+class CaptionsStage(Stage):
+    """Imported captions (SRT, WebVTT, JSON, Movie101 narration). Generated captions come from a
+    captioner backbone; with neither the stage is skipped with the reason."""
+
+    name = "captions"
+    needs = ("probe",)
+
+    def params(self, ctx: Ctx) -> dict[str, Any]:
+        if ctx.inputs.captions_sha:
+            return {"source": "import", "sha256": ctx.inputs.captions_sha, "embedder": ctx.settings.embedder}
+        return {"source": None}
+
+    def skip_reason(self, ctx: Ctx) -> str | None:
+        if not ctx.inputs.captions_sha:
+            return "no captioner configured and no captions imported (pass --captions FILE)"
+        return None
+
+    def run(self, ctx: Ctx) -> Outcome:
+        track = ctx.inputs.captions
+        if track is None:
+            raise MovieMemError(f"the captions of {ctx.film_id!r} came from an imported file; pass it again to recompute them")
+        vecs, dim = _embed_texts(ctx, [c.text for c in track.cues])
+        ctx.write([CaptionRow(film_id=ctx.film_id, idx=i, kind="imported", start=round(c.start, 3), end=round(c.end, 3),
+                              text=c.text, characters=c.characters, model=f"{track.format}:{track.path.name}", vector=v)
+                   for i, (c, v) in enumerate(zip(track.cues, vecs))], dim)
+        return Outcome(model=f"import:{track.format}", note=f"{len(track.cues)} captions from {track.path.name}")
+
+
+VIDEO_STAGES: list[Stage] = [ProbeStage(), FramesStage(), ShotsStage(), SegmentsStage(), TranscriptStage(), ClipStage(),
+                             OcrStage(), CaptionsStage()]
 STAGES: dict[str, Stage] = {s.name: s for s in VIDEO_STAGES}
 
 

@@ -1,0 +1,318 @@
+"""`moviemem serve`: an OpenAI-compatible HTTP gateway over any backbone and text embedder.
+
+Endpoints: GET /v1/models, POST /v1/chat/completions (tools, tool_choice, response_format,
+stream), POST /v1/embeddings (float or base64), and GET /v1/usage (tokens served so far).
+It speaks the OpenAI wire format closely (ids, usage blocks, finish_reason, tool_calls
+with string arguments) because clients such as a Letta server rely on its details.
+Bound to 127.0.0.1 by default: it has no authentication of its own.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from fastapi import FastAPI
+from fastapi import Request as HTTPRequest
+from fastapi.responses import JSONResponse, StreamingResponse
+from starlette.concurrency import run_in_threadpool
+
+from ..errors import MovieMemError
+from .base import Backbone, Reply, Request, Tool
+from .registry import load
+
+log = logging.getLogger("moviemem.backbones.gateway")
+
+_FINISH = {"stop", "length", "tool_calls", "content_filter"}
+
+
+def _error(status: int, message: str, kind: str = "invalid_request_error", param: str | None = None) -> JSONResponse:
+    return JSONResponse(status_code=status,
+                        content={"error": {"message": message, "type": kind, "param": param, "code": None}})
+
+
+class _Stats:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.data = {"requests": 0, "chat_requests": 0, "embedding_requests": 0, "errors": 0,
+                     "prompt_tokens": 0, "completion_tokens": 0, "embedding_tokens": 0}
+
+    def add(self, **counts: int) -> None:
+        with self._lock:
+            for k, v in counts.items():
+                self.data[k] += v
+
+    def snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self.data)
+
+
+def _count_tokens(embedder: Any, texts: list[str]) -> int:
+    """Tokens as the embedder's own tokenizer counts them (words when it has none)."""
+    tokenizer = getattr(getattr(embedder, "_model", None), "tokenizer", None)
+    if tokenizer is None:
+        return sum(len(t.split()) for t in texts)
+    return sum(len(ids) for ids in tokenizer(texts, add_special_tokens=True)["input_ids"])
+
+
+def _request_from_body(body: dict[str, Any]) -> tuple[Request, bool, bool]:
+    """(request, stream, include_usage) from an OpenAI chat body; MovieMemError when it is unusable."""
+    if not isinstance(body.get("messages"), list):
+        raise MovieMemError("'messages' must be a list")
+    if body.get("n") not in (None, 1):
+        raise MovieMemError("only n=1 is supported")
+    tools = [t for t in body.get("tools") or [] if t.get("type", "function") == "function"]
+    tools += [{"function": f} for f in body.get("functions") or []]  # the legacy form
+    choice = body.get("tool_choice", body.get("function_call"))
+    if isinstance(choice, dict):
+        choice = (choice.get("function") or choice).get("name")
+    schema = None
+    fmt = body.get("response_format") or {}
+    if fmt.get("type") == "json_schema":
+        schema = (fmt.get("json_schema") or {}).get("schema") or {}
+    elif fmt.get("type") == "json_object":
+        schema = {}
+    max_tokens = body.get("max_completion_tokens") or body.get("max_tokens") or 1024
+    temperature = body.get("temperature")
+    request = Request.build(body["messages"], tools=[Tool.from_any(t) for t in tools], json_schema=schema,
+                            max_tokens=int(max_tokens), temperature=0.0 if temperature is None else float(temperature),
+                            tool_choice=choice if tools else None)
+    stream = bool(body.get("stream"))
+    include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+    return request, stream, include_usage
+
+
+def _usage_block(reply: Reply) -> dict[str, Any]:
+    u = reply.usage
+    return {"prompt_tokens": u.input_tokens, "completion_tokens": u.output_tokens, "total_tokens": u.total_tokens,
+            "prompt_tokens_details": {"cached_tokens": u.cached_input_tokens}}
+
+
+def _finish(reply: Reply) -> str:
+    if reply.tool_calls:
+        return "tool_calls"
+    if reply.finish_reason in _FINISH:
+        return reply.finish_reason  # type: ignore[return-value]
+    return "length" if reply.finish_reason in ("max_tokens", "timeout") else "stop"
+
+
+def create_app(backbone: Backbone, embedder: Any = None) -> FastAPI:
+    """The gateway as an ASGI app (tests and embedding in other servers use it directly)."""
+    app = FastAPI(title="moviemem gateway", docs_url=None, redoc_url=None)
+    stats = _Stats()
+    app.state.stats = stats
+    created = int(time.time())
+    send = getattr(backbone, "send", None)
+
+    def answer(request: Request) -> Reply:
+        if callable(send):
+            return send(request)
+        return backbone.chat(list(request.messages), tools=list(request.tools) or None,
+                             json_schema=request.json_schema, max_tokens=request.max_tokens,
+                             temperature=request.temperature, tool_choice=request.tool_choice)
+
+    def model_card(model_id: str) -> dict[str, Any]:
+        return {"id": model_id, "object": "model", "created": created, "owned_by": "moviemem"}
+
+    def model_ids() -> list[str]:
+        return [backbone.name] + ([embedder.name] if embedder is not None else [])
+
+    @app.get("/health")
+    def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/v1/models")
+    def models() -> dict[str, Any]:
+        return {"object": "list", "data": [model_card(m) for m in model_ids()]}
+
+    @app.get("/v1/models/{model_id:path}")
+    def model(model_id: str) -> Any:
+        if model_id not in model_ids():
+            return _error(404, f"The model '{model_id}' does not exist", param="model")
+        return model_card(model_id)
+
+    @app.get("/v1/usage")
+    def usage() -> dict[str, int]:
+        return stats.snapshot()
+
+    @app.post("/v1/chat/completions")
+    async def chat(http: HTTPRequest) -> Any:
+        stats.add(requests=1, chat_requests=1)
+        try:
+            body = await http.json()
+            request, stream, include_usage = _request_from_body(body)
+            reply = await run_in_threadpool(answer, request)
+        except (MovieMemError, ValueError, TypeError, KeyError, AttributeError) as exc:
+            stats.add(errors=1)
+            return _error(400, str(exc) or type(exc).__name__)
+        stats.add(prompt_tokens=reply.usage.input_tokens, completion_tokens=reply.usage.output_tokens)
+        if reply.transient:  # the backbone could not be reached: say so, as an upstream error
+            stats.add(errors=1)
+            return _error(502, reply.error or "backbone failed", kind="upstream_error")
+        completion_id = f"chatcmpl-{uuid.uuid4().hex}"
+        content = reply.text or ("" if reply.tool_calls else (reply.raw or ""))
+        calls = [c.to_openai() for c in reply.tool_calls]
+        if stream:
+            return StreamingResponse(_stream(completion_id, created, backbone.name, content, calls, reply, include_usage),
+                                     media_type="text/event-stream")
+        message: dict[str, Any] = {"role": "assistant", "content": content or None if calls else content,
+                                   "refusal": None}
+        if calls:
+            message["tool_calls"] = calls
+        return {"id": completion_id, "object": "chat.completion", "created": int(time.time()), "model": backbone.name,
+                "system_fingerprint": None,
+                "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": _finish(reply)}],
+                "usage": _usage_block(reply)}
+
+    @app.post("/v1/embeddings")
+    async def embeddings(http: HTTPRequest) -> Any:
+        stats.add(requests=1, embedding_requests=1)
+        if embedder is None:
+            stats.add(errors=1)
+            return _error(404, "this gateway serves no embedder (start it with --embedder)")
+        try:
+            body = await http.json()
+            raw = body["input"]
+        except (ValueError, KeyError, TypeError):
+            stats.add(errors=1)
+            return _error(400, "'input' is required", param="input")
+        texts = [raw] if isinstance(raw, str) else raw
+        if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
+            stats.add(errors=1)
+            return _error(400, "'input' must be a string or a non-empty list of strings (token arrays are not supported)",
+                          param="input")
+        dims = body.get("dimensions")
+        if dims is not None and dims != embedder.dim:
+            stats.add(errors=1)
+            return _error(400, f"this embedder makes {embedder.dim}-d vectors", param="dimensions")
+        vecs = await run_in_threadpool(embedder.embed, texts)
+        tokens = _count_tokens(embedder, texts)
+        stats.add(embedding_tokens=tokens)
+        as_b64 = body.get("encoding_format") == "base64"
+        data = [{"object": "embedding", "index": i,
+                 "embedding": base64.b64encode(np.asarray(v, dtype="<f4").tobytes()).decode() if as_b64 else v.tolist()}
+                for i, v in enumerate(vecs)]
+        return {"object": "list", "data": data, "model": embedder.name,
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+
+    return app
+
+
+def _stream(completion_id: str, created: int, model: str, content: str, calls: list[dict[str, Any]], reply: Reply,
+            include_usage: bool) -> Iterator[str]:
+    """The whole reply as OpenAI stream chunks (a backbone answers at once; clients that ask
+    for a stream still get the protocol they parse)."""
+    def chunk(delta: dict[str, Any], finish: str | None, **extra: Any) -> str:
+        payload = {"id": completion_id, "object": "chat.completion.chunk", "created": created, "model": model,
+                   "system_fingerprint": None,
+                   "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}], **extra}
+        if include_usage:
+            payload.setdefault("usage", None)
+        return f"data: {json.dumps(payload)}\n\n"
+
+    yield chunk({"role": "assistant", "content": ""}, None)
+    if content:
+        yield chunk({"content": content}, None)
+    if calls:
+        yield chunk({"tool_calls": [{"index": i, **c} for i, c in enumerate(calls)]}, None)
+    yield chunk({}, _finish(reply))
+    if include_usage:
+        usage_chunk = {"id": completion_id, "object": "chat.completion.chunk", "created": created, "model": model,
+                       "system_fingerprint": None, "choices": [], "usage": _usage_block(reply)}
+        yield f"data: {json.dumps(usage_chunk)}\n\n"
+    yield "data: [DONE]\n\n"
+
+
+def _resolve(backbone: str | Backbone, embedder: Any, cache: str | Path | bool | None,
+             cache_mode: str | None) -> tuple[Backbone, Any]:
+    bb = load(backbone, cache=cache, cache_mode=cache_mode)
+    if isinstance(embedder, str):
+        from ..models.embedder import get_embedder
+
+        embedder = get_embedder(embedder)
+    return bb, embedder
+
+
+class Gateway:
+    """A gateway running in a background thread: `url`, `base_url` (…/v1), `stats()`, `stop()`."""
+
+    def __init__(self, app: FastAPI, sock: socket.socket) -> None:
+        import uvicorn
+
+        self.app = app
+        self._sock = sock
+        host, port = sock.getsockname()[:2]
+        self.url = f"http://{host}:{port}"
+        self.base_url = f"{self.url}/v1"
+        self._server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False))
+        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, daemon=True,
+                                        name="moviemem-gateway")
+
+    def start(self, timeout: float = 30.0) -> Gateway:
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise MovieMemError("the gateway did not start")
+            time.sleep(0.01)
+        return self
+
+    def stats(self) -> dict[str, int]:
+        return self.app.state.stats.snapshot()
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=10)
+        self._sock.close()
+
+    def __enter__(self) -> Gateway:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # accepted sockets inherit this: without it, headers and body leave in two segments and
+    # the client's delayed ACK adds ~40 ms to every request
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise MovieMemError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    sock.listen(128)
+    sock.set_inheritable(True)
+    return sock
+
+
+def start_gateway(backbone: str | Backbone = "local", embedder: Any = None, *, host: str = "127.0.0.1",
+                  port: int = 0, cache: str | Path | bool | None = None, cache_mode: str | None = None) -> Gateway:
+    """Start the gateway in a background thread (port 0 picks a free port) and return it running."""
+    bb, emb = _resolve(backbone, embedder, cache, cache_mode)
+    return Gateway(create_app(bb, emb), _bind(host, port)).start()
+
+
+def serve(backbone_spec: str, embedder: str | None = "minilm", host: str = "127.0.0.1", port: int = 8383, *,
+          cache: str | Path | bool | None = None, cache_mode: str | None = None, log_level: str = "info") -> None:
+    """Run the gateway in the foreground until interrupted (`moviemem serve`)."""
+    import uvicorn
+
+    bb, emb = _resolve(backbone_spec, embedder, cache, cache_mode)
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        log.warning("the gateway has no authentication and is listening on %s", host)
+    sock = _bind(host, port)
+    log.info("moviemem gateway on http://%s:%d/v1 (backbone %s, embedder %s)", host, port, bb.name,
+             getattr(emb, "name", None))
+    uvicorn.Server(uvicorn.Config(create_app(bb, emb), log_level=log_level, lifespan="off")).run(sockets=[sock])

@@ -1,0 +1,262 @@
+"""Local GGUF models through llama-cpp-python: offline, deterministic at temperature 0.
+
+A model is loaded once per process (per file and context length) and shared by every
+backbone that names it. The chat template comes from the GGUF file. JSON schemas and
+forced tool calls become grammars, so even a 135M model returns parseable output.
+
+Prompt reuse: llama.cpp keeps the last prompt's KV cache and only evaluates the part of
+a new prompt that differs; a LlamaRAMCache also keeps KV states of earlier prompts, so
+switching between films (contexts) does not start from scratch. `chat_many` orders
+requests so questions over the same context run back to back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import threading
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from ..errors import MovieMemError
+from .base import BaseBackbone, Capabilities, Message, Reply, Request, Tool, ToolCall, Usage, parse_arguments
+from .settings import get_backbone_settings
+
+_TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.S)
+# the Hermes/Qwen convention, used for templates that know nothing about tools
+_TOOL_PROMPT = (
+    "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+    "You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n{tools}\n</tools>\n\n"
+    "For each function call, return a json object with function name and arguments within "
+    "<tool_call></tool_call> XML tags:\n<tool_call>\n{{\"name\": <function-name>, \"arguments\": <args-json-object>}}\n</tool_call>"
+)
+_CHATML = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}"
+           "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
+
+
+@dataclass
+class _Model:
+    llm: Any
+    formatter: Any
+    template_has_tools: bool
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    grammars: dict[str, Any] = field(default_factory=dict)
+
+
+_models: dict[tuple[str, int, int], _Model] = {}
+_models_lock = threading.Lock()
+
+
+def _load(path: Path, n_ctx: int, n_threads: int, cache_bytes: int) -> _Model:
+    key = (str(path.resolve()), n_ctx, n_threads)
+    with _models_lock:
+        if key in _models:
+            return _models[key]
+        try:
+            import llama_cpp
+            from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+        except ImportError:
+            raise MovieMemError("llama-cpp-python is not installed: pip install 'moviemem[llama]'") from None
+        if not path.is_file():
+            raise MovieMemError(f"no GGUF model at {path}")
+        try:
+            llm = llama_cpp.Llama(str(path), n_ctx=n_ctx, n_threads=n_threads, n_threads_batch=n_threads,
+                                  seed=0, verbose=False)
+        except (ValueError, RuntimeError) as exc:
+            raise MovieMemError(f"cannot load {path.name}: {exc}") from None
+        if cache_bytes > 0:
+            llm.set_cache(llama_cpp.LlamaRAMCache(capacity_bytes=cache_bytes))
+        template = llm.metadata.get("tokenizer.chat_template") or _CHATML
+
+        def token_text(tid: int) -> str:
+            return llm._model.token_get_text(tid) if tid != -1 else ""
+
+        formatter = Jinja2ChatFormatter(template, eos_token=token_text(llm.token_eos()),
+                                        bos_token=token_text(llm.token_bos()))
+        model = _Model(llm, formatter, template_has_tools="tools" in template)
+        _models[key] = model
+        return model
+
+
+def parse_tool_calls(text: str, tools: tuple[Tool, ...]) -> tuple[str, list[ToolCall]]:
+    """Tool calls in Hermes/Qwen `<tool_call>{...}</tool_call>` blocks, or a bare JSON object
+    naming a tool; returns the remaining text and the calls."""
+    names = {t.name for t in tools}
+    calls: list[ToolCall] = []
+
+    def add(blob: str) -> bool:
+        obj = parse_arguments(blob)
+        if not obj or obj.get("name") not in names:
+            return False
+        args = obj.get("arguments", obj.get("parameters", {}))
+        args = parse_arguments(args) if not isinstance(args, dict) else args
+        calls.append(ToolCall(id=f"call_{len(calls)}", name=obj["name"], arguments=args or {}))
+        return True
+
+    blocks = _TOOL_CALL.findall(text)
+    if blocks:
+        for b in blocks:
+            add(b)
+        rest = _TOOL_CALL.sub("", text).strip()
+        return rest, calls
+    stripped = text.strip()
+    if stripped.startswith("{") and add(stripped):
+        return "", calls
+    return text, calls
+
+
+class LlamaCppBackbone(BaseBackbone):
+    """`llamacpp:/path/model.gguf`, or `local` / `local-small` for the prepared offline models.
+
+    Options: n_ctx (default: the llm_context setting), n_threads (llm_threads, 0 = llama.cpp's
+    choice), cache_bytes (RAM prompt cache), seed, and BaseBackbone's reliability options.
+    """
+
+    sequential = True
+    price_key = "llamacpp"
+
+    def __init__(self, path: str | Path, *, name: str | None = None, n_ctx: int | None = None,
+                 n_threads: int | None = None, cache_bytes: int | None = None, seed: int = 0,
+                 **options: Any) -> None:
+        options.setdefault("concurrency", 1)
+        options.setdefault("max_attempts", 1)  # a local model has no transient failures to retry
+        super().__init__(**options)
+        settings = get_backbone_settings()
+        self.path = Path(path).expanduser()
+        self.n_ctx = int(n_ctx or settings.llm_context)
+        threads = settings.llm_threads if n_threads is None else n_threads
+        self.n_threads = int(threads) if threads else max(1, (os.cpu_count() or 2) // 2)
+        self.cache_bytes = settings.llm_cache_bytes if cache_bytes is None else int(cache_bytes)
+        self.seed = seed
+        self.name = name or f"llamacpp:{self.path}"
+        # the file's name and size identify the weights without hashing a GB on every start
+        size = self.path.stat().st_size if self.path.is_file() else 0
+        self.model_id = f"llamacpp:{self.path.name}:{size}:ctx{self.n_ctx}"
+        self.capabilities = Capabilities(text=True, tools=True, json=True)
+        self.last_perf: dict[str, float] = {}
+
+    def model(self) -> _Model:
+        return _load(self.path, self.n_ctx, self.n_threads, self.cache_bytes)
+
+    # -- prompt
+
+    def _template_messages(self, messages: tuple[Message, ...], tools: tuple[Tool, ...],
+                           native_tools: bool) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for m in messages:
+            if m.role == "tool":
+                if native_tools:
+                    out.append({"role": "tool", "content": m.text})
+                else:
+                    out.append({"role": "user", "content": f"<tool_response>\n{m.text}\n</tool_response>"})
+            elif m.role == "assistant" and m.tool_calls:
+                if native_tools:
+                    out.append({"role": "assistant", "content": m.text,
+                                "tool_calls": [{"type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                                               for c in m.tool_calls]})
+                else:
+                    blocks = "".join(f"<tool_call>\n{json.dumps({'name': c.name, 'arguments': c.arguments})}\n</tool_call>"
+                                     for c in m.tool_calls)
+                    out.append({"role": "assistant", "content": (m.text + "\n" if m.text else "") + blocks})
+            else:
+                out.append({"role": m.role, "content": m.text})
+        if tools and not native_tools:
+            listing = "\n".join(json.dumps(t.to_openai()) for t in tools)
+            instructions = _TOOL_PROMPT.format(tools=listing)
+            if out and out[0]["role"] == "system":
+                out[0] = {"role": "system", "content": out[0]["content"] + "\n\n" + instructions}
+            else:
+                out.insert(0, {"role": "system", "content": instructions})
+        return out
+
+    def prompt(self, request: Request) -> str:
+        """The exact text the model reads (useful for checking prefix sharing)."""
+        model = self.model()
+        tools = request.tools if request.tool_choice != "none" else ()
+        msgs = self._template_messages(request.messages, tools, model.template_has_tools)
+        native = [t.to_openai() for t in tools] if tools and model.template_has_tools else None
+        return model.formatter(messages=msgs, tools=native).prompt
+
+    def _grammar(self, model: _Model, request: Request) -> Any:
+        """A grammar forcing the output shape: the JSON schema, or one call of the allowed tools."""
+        from llama_cpp import LlamaGrammar
+
+        schema: dict[str, Any] | None = None
+        if request.tools and request.tool_choice not in (None, "none"):
+            allowed = [t for t in request.tools if request.tool_choice in ("required", t.name)]
+            options = [{"type": "object", "properties": {"name": {"const": t.name}, "arguments": t.parameters},
+                        "required": ["name", "arguments"]} for t in allowed]
+            schema = options[0] if len(options) == 1 else {"anyOf": options}
+        elif request.json_schema is not None and not request.tools:
+            schema = request.json_schema or {"type": "object"}
+        if schema is None:
+            return None
+        text = json.dumps(schema, sort_keys=True)
+        if text not in model.grammars:
+            try:
+                model.grammars[text] = LlamaGrammar.from_json_schema(text, verbose=False)
+            except Exception as exc:  # noqa: BLE001 - an unsupported schema degrades to free text, then validation
+                raise MovieMemError(f"cannot turn this JSON schema into a grammar: {exc}") from None
+        return model.grammars[text]
+
+    # -- call
+
+    def _send(self, request: Request, timeout: float) -> Reply:
+        from llama_cpp import StoppingCriteriaList
+        from llama_cpp import llama_cpp as C
+
+        model = self.model()
+        llm = model.llm
+        text_prompt = self.prompt(request)
+        tokens = llm.tokenize(text_prompt.encode(), add_bos=True, special=True)
+        room = self.n_ctx - len(tokens)
+        if room < 1:
+            return Reply.failed(f"prompt has {len(tokens)} tokens; the context holds {self.n_ctx}",
+                                usage=Usage(input_tokens=len(tokens)))
+        grammar = self._grammar(model, request)
+        deadline = time.monotonic() + timeout
+        stop = StoppingCriteriaList([lambda ids, logits: time.monotonic() > deadline])
+        greedy = request.temperature <= 0
+        with model.lock:
+            C.llama_perf_context_reset(llm.ctx)
+            started = time.perf_counter()
+            out = llm.create_completion(
+                tokens, max_tokens=min(request.max_tokens, room), temperature=max(0.0, request.temperature),
+                top_k=1 if greedy else 40, top_p=1.0 if greedy else 0.95, min_p=0.0 if greedy else 0.05,
+                repeat_penalty=1.0, seed=self.seed, grammar=grammar, stopping_criteria=stop)
+            elapsed = time.perf_counter() - started
+            perf = C.llama_perf_context(llm.ctx)
+        self.last_perf = {"prompt_tokens": len(tokens), "prompt_eval_tokens": perf.n_p_eval,
+                          "prompt_eval_s": perf.t_p_eval_ms / 1000, "gen_tokens": perf.n_eval,
+                          "gen_s": perf.t_eval_ms / 1000, "wall_s": elapsed}
+        choice = out["choices"][0]
+        raw_text = choice["text"]
+        usage = Usage(input_tokens=out["usage"]["prompt_tokens"], output_tokens=out["usage"]["completion_tokens"],
+                      cached_input_tokens=max(0, len(tokens) - perf.n_p_eval))
+        finish = choice.get("finish_reason") or "stop"
+        if time.monotonic() > deadline:
+            return Reply.failed(f"timed out after {timeout:.0f}s", raw=raw_text, usage=usage, finish_reason="timeout")
+        text, calls = raw_text, []
+        if request.tools and request.tool_choice != "none":
+            text, calls = parse_tool_calls(raw_text, request.tools)
+            # ids unique across the turns of a conversation, yet the same on a rerun
+            calls = [replace(c, id="call_" + hashlib.sha256(f"{text_prompt}|{i}|{raw_text}".encode()).hexdigest()[:20])
+                     for i, c in enumerate(calls)]
+            if calls:
+                finish = "tool_calls"
+        return Reply(text=text.strip(), tool_calls=calls, usage=usage, finish_reason=finish, raw=raw_text)
+
+
+def from_spec(kind: str, arg: str | None, **options: Any) -> LlamaCppBackbone:
+    """`llamacpp:PATH`, `local` (Qwen2.5-Coder-1.5B) or `local-small` (SmolLM2-135M)."""
+    if kind in ("local", "local-small"):
+        from ..models import model_path
+
+        return LlamaCppBackbone(model_path(kind), name=kind, **options)
+    if not arg:
+        raise MovieMemError("use llamacpp:/path/to/model.gguf")
+    return LlamaCppBackbone(arg, **options)

@@ -1,0 +1,193 @@
+"""Backbones by name: `load("openai:gpt-5-mini")`, `@register("name")`, and the entry-point
+group `moviemem.backbones`, so a third party adds a backbone without touching moviemem.
+
+A spec is `NAME` or `NAME:ARGUMENT` (split at the first colon). A factory is any callable
+`factory(argument: str | None, **options) -> Backbone`, a class included. Built-in backends
+are imported only when used: listing backbones never imports an SDK.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any
+
+from ..errors import MovieMemError
+from .base import Backbone, Capabilities
+
+log = logging.getLogger("moviemem.backbones")
+
+ENTRY_POINT_GROUP = "moviemem.backbones"
+Factory = Callable[..., Backbone]
+
+
+@dataclass
+class Registration:
+    name: str
+    factory: Factory
+    description: str = ""
+    capabilities: Capabilities | None = None
+    example: str = ""
+    requires: tuple[str, ...] = ()  # any one of these environment variables
+    source: str = "moviemem"
+    ready: Callable[[], bool] | None = field(default=None, repr=False)
+
+    def is_ready(self) -> bool | None:
+        if self.ready is not None:
+            try:
+                return bool(self.ready())
+            except Exception:  # noqa: BLE001 - a readiness probe must not break a listing
+                return False
+        if self.requires:
+            return any(os.environ.get(v) for v in self.requires)
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "example": self.example or self.name,
+                "capabilities": self.capabilities.to_dict() if self.capabilities else None,
+                "requires": list(self.requires), "ready": self.is_ready(), "source": self.source}
+
+
+_registry: dict[str, Registration] = {}
+_entry_points_loaded = False
+
+
+def register(name: str, *, description: str = "", capabilities: Capabilities | None = None, example: str = "",
+             requires: tuple[str, ...] = ()) -> Callable[[Factory], Factory]:
+    """Decorator: make `factory` loadable as `name` or `name:ARGUMENT`."""
+    if not name or ":" in name:
+        raise MovieMemError(f"backbone name {name!r} must be non-empty and contain no ':'")
+
+    def deco(factory: Factory) -> Factory:
+        doc = (factory.__doc__ or "").strip().splitlines()
+        _registry[name] = Registration(name, factory, description or (doc[0] if doc else ""), capabilities,
+                                       example, tuple(requires), source=getattr(factory, "__module__", "") or "")
+        return factory
+
+    return deco
+
+
+def _load_entry_points() -> None:
+    """Register third-party backbones from installed packages (once per process)."""
+    global _entry_points_loaded
+    if _entry_points_loaded:
+        return
+    _entry_points_loaded = True
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name in _registry:
+            continue
+        try:
+            obj = ep.load()
+        except Exception as exc:  # noqa: BLE001 - one broken plugin must not hide the others
+            log.warning("backbone plugin %s (%s) failed to load: %s", ep.name, ep.value, exc)
+            continue
+        if ep.name not in _registry:  # importing it may have registered it with @register already
+            doc = (getattr(obj, "__doc__", "") or "").strip().splitlines()
+            _registry[ep.name] = Registration(ep.name, obj, doc[0] if doc else "", source=f"entry point {ep.value}")
+
+
+def _factory_call(factory: Factory, arg: str | None, options: dict[str, Any]) -> Backbone:
+    try:
+        return factory(arg, **options)
+    except TypeError as exc:
+        raise MovieMemError(f"bad options for backbone: {exc}") from None
+
+
+def load(spec: str | Backbone, *, cache: str | Path | bool | None = None, cache_mode: str | None = None,
+         **options: Any) -> Backbone:
+    """A backbone from its spec string; `cache` (a directory, a .sqlite file, or True for
+    the library's cache) wraps it in a ReplayCache with `cache_mode` (default: setting)."""
+    if isinstance(spec, str):
+        spec = spec.strip()
+        name, _, arg = spec.partition(":")
+        if name not in _registry:
+            _load_entry_points()
+        if name not in _registry and spec.endswith(".gguf"):
+            name, arg = "llamacpp", spec  # a bare GGUF path
+        if name not in _registry:
+            raise MovieMemError(f"unknown backbone {name!r}; registered: {', '.join(sorted(_registry))}")
+        backbone = _factory_call(_registry[name].factory, arg or None, options)
+        if not isinstance(backbone, Backbone):
+            raise MovieMemError(f"backbone factory {name!r} returned {type(backbone).__name__}, not a Backbone")
+    elif isinstance(spec, Backbone):
+        backbone = spec
+    else:
+        raise MovieMemError(f"a backbone spec must be a string, not {type(spec).__name__}")
+    if cache:
+        from .cache import ReplayCache
+
+        return ReplayCache(backbone, None if cache is True else cache, cache_mode)
+    return backbone
+
+
+def list_backbones() -> list[dict[str, Any]]:
+    """Registered backbones with capabilities and readiness, JSON-serialisable (for `moviemem backbones`)."""
+    _load_entry_points()
+    return [_registry[n].to_dict() for n in sorted(_registry)]
+
+
+def registered() -> dict[str, Registration]:
+    _load_entry_points()
+    return dict(_registry)
+
+
+# ----------------------------------------------------------------------------- built-ins
+
+
+def _lazy(module: str, kind: str) -> Factory:
+    def factory(arg: str | None, **options: Any) -> Backbone:
+        return importlib.import_module(f"{__package__}.{module}").from_spec(kind, arg, **options)
+
+    return factory
+
+
+def _prepared(name: str) -> Callable[[], bool]:
+    def ready() -> bool:
+        from ..models import model_path
+
+        try:
+            model_path(name)
+            return True
+        except MovieMemError:
+            return False
+
+    return ready
+
+
+def _register_builtins() -> None:
+    api = Capabilities(text=True, images=True, tools=True, json=True)
+    local = Capabilities(text=True, tools=True, json=True)
+    builtins = [
+        ("openai", "openai_backend", "OpenAI chat completions", api, "openai:gpt-5-mini", ("OPENAI_API_KEY",), None),
+        ("openai-compatible", "openai_backend", "any OpenAI-compatible server (vLLM, Ollama, llama.cpp, LM Studio)",
+         api, "openai-compatible:http://127.0.0.1:8000/v1#qwen2.5-vl", (), None),
+        ("gemini", "gemini_backend", "Google Gemini (API key or Vertex AI)", Capabilities.all(),
+         "gemini:gemini-3-flash", ("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI"), None),
+        ("llamacpp", "llamacpp_backend", "a local GGUF model through llama.cpp", local,
+         "llamacpp:/models/model.gguf", (), None),
+        ("local", "llamacpp_backend", "offline default: Qwen2.5-Coder-1.5B-Instruct Q4_K_M", local, "local", (),
+         _prepared("local")),
+        ("local-small", "llamacpp_backend", "offline SmolLM2-135M-Instruct: fast, weak, for tests", local,
+         "local-small", (), _prepared("local-small")),
+    ]
+    for name, module, desc, caps, example, requires, ready in builtins:
+        _registry[name] = Registration(name, _lazy(module, name), desc, caps, example, requires, "moviemem", ready)
+
+    def scripted(arg: str | None, **options: Any) -> Backbone:
+        from .scripted import ScriptedBackbone
+
+        if arg and "replies" not in options:
+            options["replies"] = [arg]
+            options["cycle"] = True
+        return ScriptedBackbone(**options)
+
+    _registry["scripted"] = Registration("scripted", scripted, "answers from a script (tests); echoes by default",
+                                         Capabilities.all(), "scripted", (), "moviemem", lambda: True)
+
+
+_register_builtins()

@@ -1,0 +1,64 @@
+"""Seconds per ingest stage for a synthetic film (default 10 minutes), on this machine.
+
+Usage: python bench/ingest_speed.py [--minutes 10] [--work DIR]
+Ends with the line `total <seconds> s = <ratio>x real time` over frames, shots, segments,
+transcript (ASR), clip and ocr; also times a second, fully cached ingest (resume target: <10%).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from moviemem import Library
+from moviemem.config import get_settings
+from moviemem.eval.synth import render
+
+MEASURED = ["frames", "shots", "segments", "transcript", "clip", "ocr"]
+
+
+def _secs(a: str, b: str) -> float:
+    return (dt.datetime.fromisoformat(b) - dt.datetime.fromisoformat(a)).total_seconds()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--minutes", type=float, default=10.0)
+    ap.add_argument("--work", type=Path, default=None)
+    ap.add_argument("--clip-random-weights", action="store_true",
+                    help="run the clip stage with random open_clip weights (timing only; no weights ship offline)")
+    args = ap.parse_args()
+    work = args.work or Path(tempfile.mkdtemp(prefix="moviemem-bench-"))
+    film_dir = work / f"synth-{args.minutes:g}m"
+    if not (film_dir / "film.mp4").exists():
+        t = time.perf_counter()
+        render(film_dir, minutes=args.minutes, seed=7)
+        print(f"render {time.perf_counter() - t:.1f} s (not counted)")
+    lib_dir = work / "lib"
+    shutil.rmtree(lib_dir, ignore_errors=True)
+    settings = get_settings(library=lib_dir, clip_pretrained="random" if args.clip_random_weights else None)
+    lib = Library(lib_dir, settings)
+    t0 = time.perf_counter()
+    film = lib.ingest(film_dir / "film.mp4", film_id="synth")
+    wall = time.perf_counter() - t0
+    duration = film.info.duration_s
+    total = 0.0
+    for s in film.stages():
+        took = _secs(s.started_at, s.finished_at)
+        counted = s.stage in MEASURED
+        total += took if counted else 0.0
+        note = f"  ({s.status}: {s.reason})" if s.status != "done" else ""
+        print(f"{s.stage:<11} {took:7.1f} s{'' if counted else '  (not counted)'}{note}")
+    t1 = time.perf_counter()
+    lib.ingest(film_dir / "film.mp4", film_id="synth")
+    again = time.perf_counter() - t1
+    print(f"wall {wall:.1f} s for a {duration:.0f} s film; cached re-ingest {again:.2f} s = {100 * again / wall:.1f}% of the first")
+    print(f"total {total:.1f} s = {total / duration:.3f}x real time")
+
+
+if __name__ == "__main__":
+    main()

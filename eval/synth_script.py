@@ -1,0 +1,534 @@
+"""The synthetic film's script: a seeded cast, a fixed core plot, filler scenes and the timeline.
+
+Everything here is pure and deterministic given the seed and a `measure` function for speech
+length, so the ground truth and the benchmark files can be built (and tested) without rendering.
+The core plot is one mystery with a causal chain, a clue, a confession and a flashback; long
+films add filler scenes of everyday talk between core scenes, never inside the
+confession-flashback-return block, so the core stays coherent at any length.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from ..errors import MovieMemError
+
+FPS = 24
+RATE_WPM = 145  # espeak-ng speed: slow enough for whisper base, fast enough to fit the plot
+LEAD_S, GAP_S, TAIL_S = 0.35, 0.4, 0.45  # silence before, between and after lines in a shot
+FILL_UNTIL = 0.85  # add filler scenes until the natural length reaches this share of the target
+
+# (voice, description): distinct espeak-ng voices that whisper base transcribes well at RATE_WPM.
+FEMALE_VOICES = ("en-us+f2", "en-gb-x-gbclan+f2", "en-gb+f3")
+MALE_VOICES = ("en-us", "en-gb-scotland", "en-gb-x-gbclan", "en-gb-x-rp+m2")
+FEMALE_NAMES = ("Anna", "Mary", "Emma", "Lucy", "Kate", "Sarah", "Helen", "Grace", "Alice", "Jane", "Laura")
+MALE_NAMES = ("Tom", "Peter", "John", "David", "Paul", "Mark", "James", "Sam", "Jack", "Daniel", "Robert")
+ELDER_NAMES = {"f": ("Margaret", "Dorothy", "Martha", "Elizabeth"), "m": ("George", "Henry", "Frank", "Walter")}
+COATS = {"red": (200, 45, 45), "blue": (45, 85, 205), "green": (40, 150, 70), "yellow": (230, 200, 40),
+         "purple": (135, 60, 175), "orange": (240, 130, 30), "brown": (125, 80, 40), "grey": (135, 135, 135)}
+HOMES = (("the bakery", "ROSE BAKERY", "loaves of bread"), ("the bookshop", "CORNER BOOKS", "books"),
+         ("the flower shop", "GREEN FLOWERS", "flowers"), ("the cafe", "BLUE DOOR CAFE", "cups of coffee"))
+TOWNS = (("the market", "MARKET SQUARE"), ("the train station", "CENTRAL STATION"), ("the harbor", "HARBOR ROAD"))
+INNS = (("the hotel", "GRAND HOTEL"), ("the inn", "RIVER INN"), ("the guest house", "HILL GUEST HOUSE"))
+HIDEOUTS = ("the old mill", "the lighthouse", "the old school", "the water tower")
+ROADS = ("the forest road", "the river path", "the hill road")
+TREASURES = ("silver watch", "gold ring", "pearl necklace", "brass compass")
+CLUES = ("blue scarf", "red glove", "green hat", "yellow scarf")
+SPOTS = ("in the wall", "under the floor", "under the stairs")
+PAPERS = ("THE DAILY NEWS", "THE TOWN HERALD", "THE MORNING POST", "THE EVENING STAR")
+DAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday")
+STREETS = ("HIGH STREET", "PARK LANE", "STATION ROAD", "CHURCH STREET", "KING STREET", "BRIDGE STREET",
+           "MILL LANE", "OAK AVENUE", "NORTH ROAD", "GARDEN ROW")
+
+Measure = Callable[[str, str], float]  # (voice, text) -> seconds of speech
+
+
+@dataclass(frozen=True)
+class Character:
+    role: str  # hero, friend, rival, elder, clerk
+    name: str
+    gender: str  # "f" or "m"
+    voice: str
+    coat: str
+
+
+@dataclass(frozen=True)
+class Place:
+    key: str  # home, town, inn, hideout, road
+    name: str  # "the bakery"
+    sign: str  # text on its sign ("" when it has none)
+
+
+@dataclass(frozen=True)
+class Line:
+    speaker: str  # role
+    text: str
+    optional: bool = False  # colour, dropped when the film is too short for it
+
+
+@dataclass(frozen=True)
+class Shot:
+    kind: str  # card, sign, letter, news, object, wide, two, close
+    desc: str  # stage direction: becomes the shot's caption
+    chars: tuple[str, ...] = ()  # roles in the picture
+    lines: tuple[Line, ...] = ()
+    text: tuple[str, ...] = ()  # on-screen text, one entry per drawn line
+    hold: float = 2.0  # minimum seconds on screen
+    music: str = ""  # "", "under" (soft bed under dialogue) or "solo" (music-only passage)
+    effect: str = ""  # "", "knock", "steps", "wind"
+    prop: str = ""  # object drawn in the shot: treasure, clue, box, empty-box
+    events: tuple[str, ...] = ()  # event keys this shot shows
+
+
+@dataclass(frozen=True)
+class Scene:
+    key: str
+    place: str  # Place.key
+    time: str  # morning, day, afternoon, evening, night
+    shots: tuple[Shot, ...]
+    flashback: bool = False
+    core: bool = True
+    kind: str = ""  # filler kind: home, inn, walk
+
+
+@dataclass
+class Script:
+    """A cast, scenes in screen order, event descriptions and typed event relations."""
+
+    seed: int
+    title: str
+    cast: dict[str, Character]
+    places: dict[str, Place]
+    facts: dict[str, str]  # names of the plot's things: treasure, clue, spot, day, paper, headline...
+    scenes: list[Scene]
+    events: dict[str, str]  # key -> description
+    relations: list[tuple[str, str, str]]  # (src key, dst key, type)
+
+
+def _vars(cast: dict[str, Character], places: dict[str, Place], facts: dict[str, str]) -> dict[str, str]:
+    """Template slots: names, pronouns, places and plot facts."""
+    v: dict[str, str] = {}
+    for role, c in cast.items():
+        key = role[0].upper()
+        he, his, him = ("she", "her", "her") if c.gender == "f" else ("he", "his", "him")
+        v |= {key: c.name, f"{key}_he": he, f"{key}_his": his, f"{key}_him": him, f"{key}_He": he.capitalize(),
+              f"{key}_coat": c.coat}
+    for p in places.values():
+        v[p.key] = p.name
+    return v | facts
+
+
+def cast_for(seed: int) -> tuple[dict[str, Character], dict[str, Place], dict[str, str]]:
+    """Draw names, voices, places and plot objects from the seed."""
+    rng = random.Random(seed)
+    roles = ("hero", "friend", "rival", "elder", "clerk")
+    while True:  # at most three women and four men: one distinct voice each
+        genders = [rng.choice("fm") for _ in roles]
+        if genders.count("f") <= len(FEMALE_VOICES) and genders.count("m") <= len(MALE_VOICES):
+            break
+    names = {"f": rng.sample(FEMALE_NAMES, 4), "m": rng.sample(MALE_NAMES, 4)}
+    voices = {"f": rng.sample(FEMALE_VOICES, len(FEMALE_VOICES)), "m": rng.sample(MALE_VOICES, len(MALE_VOICES))}
+    coats = rng.sample(sorted(COATS), len(roles))
+    cast = {}
+    for role, g, coat in zip(roles, genders, coats, strict=True):
+        name = rng.choice(ELDER_NAMES[g]) if role == "elder" else names[g].pop()
+        cast[role] = Character(role, name, g, voices[g].pop(), coat)
+    home, town, inn = rng.choice(HOMES), rng.choice(TOWNS), rng.choice(INNS)
+    hideout = rng.choice(HIDEOUTS)
+    places = {"home": Place("home", home[0], home[1]), "town": Place("town", town[0], town[1]),
+              "inn": Place("inn", inn[0], inn[1]), "hideout": Place("hideout", hideout, ""),
+              "road": Place("road", rng.choice(ROADS), "TO " + hideout.upper())}
+    day = rng.choice(DAYS)
+    treasure = rng.choice(TREASURES)
+    facts = {"obj": treasure, "clue": rng.choice(CLUES), "spot": rng.choice(SPOTS), "day": day,
+             "paper": rng.choice(PAPERS), "ware": home[2],
+             "headline": f"{hideout.upper()} WILL BE TORN DOWN ON {day.upper()}",
+             "E_rel": "grandmother" if cast["elder"].gender == "f" else "grandfather",
+             "grandchild": "granddaughter" if cast["hero"].gender == "f" else "grandson"}
+    return cast, places, facts
+
+
+def build_script(seed: int) -> Script:
+    """The core plot for a seed: nine scenes, thirteen events, one flashback."""
+    rng = random.Random(seed * 7919 + 1)
+    cast, places, facts = cast_for(seed)
+    v = _vars(cast, places, facts)
+
+    def L(role: str, text: str, optional: bool = False) -> Line:  # noqa: N802 - reads like a script line
+        return Line(role, text.format(**v), optional)
+
+    def S(kind: str, desc: str, **kw) -> Shot:  # noqa: N802
+        return Shot(kind, desc.format(**v), **kw)
+
+    title = "THE " + facts["obj"].upper()
+    h, f, r, e, c = "hero", "friend", "rival", "elder", "clerk"
+    # No lone "I" on paper: in DejaVu Sans it is a bare stroke that OCR reads as "|".
+    letter = ("Dear {H},".format(**v), "My {obj} is".format(**v), "{spot} of".format(**v),
+              "{hideout}.".format(**v), "It is yours now.", "Love, {E}".format(**v))
+    scenes = [
+        Scene("letter", "home", "morning", (
+            S("card", "Title card: the words '" + title + "' in dark letters on cream paper.", text=(title,),
+              hold=2.5, music="solo"),
+            S("sign", "Morning. The front of {home}, with a large sign that reads '" + places["home"].sign + "'.",
+              text=(places["home"].sign,), hold=2.5, music="solo"),
+            S("two", "Inside {home}. {H}, in a {H_coat} coat, stands at the counter. {F}, in a {F_coat} coat, "
+              "holds out a white envelope.", chars=(h, f), events=("letter",), lines=(
+                L(f, "Good morning. A letter came for you today, {H}."),
+                L(h, "A letter for me? Who is it from?"),
+                L(f, "I do not know. Open it and see.", True))),
+            S("letter", "Close-up of a handwritten letter on cream paper.", text=letter, hold=4.0,
+              events=("read",), lines=(
+                L(h, "It says, my {obj} is {spot} of {hideout}."),
+                L(h, "It is yours now. Love, {E}."))),
+            S("close", "Close-up of {H} holding the letter, looking surprised.", chars=(h,), events=("read",),
+              lines=(L(h, "This letter is from my {E_rel}, {E}."),
+                     L(h, "{E_He} died last winter. I miss {E_him} very much.", True))),
+        )),
+        Scene("news", "town", "day", (
+            S("sign", "Day. A street sign at {town} reads '" + places["town"].sign + "'.",
+              text=(places["town"].sign,), hold=2.5),
+            S("two", "{H} and {F} stand at a newspaper stand at {town}.", chars=(h, f), events=("news",), lines=(
+                L(f, "Look at the newspaper today.", True),
+                L(h, "What does it say?", True))),
+            S("news", "Close-up of the front page of '{paper}'. The headline reads '{headline}'.",
+              text=(facts["paper"], facts["headline"]), hold=4.0, events=("news",), lines=(
+                L(f, "It says they will tear down {hideout} on {day}."),)),
+            S("close", "Close-up of {F} folding the newspaper.", chars=(f,), events=("news",), lines=(
+                L(h, "Then we must find the {obj} before {day}."),
+                L(f, "We can go there this evening."))),
+        )),
+        Scene("plan", "inn", "day", (
+            S("sign", "Day. The entrance of {inn}, with a sign that reads '" + places["inn"].sign + "'.",
+              text=(places["inn"].sign,), hold=2.5),
+            S("two", "At the front desk of {inn}, {C}, in a {C_coat} coat, hands a newspaper to {R}, "
+              "in a {R_coat} coat.", chars=(c, r), events=("plan",), lines=(
+                L(c, "Good morning. Here is your newspaper, {R}."),
+                L(r, "Thank you. Let me see.", True))),
+            S("close", "Close-up of {R} reading the newspaper with a worried face.", chars=(r,), events=("plan",),
+              music="under", lines=(
+                L(r, "They will tear down {hideout} on {day}.", True),
+                L(r, "I must go there this afternoon, before anyone else."),
+                L(c, "Why? It is only an old building.", True),
+                L(r, "There is something inside that I want.", True))),
+        )),
+        Scene("walk", "road", "evening", (
+            S("sign", "Evening on {road}. A wooden sign reads '" + places["road"].sign + "'.",
+              text=(places["road"].sign,), hold=2.5, music="solo", effect="steps", events=("walk",)),
+            S("wide", "{H} and {F} walk along {road} as the sun goes down.", chars=(h, f), hold=3.0,
+              music="solo", effect="steps", events=("walk",)),
+            S("two", "{H} and {F} stop on the path and look ahead.", chars=(h, f), music="under",
+              events=("walk",), lines=(
+                L(h, "It is getting dark. Stay close to me.", True),
+                L(f, "I can see {hideout} from here.", True))),
+        )),
+        Scene("search", "hideout", "night", (
+            S("wide", "Night. The dark outside of {hideout} under the moon.", hold=2.5, effect="wind",
+              events=("search",)),
+            S("two", "Inside {hideout}, {H} and {F} search with a lamp.", chars=(h, f), events=("search",), lines=(
+                L(h, "The letter said it is {spot}.", True),
+                L(f, "Here it is. I found a small tin box."))),
+            S("object", "Close-up of an open tin box. It is empty.", prop="empty-box", hold=2.5,
+              events=("search", "empty"), lines=(
+                L(h, "The box is empty. Someone was here before us."),)),
+            S("close", "Close-up of {F} holding up a {clue}.", chars=(f,), prop="clue", events=("search", "clue"),
+              lines=(
+                L(f, "Look at this {clue} on the floor."),
+                L(h, "That is the {clue} of {R}. {R_He} worked with my {E_rel} years ago."),
+                L(h, "{R_He} is staying at {inn}. We will go there tomorrow.", True))),
+        )),
+        Scene("confront", "inn", "morning", (
+            S("wide", "Morning at {inn}. {H} knocks on the door of a guest room.", chars=(h,), hold=2.5,
+              effect="knock", events=("confront",)),
+            S("two", "{H} and {R} face each other in the doorway.", chars=(h, r), events=("confront",), lines=(
+                L(h, "We found your {clue} in {hideout}."),
+                L(r, "Yes. I was there yesterday afternoon.", True),
+                L(h, "Did you take the {obj} of my {E_rel}?"),
+                L(r, "Yes, I took it. I am sorry."))),
+            S("close", "Close-up of {R} looking down, remembering.", chars=(r,), music="under",
+              events=("recall",), lines=(
+                L(r, "Years ago, I worked with your {E_rel} at {hideout}."),
+                L(r, "{E_He} showed me where {E_he} put the {obj}."))),
+        )),
+        Scene("hide", "hideout", "day", (
+            S("card", "A card reads 'YEARS EARLIER'.", text=("YEARS EARLIER",), hold=2.0, music="solo",
+              events=("hide",)),
+            S("two", "Flashback in sepia. Inside {hideout}, a younger {E} holds a tin box while a younger {R} "
+              "watches.", chars=(e, r), prop="box", events=("hide",), lines=(
+                L(e, "I will put my {obj} in this tin box."),
+                L(e, "One day it will belong to my {grandchild}, {H}.", True),
+                L(r, "Your secret is safe with me, {E}.", True))),
+            S("close", "Flashback in sepia. Close-up of {E} speaking.", chars=(e,), music="under",
+              events=("hide",), lines=(
+                L(e, "Promise me that you will never take it."),
+                L(r, "I promise."))),
+        ), flashback=True),
+        Scene("return", "inn", "morning", (
+            S("close", "Close-up of {R} holding out the {obj}.", chars=(r,), prop="treasure",
+              events=("return",), lines=(
+                L(r, "I broke my promise. Here is the {obj}."),
+                L(h, "Thank you for telling me the truth."))),
+            S("object", "Close-up of the {obj} in the palm of a hand.", prop="treasure", hold=2.5,
+              events=("return",)),
+        )),
+        Scene("home", "home", "evening", (
+            S("two", "Evening in {home}. {H} puts the {obj} on a shelf while {F} watches.", chars=(h, f),
+              music="under", events=("home",), lines=(
+                L(f, "So the {obj} is home at last.", True),
+                L(h, "Yes. My {E_rel} would be happy today."))),
+            S("sign", "Evening. A small sign on the door of {home} reads 'CLOSED'.", text=("CLOSED",), hold=2.5,
+              music="solo", events=("home",)),
+            S("card", "End card: the words 'THE END' in dark letters on cream paper.", text=("THE END",),
+              hold=2.5, music="solo"),
+        )),
+    ]
+    if rng.random() < 0.5:  # the two same-morning scenes may come in either order
+        scenes[1], scenes[2] = scenes[2], scenes[1]
+    events = {k: d.format(**v) for k, d in {
+        "letter": "{F} brings {H} a letter",
+        "read": "{H} reads the letter from {E}: the {obj} is {spot} of {hideout}",
+        "news": "{H} and {F} read in the newspaper at {town} that {hideout} will be torn down on {day}",
+        "plan": "{R} reads the news at {inn} and tells {C} that {R_he} will go to {hideout} first",
+        "walk": "{H} and {F} walk to {hideout} in the evening",
+        "search": "{H} and {F} search {hideout} at night",
+        "empty": "{H} and {F} find the tin box empty",
+        "clue": "{F} finds the {clue} of {R} at {hideout}",
+        "confront": "{H} confronts {R} at {inn} and {R} admits taking the {obj}",
+        "recall": "{R} says that years ago {E} showed {R_him} where the {obj} was",
+        "hide": "Years earlier, {E} puts the {obj} {spot} of {hideout} while {R} watches",
+        "return": "{R} gives the {obj} back to {H}",
+        "home": "{H} brings the {obj} home to {home}",
+    }.items()}
+    relations = [
+        ("letter", "read", "causal"), ("read", "walk", "causal"), ("walk", "search", "causal"),
+        ("search", "clue", "causal"), ("clue", "confront", "causal"), ("confront", "recall", "causal"),
+        ("confront", "return", "causal"), ("return", "home", "causal"), ("plan", "empty", "causal"),
+        ("news", "walk", "precondition"), ("hide", "plan", "precondition"),
+        ("search", "empty", "hierarchical"), ("search", "clue", "hierarchical"),
+        ("news", "plan", "overlap"), ("recall", "hide", "coreference"), ("read", "hide", "coreference"),
+        ("hide", "recall", "flashback"), ("hide", "letter", "before"), ("empty", "clue", "before"),
+        ("return", "confront", "after"), ("home", "hide", "after"),
+    ]
+    return Script(seed, title, cast, places, facts, scenes, events, relations)
+
+
+# --- filler scenes for long films -----------------------------------------------------------------
+
+HOME_TALK = (
+    ("Is it cold outside today?", "Yes. Take your coat with you."),
+    ("Did you sleep well last night?", "Not really. The wind was very loud."),
+    ("Would you like a cup of tea?", "Yes, please. With a little milk."),
+    ("What time is it now?", "It is almost {hour} o'clock."),
+    ("How many {ware} did we sell today?", "We sold {num} this morning."),
+    ("Can you help me with these boxes?", "Of course. Where do they go?"),
+    ("The shop is very quiet today.", "People stay at home when it rains."),
+    ("Did you see the new shop on the corner?", "Yes. They sell shoes and hats."),
+    ("I need to buy some apples at {town}.", "I will come with you later."),
+    ("Your {E_rel} loved this time of year.", "Yes. {E_He} liked the long evenings."),
+    ("Do you remember the summer by the sea?", "I do. We played on the beach all day."),
+    ("The clock on the wall is slow again.", "I will fix it tomorrow morning."),
+    ("Shall we close early tonight?", "Yes. I am very tired."),
+    ("My sister is coming to visit on {day2}.", "That is good news. Say hello from me."),
+    ("The radio said it will snow next week.", "Then we need more wood for the fire."),
+    ("Where did you put the keys?", "They are on the table by the door."),
+    ("This soup is very good.", "Thank you. It was my mother's recipe."),
+    ("The bus was late again this morning.", "It is always late on {day2}."),
+    ("We need to paint the front door.", "Let us do it in the spring."),
+    ("A lady asked about you today.", "Did she leave her name?"),
+)
+INN_TALK = (
+    ("Would you like some breakfast?", "Just coffee, thank you."),
+    ("How long will you stay with us?", "Only a few more days."),
+    ("Is your room warm enough?", "Yes. It is very comfortable."),
+    ("Many guests came in today.", "The town is busy this week."),
+    ("Can I have an extra pillow?", "Of course. I will bring one up."),
+    ("Do you know a good place to eat?", "Try the small restaurant by the river."),
+    ("The train to the city leaves at {hour}.", "Thank you. I will remember that."),
+    ("Did anyone call for me?", "No. Nobody called today."),
+    ("Your room is number {num}.", "Thank you. I will go up now."),
+    ("It is raining again.", "You can borrow an umbrella from the desk."),
+    ("The dinner starts at {hour} tonight.", "Good. I am very hungry."),
+    ("Is the shop across the street open?", "It opens at {hour} in the morning."),
+)
+WORDS = {"hour": ("six", "seven", "eight", "nine", "ten"), "num": ("ten", "twelve", "twenty", "thirty", "forty"),
+         "day2": DAYS}
+
+
+def filler_scene(script: Script, rng: random.Random, n: int, time: str, after: str = "") -> tuple[Scene, str]:
+    """One everyday scene that does not touch the plot; returns it and its event description.
+
+    `after` is the kind of the scene before it (home, inn, walk), which is not repeated."""
+    v = _vars(script.cast, script.places, script.facts)
+    kind = rng.choice([k for k in ("home", "home", "inn", "walk") if k != after])
+    key = f"filler{n:03d}"
+    if kind == "walk":
+        street = rng.choice(STREETS)
+        who = rng.choice(("hero", "friend"))
+        name = script.cast[who].name
+        desc = f"{name} walks along {street.title()}"
+        shots = (Shot("sign", f"A street sign reads '{street}'.", text=(street,), hold=3.5, music="solo",
+                      events=(key,)),
+                 Shot("wide", f"{name} walks alone along {street.title()} past small houses.", chars=(who,),
+                      hold=5.0 + rng.random() * 4, music="solo", effect="steps", events=(key,)))
+        return Scene(key, "town", time, shots, core=False, kind="walk"), desc
+    a, b = ("hero", "friend") if kind == "home" else ("clerk", "rival")
+    talk = HOME_TALK if kind == "home" else INN_TALK
+    place = script.places[kind]
+    pairs = rng.sample(talk, rng.randint(2, 4))
+    lines = []
+    for q, ans in pairs:
+        ask, reply = (a, b) if rng.random() < 0.5 else (b, a)
+        slots = v | {k: rng.choice(w) for k, w in WORDS.items()}
+        lines += [Line(ask, q.format(**slots)), Line(reply, ans.format(**slots))]
+    na, nb = script.cast[a].name, script.cast[b].name
+    shots = [Shot("two", f"{na} and {nb} talk inside {place.name}.", chars=(a, b), lines=tuple(lines[:2]),
+                  music="under" if rng.random() < 0.3 else "", events=(key,))]
+    for i in range(2, len(lines), 2):
+        who = lines[i].speaker
+        shots.append(Shot("close", f"Close-up of {script.cast[who].name} talking.", chars=(who,),
+                          lines=tuple(lines[i:i + 2]), events=(key,)))
+    return Scene(key, kind, time, tuple(shots), core=False, kind=kind), f"{na} and {nb} chat at {place.name}"
+
+
+# --- timeline ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class TimedLine:
+    speaker: str
+    voice: str
+    text: str
+    start: float
+    end: float
+
+
+@dataclass(frozen=True)
+class TimedShot:
+    scene: int  # index into Timeline.scenes
+    shot: Shot
+    start: float
+    end: float
+    lines: tuple[TimedLine, ...]
+
+
+@dataclass
+class Timeline:
+    """The script laid out on the film's clock (screen time), frame-exact shot boundaries."""
+
+    script: Script
+    fps: int
+    duration: float
+    scenes: list[Scene]
+    shots: list[TimedShot]
+    events: dict[str, str]  # key -> description, screen order of first appearance
+    event_ids: dict[str, str] = field(default_factory=dict)  # key -> "e001"...
+    event_spans: dict[str, tuple[float, float]] = field(default_factory=dict)
+    story_order: dict[str, int] = field(default_factory=dict)
+
+    def scene_span(self, index: int) -> tuple[float, float]:
+        shots = [s for s in self.shots if s.scene == index]
+        return shots[0].start, shots[-1].end
+
+    def scene_index(self, key: str) -> int:
+        return next(i for i, s in enumerate(self.scenes) if s.key == key)
+
+
+def estimate_seconds(voice: str, text: str) -> float:
+    """Speech length without synthesis (tests, planning), fitted to espeak-ng at RATE_WPM."""
+    return round(0.35 + 0.33 * len(text.split()), 3)
+
+
+def _natural(shot: Shot, cast: dict[str, Character], measure: Measure) -> float:
+    if not shot.lines:
+        return shot.hold
+    speech = sum(measure(cast[ln.speaker].voice, ln.text) for ln in shot.lines)
+    return max(shot.hold, LEAD_S + speech + GAP_S * (len(shot.lines) - 1) + TAIL_S)
+
+
+def _frames(seconds: float, fps: int) -> int:
+    return math.ceil(round(seconds * fps, 6))
+
+
+def min_minutes(script: Script, measure: Measure = estimate_seconds, fps: int = FPS) -> float:
+    """Shortest film that holds the core plot without its optional lines."""
+    core = [replace(s, shots=tuple(replace(sh, lines=tuple(ln for ln in sh.lines if not ln.optional))
+                                   for sh in s.shots)) for s in script.scenes]
+    frames = sum(_frames(_natural(sh, script.cast, measure), fps) for s in core for sh in s.shots)
+    return frames / fps / 60.0
+
+
+def layout(script: Script, minutes: float, measure: Measure = estimate_seconds, fps: int = FPS) -> Timeline:
+    """Fit the script to `minutes`: drop optional lines when short, add filler when long, then
+    spread the remaining slack over the shots (most to shots without speech)."""
+    target = round(minutes * 60 * fps)
+    cast = script.cast
+
+    def total(scenes: list[Scene]) -> int:
+        return sum(_frames(_natural(sh, cast, measure), fps) for s in scenes for sh in s.shots)
+
+    rng = random.Random(script.seed * 104729 + 3)
+    scenes = list(script.scenes)
+    optional = [ln for s in scenes for sh in s.shots for ln in sh.lines if ln.optional]
+    rng.shuffle(optional)
+    while total(scenes) > target and optional:  # drop colour lines one at a time until the plot fits
+        gone = optional.pop()
+        scenes = [replace(s, shots=tuple(replace(sh, lines=tuple(ln for ln in sh.lines if ln is not gone))
+                                         for sh in s.shots)) for s in scenes]
+    if total(scenes) > target:
+        need = math.ceil(total(scenes) / fps / 60 * 100) / 100
+        raise MovieMemError(f"{minutes:g} minutes is too short for the synthetic film: use at least {need:g}")
+    events = dict(script.events)
+    # Filler goes after these core scenes only; never between confession, flashback and return.
+    slots = [k for k in ("letter", "news", "plan", "search", "return") if any(s.key == k for s in scenes)]
+    extra: dict[str, list[Scene]] = {k: [] for k in slots}
+    natural = total(scenes)
+    n = 0
+    while natural < FILL_UNTIL * target:
+        after = rng.choice(slots)
+        anchor = next(s for s in scenes if s.key == after)
+        before = extra[after][-1].kind if extra[after] else anchor.place
+        scene, desc = filler_scene(script, rng, n, anchor.time if anchor.time != "night" else "morning", before)
+        extra[after].append(scene)
+        events[scene.key] = desc
+        natural += total([scene])
+        n += 1
+    ordered: list[Scene] = []
+    for s in scenes:
+        ordered.append(s)
+        ordered += extra.get(s.key, [])
+
+    flat = [(i, sh) for i, s in enumerate(ordered) for sh in s.shots]
+    base = [_frames(_natural(sh, cast, measure), fps) for _, sh in flat]
+    weights = [3.0 if not sh.lines else 1.0 for _, sh in flat]
+    slack = target - sum(base)
+    shares = [slack * w / sum(weights) for w in weights]
+    add = [math.floor(x) for x in shares]
+    for j in sorted(range(len(flat)), key=lambda j: (add[j] - shares[j], j))[: slack - sum(add)]:
+        add[j] += 1  # largest remainders get the leftover frames
+
+    shots: list[TimedShot] = []
+    frame = 0
+    for (i, sh), nb, extra_f in zip(flat, base, add, strict=True):
+        start, end = frame / fps, (frame + nb + extra_f) / fps
+        t = start + LEAD_S + 0.3 * extra_f / fps  # part of the slack before the first line
+        lines = []
+        for ln in sh.lines:
+            voice = cast[ln.speaker].voice
+            d = measure(voice, ln.text)
+            lines.append(TimedLine(ln.speaker, voice, ln.text, round(t, 3), round(t + d, 3)))
+            t += d + GAP_S
+        shots.append(TimedShot(i, sh, round(start, 3), round(end, 3), tuple(lines)))
+        frame += nb + extra_f
+
+    tl = Timeline(script, fps, round(frame / fps, 3), ordered, shots, {})
+    for ts in shots:  # events in order of first appearance on screen
+        for k in ts.shot.events:
+            a, b = tl.event_spans.get(k, (ts.start, ts.end))
+            tl.event_spans[k] = (min(a, ts.start), max(b, ts.end))
+            tl.events.setdefault(k, events[k])
+    tl.event_ids = {k: f"e{j + 1:03d}" for j, k in enumerate(tl.events)}
+    flash = {k for ts in shots if ordered[ts.scene].flashback for k in ts.shot.events}
+    story = [k for k in tl.events if k in flash] + [k for k in tl.events if k not in flash]
+    tl.story_order = {k: j for j, k in enumerate(story)}
+    return tl

@@ -1,0 +1,350 @@
+"""Speech recognition for film audio with faster-whisper.
+
+Film sound mixes dialogue with music and effects, which breaks Whisper's defaults in two
+ways: Silero VAD at 0.5 drops quiet lines spoken over a score, and Whisper invents words
+("Thank you.", repeated phrases) over music. So we run the VAD with a low threshold to keep
+speech over music, decode only the speech it found (concatenated, as faster-whisper does),
+and then drop segments that look invented, recording each drop with its reason.
+The language is voted over several speech windows spread across the film, because one
+window of old or noisy audio is often misjudged.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import os
+import re
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import av
+import numpy as np
+from faster_whisper import WhisperModel
+from faster_whisper.audio import pad_or_trim
+from faster_whisper.transcribe import Segment
+from faster_whisper.vad import VadOptions, get_speech_timestamps
+
+from ..errors import MovieMemError
+from ..models import model_path
+
+Progress = Callable[[int, int], None]
+
+SAMPLE_RATE = 16000
+
+# Silero VAD tuned for film mixes: a low threshold keeps dialogue under music (the
+# 0.5 default loses whispered or scored lines); short silences split lines; padding
+# keeps word onsets. Chunks never exceed one Whisper window.
+VAD = VadOptions(
+    threshold=0.25,
+    neg_threshold=0.15,
+    min_speech_duration_ms=250,
+    min_silence_duration_ms=500,
+    speech_pad_ms=300,
+    max_speech_duration_s=30.0,
+)
+# Decoding: greedy at temperature 0 with no fallback (fallback mostly buys time spent on
+# music windows), no conditioning on earlier text (the main source of runaway repeats),
+# and a token cap per window: a loop stops early, while a dense window that hits the cap
+# just resumes at its last timestamp in the next window.
+# Whisper's own no-speech skip is off: the same rule runs in `_suppress` so that what it
+# removes is recorded instead of vanishing.
+DECODE: dict[str, Any] = dict(
+    temperature=0.0,
+    condition_on_previous_text=False,
+    compression_ratio_threshold=2.4,
+    log_prob_threshold=-1.0,
+    no_speech_threshold=None,
+    word_timestamps=True,
+    without_timestamps=False,
+    max_new_tokens=128,
+    hallucination_silence_threshold=None,
+)
+NO_SPEECH_PROB = 0.6  # with AVG_LOGPROB: Whisper's "this window is not speech" rule
+AVG_LOGPROB = -1.0
+MIN_WORD_PROB = 0.35  # mean word probability below this: the words are guesses
+MAX_COMPRESSION = 2.4  # gzip ratio above this: the text is a loop
+GAP_S = 0.4  # silence laid between speech chunks in the decoded track
+MAX_WORD_GAP_S = 1.5  # words further apart than this on the film timeline are separate lines
+LANG_WINDOWS = 5  # speech windows (30 s each) voted on for language detection
+
+# Phrases Whisper produces over music and silence because its training data (YouTube
+# captions) ends that way. ALWAYS ones never survive; WEAK ones only with confident words.
+ALWAYS_HALLUCINATED = (
+    "thank you for watching", "thanks for watching", "thank you for listening",
+    "please subscribe", "like and subscribe", "subscribe to my channel",
+    "don't forget to subscribe", "see you in the next video", "see you next time",
+    "subtitles by", "captions by", "transcribed by", "translated by", "amara org",
+    "copyright", "all rights reserved",
+)
+WEAK_HALLUCINATED = ("thank you", "thanks", "you", "bye", "bye bye", "okay", "oh", "so", "music", "applause")
+
+
+@dataclass
+class Transcript:
+    """What ASR heard: utterances on the film timeline plus what was removed and why."""
+
+    utterances: list[dict[str, Any]]  # {start, end, text, words: [{start, end, word, probability}]}
+    language: str
+    language_probability: float
+    duration_s: float
+    speech_s: float  # audio the VAD kept and Whisper decoded
+    suppressed: list[dict[str, Any]] = field(default_factory=list)  # {start, end, text, reason}
+    notes: list[str] = field(default_factory=list)
+    settings: dict[str, Any] = field(default_factory=dict)
+    timings_s: dict[str, float] = field(default_factory=dict)  # wall seconds per step
+
+
+def transcribe(
+    media: Path,
+    *,
+    model: str | Path,
+    language: str | None = None,
+    compute_type: str = "int8",
+    threads: int = 0,
+    beam_size: int = 1,
+    progress: Progress | None = None,
+) -> Transcript:
+    """Transcribe the first audio stream of `media` (any container PyAV reads).
+
+    `model` is an offline model name ("base", "tiny.en", see `moviemem models`) or a
+    local faster-whisper folder; nothing is downloaded. `language=None` detects it by
+    vote; a code ("en") skips detection. `threads=0` uses every core this process may
+    run on. `progress(done_s, total_s)` counts decoded seconds of speech.
+    """
+    clock = _Clock()
+    whisper = load_model(str(resolve_model(model)), compute_type, threads or _cores())
+    clock.lap("load_model")
+    audio = decode_audio(Path(media))
+    duration_s = round(len(audio) / SAMPLE_RATE, 3)
+    clock.lap("decode_audio")
+    track = SpeechTrack(audio, get_speech_timestamps(audio, VAD, sampling_rate=SAMPLE_RATE))
+    clock.lap("vad")
+    settings = {"vad": vars(VAD), "decode": DECODE, "gap_s": GAP_S, "beam_size": beam_size, "compute_type": compute_type}
+    language, language_probability, lang_note = _language(whisper, track, language)
+    clock.lap("language")
+    notes = [lang_note]
+    kept: list[dict[str, Any]] = []
+    dropped: list[dict[str, Any]] = []
+    if track.speech_s == 0:
+        notes.append("the VAD found no speech: nothing was decoded")
+    else:
+        total = max(1, round(track.audio.size / SAMPLE_RATE))
+        segments, _ = whisper.transcribe(track.audio, language=language, beam_size=beam_size, vad_filter=False, **DECODE)
+        n_segments = 0
+        for segment in segments:
+            n_segments += 1
+            for words in _lines(track, segment):
+                _judge(segment, words, kept, dropped)
+            if progress is not None:
+                progress(min(total, int(segment.end)), total)
+        if dropped:
+            notes.append(f"suppressed {len(dropped)} line(s) from {n_segments} decoded segment(s) as likely hallucinations")
+        clock.lap("whisper")
+    if progress is not None:
+        progress(1, 1)
+    return Transcript(kept, language, language_probability, duration_s, track.speech_s, dropped, notes, settings, clock.laps)
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.laps: dict[str, float] = {}
+        self._last = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.laps[name] = round(now - self._last, 3)
+        self._last = now
+
+
+class SpeechTrack:
+    """The VAD's speech chunks laid end to end, GAP_S of silence apart, with the way back.
+
+    Whisper decodes this instead of the film: music-only stretches cost nothing. The
+    short silences keep a chunk's first word from being aligned into the previous chunk.
+    """
+
+    def __init__(self, audio: np.ndarray, chunks: list[dict[str, int]]):
+        gap = np.zeros(round(GAP_S * SAMPLE_RATE), np.float32)
+        pieces: list[np.ndarray] = []
+        self.film_start: list[float] = []
+        self.track_start: list[float] = []
+        self.length: list[float] = []
+        at = 0
+        for chunk in chunks:
+            if pieces:
+                pieces.append(gap)
+                at += gap.size
+            piece = audio[chunk["start"] : chunk["end"]]
+            self.film_start.append(chunk["start"] / SAMPLE_RATE)
+            self.track_start.append(at / SAMPLE_RATE)
+            self.length.append(piece.size / SAMPLE_RATE)
+            pieces.append(piece)
+            at += piece.size
+        self.audio = np.concatenate(pieces) if pieces else np.zeros(0, np.float32)
+        self.speech_s = round(sum(self.length), 3)
+
+    def chunk_of(self, t: float) -> int:
+        return max(0, bisect.bisect_right(self.track_start, t) - 1)
+
+    def to_film(self, t: float, chunk: int) -> float:
+        """Track time `t` as film time, clamped into speech chunk `chunk`."""
+        offset = min(max(t - self.track_start[chunk], 0.0), self.length[chunk])
+        return round(self.film_start[chunk] + offset, 3)
+
+
+def resolve_model(model: str | Path) -> Path:
+    """A local faster-whisper folder: the path itself, or a prepared offline model by name."""
+    path = Path(model).expanduser()
+    if path.is_dir():
+        if not (path / "model.bin").is_file():
+            raise MovieMemError(f"{path} is not a faster-whisper model folder (no model.bin)")
+        return path
+    name = str(model)
+    return model_path(name if name.startswith("whisper-") else f"whisper-{name}")
+
+
+@functools.lru_cache(maxsize=4)
+def load_model(path: str, compute_type: str, threads: int) -> WhisperModel:
+    """One WhisperModel per (folder, compute type, threads) per process."""
+    try:
+        return WhisperModel(path, device="cpu", compute_type=compute_type, cpu_threads=threads, local_files_only=True)
+    except (RuntimeError, ValueError, OSError) as exc:
+        raise MovieMemError(f"cannot load whisper model {path}: {exc}") from exc
+
+
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def decode_audio(media: Path) -> np.ndarray:
+    """First audio stream as 16 kHz mono float32 (ffmpeg's own downmix and resampler)."""
+    try:
+        container = av.open(str(media), metadata_errors="ignore")
+    except (OSError, av.error.FFmpegError) as exc:
+        raise MovieMemError(f"cannot open {media}: {exc}") from exc
+    with container:
+        if not container.streams.audio:
+            raise MovieMemError(f"{media} has no audio stream")
+        stream = container.streams.audio[0]
+        resampler = av.AudioResampler(format="flt", layout="mono", rate=SAMPLE_RATE)
+        parts: list[np.ndarray] = []
+        frames = container.decode(stream)
+        while True:
+            try:
+                frame = next(frames)
+            except StopIteration:
+                break
+            except av.error.InvalidDataError:
+                continue  # a corrupt packet loses its few ms, not the film
+            frame.pts = None
+            parts.extend(f.to_ndarray().reshape(-1) for f in resampler.resample(frame))
+        parts.extend(f.to_ndarray().reshape(-1) for f in resampler.resample(None))
+    return np.concatenate(parts).astype(np.float32, copy=False) if parts else np.zeros(0, np.float32)
+
+
+def _language(whisper: WhisperModel, track: SpeechTrack, forced: str | None) -> tuple[str, float, str]:
+    """(language, probability, note): forced, implied by an English-only model, or voted."""
+    multilingual = whisper.model.is_multilingual
+    if forced is not None:
+        if not multilingual and forced != "en":
+            raise MovieMemError(f"this whisper model is English-only; it cannot transcribe language {forced!r}")
+        return forced, 1.0, f"language {forced!r} was given, not detected"
+    if not multilingual:
+        return "en", 1.0, "English-only model: language 'en' assumed"
+    speech = track.audio if track.speech_s > 0 else track.audio[:0]
+    window = whisper.feature_extractor.n_samples
+    starts = list(range(0, len(speech), window))
+    if len(starts) > 1 and len(speech) - starts[-1] < window // 3:
+        starts.pop()  # a short tail says little
+    if not starts:
+        return "en", 0.0, "no speech to detect the language from: 'en' assumed"
+    picked = [starts[round(i * (len(starts) - 1) / max(1, LANG_WINDOWS - 1))] for i in range(min(LANG_WINDOWS, len(starts)))]
+    picked = sorted(set(picked))
+    totals: dict[str, float] = defaultdict(float)
+    for start in picked:
+        features = whisper.feature_extractor(speech[start : start + window])
+        encoded = whisper.encode(pad_or_trim(features[..., : whisper.feature_extractor.nb_max_frames]))
+        for token, prob in whisper.model.detect_language(encoded)[0]:
+            totals[token[2:-2]] += prob / len(picked)
+    ranked = sorted(totals.items(), key=lambda kv: -kv[1])
+    language, prob = ranked[0]
+    runner = f", then {ranked[1][0]} {ranked[1][1]:.2f}" if len(ranked) > 1 else ""
+    note = f"language detected by vote over {len(picked)} speech window(s): {language} {prob:.2f}{runner}"
+    return language, round(prob, 4), note
+
+
+def _norm(text: str) -> str:
+    return " ".join(re.sub(r"[^\w' ]+", " ", text.lower().replace("’", "'")).split())
+
+
+def _repeated_ngram(words: list[str], times: int = 4) -> bool:
+    """True when some 1-4 word sequence repeats back to back `times` times."""
+    for n in range(1, 5):
+        for i in range(0, len(words) - n * times + 1):
+            gram = words[i : i + n]
+            if all(words[i + k * n : i + (k + 1) * n] == gram for k in range(1, times)):
+                return True
+    return False
+
+
+def _why_suppressed(
+    segment: Segment, text: str, words: list[dict[str, Any]], previous: dict[str, Any] | None, start: float
+) -> str | None:
+    """Reason to drop one line (`text`, `words`) decoded in `segment`, or None to keep it."""
+    norm = _norm(text)
+    mean_prob = sum(w["probability"] for w in words) / len(words) if words else 0.0
+    if not norm:
+        return "no words"
+    if segment.no_speech_prob > NO_SPEECH_PROB and segment.avg_logprob < AVG_LOGPROB:
+        return f"no speech (no_speech_prob {segment.no_speech_prob:.2f}, avg_logprob {segment.avg_logprob:.2f})"
+    if any(phrase in norm for phrase in ALWAYS_HALLUCINATED):
+        return "known hallucination phrase"
+    if norm in WEAK_HALLUCINATED and (mean_prob < 0.7 or segment.no_speech_prob > 0.3):
+        return f"weakly supported stock phrase (word probability {mean_prob:.2f})"
+    if segment.compression_ratio > MAX_COMPRESSION or _repeated_ngram(norm.split()):
+        return "repetition loop"
+    if mean_prob < MIN_WORD_PROB:
+        return f"low word probability {mean_prob:.2f}"
+    if previous is not None and _norm(previous["text"]) == norm and start - previous["end"] < 2.0:
+        return "repeat of the previous line"
+    return None
+
+
+def _lines(track: SpeechTrack, segment: Segment) -> list[list[dict[str, Any]]]:
+    """The segment's words on the film timeline, cut where they are far apart.
+
+    One Whisper segment can span two speech chunks a minute apart in the film; it
+    becomes two lines. A word belongs to the chunk holding its middle.
+    """
+    lines: list[list[dict[str, Any]]] = []
+    for w in segment.words or []:
+        chunk = track.chunk_of((w.start + w.end) / 2)
+        word = {
+            "start": track.to_film(w.start, chunk),
+            "end": track.to_film(w.end, chunk),
+            "word": w.word,
+            "probability": round(w.probability, 4),
+        }
+        if lines and word["start"] - lines[-1][-1]["end"] <= MAX_WORD_GAP_S:
+            lines[-1].append(word)
+        else:
+            lines.append([word])
+    return lines
+
+
+def _judge(segment: Segment, words: list[dict[str, Any]], kept: list[dict[str, Any]], dropped: list[dict[str, Any]]) -> None:
+    """Append one decoded line to `kept`, or to `dropped` with the reason."""
+    start, end = words[0]["start"], words[-1]["end"]
+    text = "".join(w["word"] for w in words).strip()
+    reason = _why_suppressed(segment, text, words, kept[-1] if kept else None, start)
+    if reason is not None:
+        dropped.append({"start": start, "end": end, "text": text, "reason": reason})
+        return
+    for w in words:
+        w["word"] = w["word"].strip()
+    kept.append({"start": start, "end": end, "text": text, "words": words})

@@ -1,0 +1,95 @@
+"""The llama.cpp backend against the real SmolLM2-135M model (`local-small`)."""
+
+from __future__ import annotations
+
+import pytest
+from moviemem.backbones import Request, load, system, user
+from moviemem.backbones.base import Tool
+from moviemem.backbones.llamacpp_backend import LlamaCppBackbone, parse_tool_calls
+from moviemem.errors import MovieMemError
+
+pytest.importorskip("llama_cpp")
+
+CONTEXT = ("Transcript of the film. " + " ".join(
+    f"[{m}:00] Rick says the letter arrived in scene {m}." for m in range(1, 13)))
+SCHEMA = {"type": "object", "properties": {"choice": {"type": "string", "enum": ["A", "B", "C", "D"]}},
+          "required": ["choice"]}
+LOOK = {"type": "function", "function": {"name": "look_at", "description": "look at the film at a time",
+                                          "parameters": {"type": "object",
+                                                         "properties": {"seconds": {"type": "integer"}},
+                                                         "required": ["seconds"]}}}
+
+
+@pytest.fixture(scope="module")
+def small() -> LlamaCppBackbone:
+    try:
+        b = load("local-small", n_ctx=2048)
+    except MovieMemError as exc:
+        pytest.skip(str(exc))
+    assert isinstance(b, LlamaCppBackbone)
+    return b
+
+
+def test_deterministic_at_temperature_zero_and_counts_usage(small):
+    msgs = [system("You are terse."), user("Name a colour.")]
+    a = small.chat(msgs, max_tokens=12)
+    b = small.chat(msgs, max_tokens=12)
+    assert a.text and a.text == b.text and not a.invalid
+    assert a.usage.input_tokens > 5 and 0 < a.usage.output_tokens <= 12 and a.usage.cost_usd == 0.0
+    assert b.usage.cached_input_tokens > 0  # the same prompt is not read twice
+    assert small.model_id.startswith("llamacpp:model.gguf:") and small.name == "local-small"
+
+
+def test_json_schema_is_enforced_by_grammar(small):
+    reply = small.chat([user("Which is an animal? A) cat B) car C) cup D) cap. Reply in JSON.")],
+                       json_schema=SCHEMA, max_tokens=24)
+    assert not reply.invalid and reply.data["choice"] in {"A", "B", "C", "D"}
+
+
+def test_forced_tool_call_has_schema_valid_arguments(small):
+    reply = small.chat([user("Look at the film at 41 seconds.")], tools=[LOOK], tool_choice="required", max_tokens=40)
+    assert reply.finish_reason == "tool_calls" and len(reply.tool_calls) == 1
+    call = reply.tool_calls[0]
+    assert call.name == "look_at" and isinstance(call.arguments["seconds"], int) and call.id.startswith("call_")
+
+
+def test_tools_reach_a_template_without_tool_support(small):
+    # SmolLM2's template ignores `tools`, so the instructions go into the system prompt
+    prompt = small.prompt(Request.build([system("Be brief."), user("hi")], tools=[LOOK]))
+    assert prompt.startswith("<|im_start|>system\nBe brief.\n\n# Tools") and '"look_at"' in prompt
+
+
+def test_questions_over_one_context_reuse_the_prompt_cache(small):
+    film_a, film_b = CONTEXT, CONTEXT.replace("Rick", "Ilsa")
+    reqs = [{"messages": [system(film_a), user("When did the letter arrive?")], "max_tokens": 3},
+            {"messages": [system(film_b), user("When did the letter arrive?")], "max_tokens": 3},
+            {"messages": [system(film_a), user("Who talks about a letter?")], "max_tokens": 3}]
+    replies = small.chat_many(reqs)
+    assert all(r.usage.input_tokens > 150 for r in replies)
+    # run in prefix order (A, A, B): the second film-A question re-reads only its own tail
+    assert replies[2].usage.input_tokens - replies[2].usage.cached_input_tokens < 20
+    assert replies[1].usage.cached_input_tokens < 20  # film B diverges at its first name
+    # back to film A after B: its KV state comes back from the RAM prompt cache
+    again = small.chat([system(film_a), user("What arrived?")], max_tokens=3)
+    assert again.usage.input_tokens - again.usage.cached_input_tokens < 20
+
+
+def test_prompt_larger_than_the_context_is_an_invalid_reply(small):
+    reply = small.chat([user("word " * 3000)], max_tokens=4)
+    assert reply.invalid and "context holds 2048" in reply.error
+
+
+def test_tool_call_parsing():
+    tools = (Tool("look_at"), Tool("search"))
+    text, calls = parse_tool_calls('Let me check.\n<tool_call>\n{"name": "look_at", "arguments": {"seconds": 4}}\n'
+                                   '</tool_call>\n<tool_call>{"name": "search", "arguments": "{\\"q\\": \\"x\\"}"}',
+                                   tools)
+    assert text == "Let me check." and [(c.name, c.arguments) for c in calls] == [("look_at", {"seconds": 4}),
+                                                                                 ("search", {"q": "x"})]
+    assert parse_tool_calls('{"name": "unknown", "arguments": {}}', tools)[1] == []
+    assert parse_tool_calls("The answer is B.", tools) == ("The answer is B.", [])
+
+
+def test_timeout_gives_an_invalid_reply_with_partial_text(small):
+    reply = small.chat([user("Count from 1 to 100.")], max_tokens=64, timeout=1e-6)
+    assert reply.invalid and reply.error.startswith("timed out") and reply.finish_reason == "timeout"
