@@ -5,4 +5,17 @@ __version__ = "0.1.0"
 from .errors import MovieMemError  # noqa: E402
 from .library import Film, Library  # noqa: E402
 
-__all__ = ["Film", "Library", "MovieMemError", "__version__"]
+__all__ = ["Answer", "Evidence", "Film", "Library", "MovieMemError", "Question", "__version__"]
+
+
+def __getattr__(name: str) -> object:
+    # the answer types pull in the agents and backbones layers: import them only when asked for
+    if name in ("Question", "Answer"):
+        from . import agents
+
+        return getattr(agents, name)
+    if name == "Evidence":
+        from .retrievers.base import Evidence
+
+        return Evidence
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -27,10 +27,10 @@ LibraryOpt = Annotated[Optional[Path], typer.Option("--library", help="Library d
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
 
 
-def _library(path: Path | None):
+def _library(path: Path | None, **overrides: Any):
     from .library import Library
 
-    settings = get_settings(library=path)
+    settings = get_settings(library=path, **overrides)
     return Library(settings.library_dir, settings)
 
 
@@ -71,6 +71,8 @@ def ingest(
     encoding: Annotated[Optional[str], typer.Option(help="Text encoding of text files (default UTF-8).")] = None,
     stages: Annotated[Optional[str], typer.Option(help="Comma-separated stages to (re)run.")] = None,
     replace: Annotated[bool, typer.Option("--replace", help="Replace a different source already under this film id.")] = False,
+    captioner: Annotated[Optional[str], typer.Option(help="Backbone spec that captions frames and clips (e.g. gemini:gemini-3-flash).")] = None,
+    backbone: Annotated[Optional[str], typer.Option(help="Text backbone for events, relations and narration; the events stage runs only when one is chosen.")] = None,
     library: LibraryOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -82,7 +84,7 @@ def ingest(
         raise MovieMemError("nothing to ingest: give video paths or --text FILE")
     if len(paths) > 1 and (film_id or subtitles or captions):
         raise MovieMemError("--film-id, --subtitles and --captions apply to one film; give one path")
-    lib = _library(library)
+    lib = _library(library, captioner=captioner, backbone=backbone)
     stage_list = [s.strip() for s in stages.split(",") if s.strip()] if stages else None
     summaries = []
     if text is not None:
@@ -149,6 +151,114 @@ def show(film: Annotated[str, typer.Argument(help="Film id.")], library: Library
     _print_json(summary) if as_json else _show_human(summary)
 
 
+@app.command()
+def graph(
+    film: Annotated[str, typer.Argument(help="Film id.")],
+    graphml: Annotated[Optional[Path], typer.Option("--graphml", help="Write the graph as GraphML to this file.")] = None,
+    library: LibraryOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """The film's narrative event graph: events, relations, flashbacks (node-link JSON with --json)."""
+    import warnings
+
+    from rich.markup import escape
+
+    from .graph import NarrativeGraphWarning
+
+    memory = _library(library).film(film)
+    run = next((s for s in memory.stages() if s.stage == "events"), None)
+    if run is None or run.status != "done":
+        why = f"the events stage was skipped ({run.reason})" if run is not None else "the events stage has not run"
+        raise MovieMemError(f"film {film!r} has no event graph: {why}; run `moviemem ingest ... --stages events --backbone SPEC`")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NarrativeGraphWarning)  # reported below, once
+        g = memory.graph()
+    for p in g.problems:
+        err.print(f"[yellow]warning:[/] {p}", highlight=False)
+    if graphml is not None:
+        err.print(f"wrote {g.to_graphml(graphml)}")
+    if as_json:
+        _print_json(g.to_json())
+        return
+    if graphml is not None:
+        return
+    t = Table("event", "screen", "story", "trigger", "description", box=None, pad_edge=False)
+    story = {e: i for i, e in enumerate(g.story_order())}
+    for e in g.events():
+        t.add_row(e["id"], f"{e['start']:.0f}-{e['end']:.0f} s", str(story[e["id"]]), escape(e["trigger"]),
+                  escape(e["description"]))
+    out.print(t)
+    r = Table("source", "type", "target", "confidence", "rationale", box=None, pad_edge=False)
+    for edge in g.edges():
+        r.add_row(edge["source"], edge["type"], edge["target"], f"{edge['confidence']:.2f}", escape(edge["rationale"]))
+    out.print(r)
+    if g.flashbacks():
+        out.print("flashbacks: " + ", ".join(g.flashbacks()))
+
+
+def _policy_settings(items: list[str] | None) -> dict[str, Any]:
+    """--set key=value pairs; values read as JSON where they parse (8, true, [1,2]), else text."""
+    out: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise MovieMemError(f"--set takes key=value, not {item!r}")
+        try:
+            out[key.strip()] = json.loads(raw)
+        except ValueError:
+            out[key.strip()] = raw
+    return out
+
+
+@app.command()
+def ask(
+    film: Annotated[str, typer.Argument(help="Film id.")],
+    question: Annotated[str, typer.Argument(help="The question (or the claim, with --kind claim).")],
+    option: Annotated[Optional[list[str]], typer.Option("--option", help="An answer option (repeat for each, in order A, B, ...).")] = None,
+    kind: Annotated[Optional[str], typer.Option(help="mcq, claim or open (default: mcq with options, else open).")] = None,
+    policy: Annotated[str, typer.Option(help="Policy (see `moviemem policies`).")] = "hybrid",
+    backbone: Annotated[str, typer.Option(help="Backbone spec (e.g. local, gemini:gemini-3-flash).")] = "local",
+    until: Annotated[Optional[str], typer.Option(help="Show the policy only what is on screen by this time (seconds or h:mm:ss).")] = None,
+    setting: Annotated[Optional[list[str]], typer.Option("--set", help="Override a policy setting: key=value (repeatable).")] = None,
+    library: LibraryOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Answer a question about a film with a policy and a backbone, citing evidence."""
+    f = _library(library).film(film)
+    cutoff = _seconds(until, "--until") if until is not None else None
+    ans = f.ask(question, options=option or None, kind=kind, policy=policy, backbone=backbone, until=cutoff,
+                **_policy_settings(setting))
+    if as_json:
+        _print_json(ans.to_dict())
+        return
+    if ans.invalid:
+        out.print(f"[bold red]invalid[/] ({ans.error})", highlight=False)
+    else:
+        conf = f" (confidence {ans.confidence:.2f})" if ans.confidence is not None else ""
+        head = f"{ans.choice}. " if ans.choice and ans.choice not in ("TRUE", "FALSE") else (f"{ans.choice}: " if ans.choice else "")
+        out.print(f"[bold]{head}{ans.text}[/]{conf}", highlight=False)
+    for e in ans.evidence[:8]:
+        out.print(f"  {e.kind:<9} {e.start:8.1f}-{e.end:<8.1f} {e.text[:100]}", highlight=False, markup=False)
+    u = ans.usage
+    err.print(f"{ans.policy} on {ans.backbone}: {u.input_tokens} input tokens, {u.output_tokens} output, "
+              f"{u.images} images, {u.latency_s:.1f} s", highlight=False)
+
+
+@app.command()
+def policies(as_json: JsonOpt = False) -> None:
+    """List the answering policies with their default settings."""
+    from .agents import list_policies
+
+    items = [p.to_dict() for p in list_policies()]
+    if as_json:
+        _print_json({"policies": items})
+        return
+    t = Table("policy", "needs", "description", box=None)
+    for p in items:
+        t.add_row(p["name"], ", ".join(p["needs"]), p["description"])
+    out.print(t)
+
+
 @app.command("export")
 def export_cmd(film: str, out_path: Annotated[Path, typer.Argument(metavar="OUT.tar")], library: LibraryOpt = None) -> None:
     """Write one film's memory to a tar bundle."""
@@ -195,6 +305,238 @@ def synth(
             out.print(f"{k:>10}  {v}")
 
 
+def _seconds(value: str, what: str) -> float:
+    """'95', '1:35' or '0:01:35.5' as seconds."""
+    try:
+        parts = [float(p) for p in value.strip().split(":")]
+    except ValueError:
+        parts = []
+    if not parts or len(parts) > 3 or any(p < 0 for p in parts):
+        raise MovieMemError(f"{what} must be seconds or h:mm:ss, not {value!r}")
+    total = 0.0
+    for p in parts:
+        total = total * 60 + p
+    return total
+
+
+def _narration_backbone(lib: Any, spec: str | None):
+    from .ingest.captioner import open_backbone
+
+    s = lib.settings
+    return open_backbone(spec or s.backbone, lib.store.root if lib.store.is_local else None, s.cache_mode)
+
+
+@app.command()
+def describe(
+    film: Annotated[str, typer.Argument(help="Film id.")],
+    out_path: Annotated[Path, typer.Option("--out", help="Where to write the track (.srt, or .vtt for WebVTT).")],
+    backbone: Annotated[Optional[str], typer.Option(help="Backbone that writes the lines (default: the backbone setting).")] = None,
+    min_gap: Annotated[float, typer.Option("--min-gap", help="Narrate only in dialogue gaps of at least this many seconds.")] = 2.0,
+    wps: Annotated[float, typer.Option("--wps", help="Speaking rate in words per second: each line fits its gap.")] = 2.5,
+    max_cue: Annotated[float, typer.Option("--max-cue", help="Longest cue in seconds; longer gaps get several lines.")] = 10.0,
+    library: LibraryOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Write an audio-description track: narrations placed in the gaps the dialogue leaves."""
+    lib = _library(library)
+    f = lib.film(film)
+    result = f.describe(out_path, backbone=_narration_backbone(lib, backbone), min_gap_s=min_gap, words_per_s=wps,
+                        max_cue_s=max_cue, reporter=_reporter(as_json))
+    if as_json:
+        _print_json(dict(result.to_dict(), film_id=film))
+        return
+    err.print(f"wrote {len(result.cues)} narrations to {result.out}")
+    for a, b, why in result.invalid:
+        err.print(f"[yellow]warning:[/] no narration {a:.1f}-{b:.1f} s: {why}", highlight=False)
+
+
+@app.command()
+def narrate(
+    film: Annotated[str, typer.Argument(help="Film id.")],
+    start: Annotated[str, typer.Option(help="Start of the range (seconds or h:mm:ss).")],
+    end: Annotated[str, typer.Option(help="End of the range (seconds or h:mm:ss).")],
+    backbone: Annotated[Optional[str], typer.Option(help="Backbone that narrates (default: the backbone setting).")] = None,
+    caption_kinds: Annotated[Optional[str], typer.Option("--caption-kinds", help="Use only these caption kinds (frame,clip,imported), e.g. to keep an imported reference narration out.")] = None,
+    library: LibraryOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Narrate a time range of a film from its memory (Movie101v2 clip narration)."""
+    lib = _library(library)
+    f = lib.film(film)
+    kinds = [k.strip() for k in caption_kinds.split(",") if k.strip()] if caption_kinds else None
+    if kinds and set(kinds) - {"frame", "clip", "imported"}:
+        raise MovieMemError(f"--caption-kinds takes frame, clip and imported, not {caption_kinds!r}")
+    result = f.narrate(_seconds(start, "--start"), _seconds(end, "--end"), backbone=_narration_backbone(lib, backbone),
+                       caption_kinds=kinds)
+    if as_json:
+        _print_json(dict(result.to_dict(), film_id=film))
+        return
+    if result.invalid:
+        raise MovieMemError(f"the backbone's narration was unusable: {result.error}")
+    out.print(result.text, highlight=False, markup=False)
+
+
+def _csv(value: str | None) -> list[str]:
+    return [v.strip() for v in (value or "").split(",") if v.strip()]
+
+
+@app.command()
+def bench(
+    file: Annotated[Path, typer.Argument(help="Benchmark: JSONL (mcq, claims, relations, localization, open, narration), MF² metadata.csv, MovieCORE json or Movie101 narration files.")],
+    format_: Annotated[Optional[str], typer.Option("--format", help="Format or adapter (default: from the file).")] = None,
+    policies_: Annotated[str, typer.Option("--policies", help="Comma-separated policies; settings as name[key=value].")] = "subtitles",
+    backbones_: Annotated[str, typer.Option("--backbones", help="Comma-separated backbone specs.")] = "local",
+    out_dir: Annotated[Optional[Path], typer.Option("--out", help="Run directory (default runs/<file name>); a rerun resumes it.")] = None,
+    limit: Annotated[Optional[int], typer.Option(help="Only the first N items.")] = None,
+    concurrency: Annotated[int, typer.Option(help="Items answered at once.")] = 1,
+    max_cost: Annotated[Optional[float], typer.Option("--max-cost", help="Stop before spending more than this many USD on model calls (cache hits are free).")] = None,
+    max_tokens: Annotated[Optional[int], typer.Option("--max-tokens", help="Stop before spending more than this many tokens on model calls.")] = None,
+    cache: Annotated[Optional[Path], typer.Option(help="Replay cache directory (default <library>/cache).")] = None,
+    retry_invalid: Annotated[bool, typer.Option("--retry-invalid", help="Answer again the items recorded invalid.")] = False,
+    library: LibraryOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run policies x backbones over a benchmark; resumable, with caps on cost and tokens."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from .eval.formats import load_benchmark
+    from .eval.runner import bench_json, run_bench
+
+    lib = _library(library)
+    b = load_benchmark(file, format_, library=lib)
+    pols, bbs = _csv(policies_), _csv(backbones_)
+    run_dir = out_dir or Path("runs") / file.stem
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TextColumn("${task.fields[cost]:.4f}  {task.fields[calls]} calls, {task.fields[hits]} cached"),
+                  console=err, transient=True) as bar:
+        task = bar.add_task(f"bench {b.format}", total=None, cost=0.0, calls=0, hits=0)
+        res = run_bench(b, pols, bbs, run_dir, library=lib, concurrency=concurrency, max_cost_usd=max_cost,
+                        max_tokens=max_tokens, cache=cache, limit=limit, retry_invalid=retry_invalid,
+                        progress=lambda p: bar.update(task, completed=p.done, total=p.total, cost=p.spend.cost_usd,
+                                                      calls=p.spend.calls, hits=p.spend.cache_hits))
+    for w in res.warnings:
+        err.print(f"[yellow]warning:[/] {w}", highlight=False)
+    if res.stopped:
+        err.print(f"[yellow]stopped:[/] {res.stopped}", highlight=False)
+    summary = bench_json(res)
+    if as_json:
+        _print_json(summary)
+        return
+    t = Table("policy", "backbone", "n", "accuracy", "95% CI", "median input tokens", box=None)
+    for r in summary["results"]:
+        acc = "n/a" if r["accuracy"] is None else f"{100 * r['accuracy']:.1f}"
+        ci = "" if r["ci_low"] is None else f"{100 * r['ci_low']:.1f}-{100 * r['ci_high']:.1f}"
+        t.add_row(r["policy"], r["backbone"], str(r["n"]), acc, ci, str(r["median_input_tokens"]))
+    out.print(t)
+    err.print(f"{res.answered} answered, {res.invalid} invalid of {res.total}; {res.spend.calls} model calls, "
+              f"{res.spend.cache_hits} cache hits, ${res.spend.cost_usd:.4f}; results in {res.run_dir}", highlight=False)
+
+
+@app.command()
+def report(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory written by `moviemem bench`.")],
+    baseline: Annotated[Optional[str], typer.Option(help="Policy to compare the others with (default closed-book or subtitles when present).")] = None,
+    inspector: Annotated[bool, typer.Option("--inspector/--no-inspector", help="Also write the HTML inspector.")] = True,
+    as_json: JsonOpt = False,
+) -> None:
+    """Write report.md, accuracy_vs_tokens.png and the HTML inspector of a run."""
+    from .eval.report import write_report
+
+    paths = write_report(run_dir, baseline=baseline, inspector=inspector)
+    if as_json:
+        _print_json({k: str(v) for k, v in paths.items()})
+    else:
+        for k, v in paths.items():
+            out.print(f"{k:>10}  {v}")
+
+
+@app.command()
+def inspect(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory written by `moviemem bench`.")],
+    port: Annotated[int, typer.Option(help="Port on 127.0.0.1.")] = 8765,
+    serve_: Annotated[bool, typer.Option("--serve/--no-serve", help="Serve the inspector over HTTP (until Ctrl-C).")] = True,
+    open_: Annotated[bool, typer.Option("--open", help="Open it in a web browser.")] = False,
+) -> None:
+    """Build the static HTML inspector of a run and serve (or open) it."""
+    import functools
+    import http.server
+    import webbrowser
+
+    from .eval.report import write_inspector
+
+    index = write_inspector(run_dir)
+    if not serve_:
+        out.print(str(index))
+        if open_:
+            webbrowser.open(index.resolve().as_uri())
+        return
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(index.parent))
+    try:
+        httpd = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
+    except OSError as exc:
+        raise MovieMemError(f"cannot serve on 127.0.0.1:{port}: {exc.strerror or exc}; try --port") from None
+    url = f"http://127.0.0.1:{port}/index.html"
+    err.print(f"serving {index.parent} at {url} (Ctrl-C stops)")
+    if open_:
+        webbrowser.open(url)
+    with httpd:
+        httpd.serve_forever()
+
+
+@app.command()
+def judge(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory of open or narration answers.")],
+    backbone: Annotated[str, typer.Option(help="Judge backbone spec.")] = "local",
+    repeats: Annotated[int, typer.Option(help="Judge each answer this many times and report agreement.")] = 1,
+    cache: Annotated[Optional[Path], typer.Option(help="Replay cache directory (default <library>/cache).")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Score open answers (MovieCORE criteria) or narrations (Movie101v2 L1/L2) with an LLM judge."""
+    from .eval.judge import judge_run, judge_summary
+    from .eval.runner import _jsonable
+
+    counts = judge_run(run_dir, backbone, repeats=repeats, cache=cache)
+    rows = judge_summary(run_dir)
+    if as_json:
+        _print_json(_jsonable({"run_dir": str(run_dir), **counts, "results": rows}))
+        return
+    err.print(f"{counts['judged']} judged, {counts['failed']} failed judge calls, "
+              f"{counts['skipped_invalid']} invalid answers not judged; `moviemem report {run_dir}` shows the scores")
+
+
+@app.command("filter")
+def filter_cmd(
+    file: Annotated[Path, typer.Argument(help="An mcq benchmark.")],
+    closed_book_backbones: Annotated[str, typer.Option("--closed-book-backbones", help="Comma-separated backbones asked with title and year only.")],
+    out_path: Annotated[Path, typer.Option("--out", help="The filtered JSONL.")],
+    format_: Annotated[Optional[str], typer.Option("--format", help="Format (default: from the file).")] = None,
+    run_dir: Annotated[Optional[Path], typer.Option("--run-dir", help="Where the closed-book run goes (default next to --out).")] = None,
+    concurrency: Annotated[int, typer.Option(help="Items answered at once.")] = 1,
+    max_cost: Annotated[Optional[float], typer.Option("--max-cost", help="Stop before spending more than this many USD.")] = None,
+    library: LibraryOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Memorization filter (CHNB appendix D): keep questions closed-book models cannot answer."""
+    from .eval.filter import filter_benchmark
+
+    result, path, report_path = filter_benchmark(file, _csv(closed_book_backbones), out_path, library=_library(library),
+                                                 run_dir=run_dir, concurrency=concurrency, max_cost_usd=max_cost, fmt=format_)
+    nan_none = lambda x: None if x != x else x  # noqa: E731 - NaN (nothing kept) is not JSON
+    summary = {"out": str(path), "report": str(report_path), "kept": len(result.kept), "excluded": len(result.excluded),
+               "accuracy_before": nan_none(result.accuracy_before), "accuracy_after": nan_none(result.accuracy_after),
+               "chance": nan_none(result.chance), "per_category": result.per_category}
+    if as_json:
+        _print_json(summary)
+        return
+    out.print(f"kept {len(result.kept)} of {len(result.kept) + len(result.excluded)} questions; closed-book accuracy "
+              f"{100 * result.accuracy_before:.1f}% -> {100 * result.accuracy_after:.1f}% (chance {100 * result.chance:.1f}%)")
+    t = Table("category", "questions", "excluded", "rate", box=None)
+    for c, v in result.per_category.items():
+        t.add_row(c, str(v["n"]), str(v["excluded"]), f"{100 * v['exclusion_rate']:.0f}%")
+    out.print(t)
+    err.print(f"wrote {path} and {report_path}")
+
+
 @models_app.command("prepare")
 def models_prepare(
     names: Annotated[Optional[list[str]], typer.Argument(help="Models to prepare (default: all).")] = None,
@@ -234,8 +576,88 @@ def demo(
     err.print(f"[bold]1/2[/] rendering a {minutes:g}-minute synthetic film into {out_dir}")
     paths = render(out_dir, minutes=minutes, seed=7, film_id="synth")
     err.print(f"[bold]2/2[/] ingesting it into {lib.path}")
-    film = lib.ingest(paths["film"], film_id="synth", title="Synthetic", year=2026, reporter=_reporter(False))
+    film = lib.ingest(paths["film.mp4"], film_id="synth", title="Synthetic", year=2026, reporter=_reporter(False))
     _show_human(film.summary())
+
+
+@app.command("backbones")
+def backbones_cmd(as_json: JsonOpt = False) -> None:
+    """Registered backbones and their capabilities."""
+    from .backbones import list_backbones
+
+    items = list_backbones()
+    if as_json:
+        _print_json({"backbones": items})
+        return
+    t = Table("name", "example", "capabilities", "ready", "source", box=None)
+    for b in items:
+        caps = ", ".join(k for k, v in (b["capabilities"] or {}).items() if v is True)
+        t.add_row(b["name"], b["example"], caps, {True: "yes", False: "no", None: "unknown"}[b["ready"]], str(b["source"]))
+    out.print(t)
+
+
+@app.command()
+def serve(
+    backbone: Annotated[str, typer.Option(help="Backbone spec answering /v1/chat/completions.")] = "local",
+    embedder: Annotated[str, typer.Option(help="Text embedder answering /v1/embeddings.")] = "minilm",
+    host: Annotated[str, typer.Option(help="Address to bind (loopback by default).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port.")] = 8383,
+    cache: Annotated[Optional[Path], typer.Option(help="Replay-cache directory for the backbone's requests.")] = None,
+) -> None:
+    """An OpenAI-compatible gateway (/v1/models, /v1/chat/completions, /v1/embeddings) over moviemem's models."""
+    from .backbones import serve as run_gateway
+
+    run_gateway(backbone, embedder, host, port, cache=cache)
+
+
+
+letta_app = typer.Typer(no_args_is_help=True, help="A local Letta server for the letta policy (or $MOVIEMEM_LETTA_URL).")
+app.add_typer(letta_app, name="letta")
+
+
+def _sidecar(library: Path | None, backbone: str | None = None, embedder: str | None = None):
+    from .letta import Sidecar
+
+    return Sidecar.from_settings(get_settings(library=library),
+                                 **{k: v for k, v in {"backbone": backbone, "embedder": embedder}.items() if v})
+
+
+def _letta_status_human(st: dict[str, Any]) -> None:
+    state = "running" if st["running"] else "not running"
+    out.print(f"Letta {st.get('version') or ''} {state}" + (f" at {st['url']}" if st.get("url") else ""))
+    for name in ("postgres", "gateway", "server"):
+        info = st.get(name) or {}
+        if info:
+            where = info.get("url") or info.get("socket_dir") or ""
+            out.print(f"  {name}: {'running' if info.get('running') else 'stopped'} (pid {info.get('pid')}) {where}")
+    if st.get("crashed"):
+        err.print(f"crashed: {', '.join(st['crashed'])}; logs in {st.get('logs')}")
+
+
+@letta_app.command("up")
+def letta_up(
+    backbone: Annotated[Optional[str], typer.Option(help="Backbone the sidecar's gateway serves (default: setting `backbone`).")] = None,
+    embedder: Annotated[Optional[str], typer.Option(help="Embedder the sidecar's gateway serves (default: setting `embedder`).")] = None,
+    library: LibraryOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Start the Letta server, PostgreSQL and a gateway on 127.0.0.1 (idempotent)."""
+    st = _sidecar(library, backbone, embedder).up(progress=lambda m: err.print(m, highlight=False))
+    _print_json(st) if as_json else _letta_status_human(st)
+
+
+@letta_app.command("down")
+def letta_down(library: LibraryOpt = None, as_json: JsonOpt = False) -> None:
+    """Stop what `letta up` started, and nothing else."""
+    res = _sidecar(library).down(progress=lambda m: err.print(m, highlight=False))
+    _print_json(res) if as_json else out.print(f"stopped: {', '.join(res['stopped']) or 'nothing was running'}")
+
+
+@letta_app.command("status")
+def letta_status(library: LibraryOpt = None, as_json: JsonOpt = False) -> None:
+    """Whether the Letta server and its parts run; a crashed part is named."""
+    st = _sidecar(library).status()
+    _print_json(st) if as_json else _letta_status_human(st)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -37,7 +37,7 @@ class Settings(BaseSettings):
     jpeg_quality: int = 85
     frame_max_side: int = 512
     shot_detector: str = "content"
-    shot_threshold: float = 27.0
+    shot_threshold: float | None = None  # None: the detector's default (content 27, adaptive 3)
     shot_min_len_s: float = 0.5
     # segments
     segment_target_s: float = 60.0
@@ -48,6 +48,10 @@ class Settings(BaseSettings):
     # OCR
     ocr_lang: str = "eng"
     ocr_min_confidence: float = 60.0
+    # model backbones used by ingest (captions, events, relations, narration); specs as in backbones.load
+    captioner: str | None = None  # None: the captioner stage is skipped (or captions are imported)
+    backbone: str = "local"  # text backbone for events, relations and narration
+    cache_mode: str = "readwrite"  # replay cache of ingest requests, under <library>/cache
     # local LLMs
     llm_context: int = 8192
     llm_threads: int = 0
@@ -74,6 +78,19 @@ class Settings(BaseSettings):
     @property
     def models_path(self) -> Path:
         return (self.models_dir or self.home / "models").expanduser()
+
+
+def cpu_cores() -> int:
+    """Cores this process may run on (containers often report the host's count elsewhere)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def limit_torch_threads() -> None:
+    """Keep torch from starting more threads than there are cores: oversubscription halves CPU speed."""
+    import torch
+
+    if torch.get_num_threads() > cpu_cores():
+        torch.set_num_threads(cpu_cores())
 
 
 def get_settings(**overrides: object) -> Settings:

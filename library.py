@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .config import Settings, get_settings
 from .errors import MovieMemError
@@ -13,6 +13,11 @@ from .memory.schema import FilmRow
 from .memory.store import MemoryStore
 from .memory.view import FilmMemory
 
+if TYPE_CHECKING:
+    from .backbones import Backbone
+    from .graph import NarrativeGraph
+    from .ingest.narration import Description, Narration
+
 
 class Film(FilmMemory):
     """One film's memory. `window()` and `until()` return restricted Films."""
@@ -20,6 +25,46 @@ class Film(FilmMemory):
     def __repr__(self) -> str:
         cut = f", until={self.cutoff}" if self.cutoff is not None else ""
         return f"Film({self.film_id!r}, {self.info.title!r}, {self.info.duration_s:.0f} s{cut})"
+
+    def graph(self, *, break_cycles: bool = True) -> NarrativeGraph:
+        """The event graph of what this view shows (empty until the events stage has run)."""
+        from .graph import NarrativeGraph
+
+        return NarrativeGraph.from_memory(self, break_cycles=break_cycles)
+
+    def ask(self, question: str, options: list[str] | None = None, kind: str | None = None, policy: str = "hybrid",
+            backbone: Any = "local", until: float | None = None, **settings: Any) -> Any:
+        """Answer a question about this film: kind "mcq" (with options), "claim" (TRUE/FALSE) or
+        "open"; `until` shows the policy only what is on screen by then. A backbone spec is
+        loaded behind the library's replay cache. Returns an agents.Answer."""
+        from .agents import ask
+
+        return ask(self, question, options, kind, policy=policy, backbone=self._backbone(backbone), until=until,
+                   **settings)
+
+    def _backbone(self, backbone: str | Backbone | None) -> Backbone:
+        """A spec is loaded behind the library's replay cache; a Backbone object is used as given."""
+        if backbone is not None and not isinstance(backbone, str):
+            return backbone
+        from .ingest.captioner import open_backbone
+
+        settings = get_settings()
+        return open_backbone(backbone or settings.backbone, self.store.root if self.store.is_local else None,
+                             settings.cache_mode)
+
+    def describe(self, out: str | Path | None = None, *, backbone: str | Backbone | None = None,
+                 **options: Any) -> Description:
+        """An audio-description track placed in the dialogue gaps (see ingest.narration.describe)."""
+        from .ingest.narration import describe
+
+        return describe(self, self._backbone(backbone), out=out, **options)
+
+    def narrate(self, start: float, end: float, *, backbone: str | Backbone | None = None,
+                **options: Any) -> Narration:
+        """A Movie101v2-style narration of [start, end) (see ingest.narration.narrate)."""
+        from .ingest.narration import narrate
+
+        return narrate(self, self._backbone(backbone), start, end, **options)
 
 
 class Library:

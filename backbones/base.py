@@ -12,7 +12,6 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import logging
 import math
 import threading
 import time
@@ -27,8 +26,6 @@ import json_repair
 
 from ..errors import MovieMemError
 from . import media
-
-log = logging.getLogger("moviemem.backbones")
 
 Role = Literal["system", "user", "assistant", "tool"]
 

@@ -259,7 +259,8 @@ class GeminiBackbone(BaseBackbone):
                     SKIP_SIGNATURE if self.model.startswith("gemini-3") else None)
                 parts.append(types.Part(function_call=types.FunctionCall(name=c.name, args=c.arguments, id=c.id),
                                         thought_signature=signature))
-            contents.append(types.Content(role="model" if m.role == "assistant" else "user", parts=parts))
+            if parts:  # Gemini rejects empty turns
+                contents.append(types.Content(role="model" if m.role == "assistant" else "user", parts=parts))
         return ("\n\n".join(system_parts) or None), contents
 
     def _config(self, request: Request, system_text: str | None, timeout: float) -> Any:

@@ -12,6 +12,7 @@ requests so questions over the same context run back to back.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import os
@@ -49,6 +50,15 @@ class _Model:
 
 _models: dict[tuple[str, int, int], _Model] = {}
 _models_lock = threading.Lock()
+
+
+@atexit.register
+def _close_all() -> None:
+    """Free models before interpreter teardown, when llama.cpp's own finaliser would fail noisily."""
+    with _models_lock:
+        for model in _models.values():
+            model.llm.close()
+        _models.clear()
 
 
 def _load(path: Path, n_ctx: int, n_threads: int, cache_bytes: int) -> _Model:
@@ -239,7 +249,8 @@ class LlamaCppBackbone(BaseBackbone):
                       cached_input_tokens=max(0, len(tokens) - perf.n_p_eval))
         finish = choice.get("finish_reason") or "stop"
         if time.monotonic() > deadline:
-            return Reply.failed(f"timed out after {timeout:.0f}s", raw=raw_text, usage=usage, finish_reason="timeout")
+            return Reply.failed(f"timed out after {timeout:.0f}s", raw=raw_text, usage=usage, finish_reason="timeout",
+                                transient=True)  # depends on machine load: never cached
         text, calls = raw_text, []
         if request.tools and request.tool_choice != "none":
             text, calls = parse_tool_calls(raw_text, request.tools)

@@ -9,6 +9,7 @@ Standard library only; bound to 127.0.0.1.
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from collections import deque
@@ -24,6 +25,7 @@ class FakeResponse:
     body: Any = None  # dict/list (sent as JSON), str or bytes (sent as is)
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0  # seconds to wait before answering (timeouts)
+    drop: bool = False  # close the connection without answering (a reset)
 
 
 @dataclass
@@ -52,6 +54,10 @@ class _Handler(BaseHTTPRequestHandler):
         resp = self.server.owner._record_and_route(rec)
         if resp.delay:
             time.sleep(resp.delay)
+        if resp.drop:
+            self.close_connection = True
+            self.connection.shutdown(socket.SHUT_RDWR)
+            return
         payload = resp.body
         if isinstance(payload, (dict, list)):
             payload = json.dumps(payload).encode()

@@ -11,7 +11,6 @@ import hashlib
 import math
 import shutil
 import subprocess
-import threading
 import wave
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -21,7 +20,7 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont, ImageOps
 
 from ..errors import MovieMemError
-from .synth_script import COATS, RATE_WPM, Script, Shot, Timeline, TimedShot
+from .synth_script import COATS, RATE_WPM, Script, Timeline, TimedShot
 
 W, H = 640, 360
 SR = 22050  # espeak-ng's own rate: no resampling
@@ -50,7 +49,6 @@ class Voicer:
         self.work, self.rate = work, rate
         self.work.mkdir(parents=True, exist_ok=True)
         self._n: dict[tuple[str, str], int] = {}
-        self._lock = threading.Lock()
 
     def path(self, voice: str, text: str) -> Path:
         digest = hashlib.sha1(f"{voice}\0{text}".encode()).hexdigest()[:16]
@@ -115,7 +113,10 @@ def _fit(draw: ImageDraw.ImageDraw, lines: list[str], width: int, size: int, bol
     return _font(size, bold)
 
 
-def _shade(rgb: tuple[int, int, int], v: float) -> tuple[int, int, int]:
+RGB = tuple[int, int, int]
+
+
+def _shade(rgb: RGB, v: float) -> RGB:
     return tuple(max(0, min(255, int(c * v))) for c in rgb)  # type: ignore[return-value]
 
 
@@ -273,7 +274,8 @@ class Painter:
         coat, skin, hair, long_hair = self.looks[role]
         _person(d, x, base, s, coat, skin, hair, long_hair)
 
-    def _facade(self, d: ImageDraw.ImageDraw, wall, ground, accent, place: str, time: str, variant: int) -> None:
+    def _facade(self, d: ImageDraw.ImageDraw, wall: RGB, ground: RGB, accent: RGB, place: str, time: str,
+                variant: int) -> None:
         """The place seen from outside: sky, ground and a building or trees."""
         night = time in ("evening", "night")
         sky = (25, 30, 70) if time == "night" else ((240, 160, 100) if night else (150, 200, 240))
@@ -438,7 +440,7 @@ def audio_chunks(tl: Timeline, voicer: Voicer, chunk_s: float = 10.0) -> Iterato
         while nxt < len(items) and items[nxt].start < hi:
             active.append(items[nxt])
             nxt += 1
-        noise = np.random.default_rng([tl.script.seed, lo]).standard_normal(hi - lo)
+        noise = np.random.default_rng([tl.script.seed % 2**32, lo]).standard_normal(hi - lo)
         buf = (ROOM_TONE * np.convolve(noise, np.ones(8) / 8 ** 0.5, mode="same")).astype(np.float32)
         for it in active:
             a, b = max(lo, it.start), min(hi, it.end)

@@ -21,7 +21,7 @@ RATE_WPM = 145  # espeak-ng speed: slow enough for whisper base, fast enough to 
 LEAD_S, GAP_S, TAIL_S = 0.35, 0.4, 0.45  # silence before, between and after lines in a shot
 FILL_UNTIL = 0.85  # add filler scenes until the natural length reaches this share of the target
 
-# (voice, description): distinct espeak-ng voices that whisper base transcribes well at RATE_WPM.
+# Distinct espeak-ng voices that whisper base transcribes well at RATE_WPM (checked by hand).
 FEMALE_VOICES = ("en-us+f2", "en-gb-x-gbclan+f2", "en-gb+f3")
 MALE_VOICES = ("en-us", "en-gb-scotland", "en-gb-x-gbclan", "en-gb-x-rp+m2")
 FEMALE_NAMES = ("Anna", "Mary", "Emma", "Lucy", "Kate", "Sarah", "Helen", "Grace", "Alice", "Jane", "Laura")

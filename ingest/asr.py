@@ -3,8 +3,8 @@
 Film sound mixes dialogue with music and effects, which breaks Whisper's defaults in two
 ways: Silero VAD at 0.5 drops quiet lines spoken over a score, and Whisper invents words
 ("Thank you.", repeated phrases) over music. So we run the VAD with a low threshold to keep
-speech over music, decode only the speech it found (concatenated, as faster-whisper does),
-and then drop segments that look invented, recording each drop with its reason.
+speech over music, decode only the speech it found (laid end to end), and then drop
+lines that look invented, recording each drop with its reason.
 The language is voted over several speech windows spread across the film, because one
 window of old or noisy audio is often misjudged.
 """
@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import bisect
 import functools
-import os
 import re
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,9 +25,10 @@ import av
 import numpy as np
 from faster_whisper import WhisperModel
 from faster_whisper.audio import pad_or_trim
-from faster_whisper.transcribe import Segment
+from faster_whisper.transcribe import Segment, get_compression_ratio
 from faster_whisper.vad import VadOptions, get_speech_timestamps
 
+from ..config import cpu_cores
 from ..errors import MovieMemError
 from ..models import model_path
 
@@ -41,24 +41,27 @@ SAMPLE_RATE = 16000
 # keeps word onsets. Chunks never exceed one Whisper window.
 VAD = VadOptions(
     threshold=0.25,
-    neg_threshold=0.15,
+    neg_threshold=0.1,
     min_speech_duration_ms=250,
     min_silence_duration_ms=500,
     speech_pad_ms=300,
     max_speech_duration_s=30.0,
 )
-# Decoding: greedy at temperature 0 with no fallback (fallback mostly buys time spent on
-# music windows), no conditioning on earlier text (the main source of runaway repeats),
-# and a token cap per window: a loop stops early, while a dense window that hits the cap
-# just resumes at its last timestamp in the next window.
-# Whisper's own no-speech skip is off: the same rule runs in `_suppress` so that what it
-# removes is recorded instead of vanishing.
+# Decoding: no conditioning on earlier text (the main source of runaway repeats); greedy
+# at temperature 0, re-sampled warmer only when a window's text is a loop (gzip ratio
+# above 2.4), never for a low log-prob (on film audio that re-decodes music windows for
+# nothing); a token cap per window, so a loop stops early while a dense window that hits
+# the cap resumes at its last timestamp in the next window. Whisper's no-speech skip is
+# off: the same rule runs in `_why_suppressed`, so what it removes is recorded rather
+# than lost. hallucination_silence_threshold is off: it acts on silences, and the
+# decoded track has none longer than GAP_S.
 DECODE: dict[str, Any] = dict(
-    temperature=0.0,
-    condition_on_previous_text=False,
+    temperature=(0.0, 0.2, 0.4, 0.6),
+    best_of=3,
     compression_ratio_threshold=2.4,
-    log_prob_threshold=-1.0,
+    log_prob_threshold=None,
     no_speech_threshold=None,
+    condition_on_previous_text=False,
     word_timestamps=True,
     without_timestamps=False,
     max_new_tokens=128,
@@ -67,21 +70,26 @@ DECODE: dict[str, Any] = dict(
 NO_SPEECH_PROB = 0.6  # with AVG_LOGPROB: Whisper's "this window is not speech" rule
 AVG_LOGPROB = -1.0
 MIN_WORD_PROB = 0.35  # mean word probability below this: the words are guesses
-MAX_COMPRESSION = 2.4  # gzip ratio above this: the text is a loop
+COPY_MAX_PROB = 0.8  # a line repeating one from its own window must be heard this clearly
+MAX_WORDS_PER_S = 8.0  # fast speech is 4-6 words/s; invented lines get crammed timings
+MAX_COMPRESSION = 2.4  # gzip ratio of a line above this: the line is a loop
 GAP_S = 0.4  # silence laid between speech chunks in the decoded track
+MIN_RETRY_S = 0.5  # speech chunks at least this long that got no word are decoded again
 MAX_WORD_GAP_S = 1.5  # words further apart than this on the film timeline are separate lines
 LANG_WINDOWS = 5  # speech windows (30 s each) voted on for language detection
 
-# Phrases Whisper produces over music and silence because its training data (YouTube
-# captions) ends that way. ALWAYS ones never survive; WEAK ones only with confident words.
+# Phrases Whisper produces over music and silence because its training data (web video
+# captions) ends that way. ALWAYS ones (credits and outros, matched anywhere in a line)
+# never survive; STOCK ones (a whole line) survive only with confident words.
 ALWAYS_HALLUCINATED = (
-    "thank you for watching", "thanks for watching", "thank you for listening",
-    "please subscribe", "like and subscribe", "subscribe to my channel",
-    "don't forget to subscribe", "see you in the next video", "see you next time",
-    "subtitles by", "captions by", "transcribed by", "translated by", "amara org",
-    "copyright", "all rights reserved",
+    "thank you for watching", "thanks for watching", "please subscribe", "like and subscribe",
+    "subscribe to my channel", "don't forget to subscribe", "see you in the next video",
+    "subtitles by", "captions by", "transcribed by", "transcription by", "amara org",
 )
-WEAK_HALLUCINATED = ("thank you", "thanks", "you", "bye", "bye bye", "okay", "oh", "so", "music", "applause")
+STOCK_PHRASES = (
+    "thank you", "thanks", "you", "bye", "bye bye", "okay", "oh", "so", "music", "applause",
+    "see you next time", "thank you for listening",
+)
 
 
 @dataclass
@@ -114,40 +122,76 @@ def transcribe(
     `model` is an offline model name ("base", "tiny.en", see `moviemem models`) or a
     local faster-whisper folder; nothing is downloaded. `language=None` detects it by
     vote; a code ("en") skips detection. `threads=0` uses every core this process may
-    run on. `progress(done_s, total_s)` counts decoded seconds of speech.
+    run on. `progress(done_s, total_s)` counts decoded seconds of the speech track.
+    Raises MovieMemError for media without an audio stream or a model that is not there.
     """
     clock = _Clock()
-    whisper = load_model(str(resolve_model(model)), compute_type, threads or _cores())
+    folder = resolve_model(model)
+    whisper = load_model(str(folder), compute_type, threads or cpu_cores())
     clock.lap("load_model")
-    audio = decode_audio(Path(media))
+    audio, bad_packets = decode_audio(Path(media))
     duration_s = round(len(audio) / SAMPLE_RATE, 3)
     clock.lap("decode_audio")
-    track = SpeechTrack(audio, get_speech_timestamps(audio, VAD, sampling_rate=SAMPLE_RATE))
+    chunks = get_speech_timestamps(audio, VAD, sampling_rate=SAMPLE_RATE)
+    track = SpeechTrack(audio, chunks)
     clock.lap("vad")
-    settings = {"vad": vars(VAD), "decode": DECODE, "gap_s": GAP_S, "beam_size": beam_size, "compute_type": compute_type}
+    settings = {"model": str(folder), "compute_type": compute_type, "beam_size": beam_size,
+                "vad": dict(vars(VAD)), "decode": dict(DECODE), "gap_s": GAP_S}
     language, language_probability, lang_note = _language(whisper, track, language)
     clock.lap("language")
     notes = [lang_note]
-    kept: list[dict[str, Any]] = []
-    dropped: list[dict[str, Any]] = []
-    if track.speech_s == 0:
+    if bad_packets:
+        notes.append(f"skipped {bad_packets} undecodable audio packet(s)")
+    total = max(1, round(track.audio.size / SAMPLE_RATE))
+    decoded: list[tuple[tuple[int, int], Segment, list[dict[str, Any]]]] = []
+    if not chunks:
         notes.append("the VAD found no speech: nothing was decoded")
     else:
-        total = max(1, round(track.audio.size / SAMPLE_RATE))
-        segments, _ = whisper.transcribe(track.audio, language=language, beam_size=beam_size, vad_filter=False, **DECODE)
-        n_segments = 0
-        for segment in segments:
-            n_segments += 1
-            for words in _lines(track, segment):
-                _judge(segment, words, kept, dropped)
-            if progress is not None:
-                progress(min(total, int(segment.end)), total)
-        if dropped:
-            notes.append(f"suppressed {len(dropped)} line(s) from {n_segments} decoded segment(s) as likely hallucinations")
+        heard = _decode(whisper, track, language, beam_size, 0, decoded, progress, total)
         clock.lap("whisper")
+        # Whisper sometimes ends a 30 s window early ("nothing more is said") and skips
+        # the speech after it: chunks with no word at all get a second pass of their own.
+        missed = [c for i, c in enumerate(chunks) if i not in heard and c["end"] - c["start"] >= MIN_RETRY_S * SAMPLE_RATE]
+        if missed:
+            retry = SpeechTrack(audio, missed)
+            _decode(whisper, retry, language, beam_size, 1, decoded, None, total)
+            notes.append(f"decoded again {len(missed)} speech chunk(s) ({retry.speech_s:.0f} s) that the first pass skipped")
+            clock.lap("whisper_retry")
+    lines = _LineFilter()
+    for window, segment, words in sorted(decoded, key=lambda item: item[2][0]["start"]):
+        lines.add(window, segment, words)
+    if lines.dropped:
+        notes.append(f"suppressed {len(lines.dropped)} of {len(decoded)} decoded line(s) as likely hallucinations")
     if progress is not None:
-        progress(1, 1)
-    return Transcript(kept, language, language_probability, duration_s, track.speech_s, dropped, notes, settings, clock.laps)
+        progress(total, total)
+    return Transcript(
+        lines.kept, language, language_probability, duration_s, track.speech_s, lines.dropped, notes, settings, clock.laps
+    )
+
+
+def _decode(
+    whisper: WhisperModel,
+    track: SpeechTrack,
+    language: str,
+    beam_size: int,
+    attempt: int,
+    out: list[tuple[tuple[int, int], Segment, list[dict[str, Any]]]],
+    progress: Progress | None,
+    total: int,
+) -> set[int]:
+    """Decode `track`, appending ((attempt, window), segment, line words) to `out`.
+
+    Returns the indices of the track's chunks that got at least one word.
+    """
+    heard: set[int] = set()
+    segments, _ = whisper.transcribe(track.audio, language=language, beam_size=beam_size, vad_filter=False, **DECODE)
+    for segment in segments:
+        for words, chunks in _lines(track, segment):
+            out.append(((attempt, segment.seek), segment, words))
+            heard |= chunks
+        if progress is not None:
+            progress(min(total, int(segment.end)), total)
+    return heard
 
 
 class _Clock:
@@ -188,13 +232,20 @@ class SpeechTrack:
         self.audio = np.concatenate(pieces) if pieces else np.zeros(0, np.float32)
         self.speech_s = round(sum(self.length), 3)
 
-    def chunk_of(self, t: float) -> int:
-        return max(0, bisect.bisect_right(self.track_start, t) - 1)
+    def chunk_of(self, start: float, end: float) -> int:
+        """The chunk a word spanning [start, end] of the track overlaps most."""
+        first = max(0, bisect.bisect_right(self.track_start, start) - 1)
+        candidates = range(first, min(first + 2, len(self.track_start)))
+
+        def overlap(i: int) -> float:
+            return min(end, self.track_start[i] + self.length[i]) - max(start, self.track_start[i])
+
+        return max(candidates, key=overlap)
 
     def to_film(self, t: float, chunk: int) -> float:
         """Track time `t` as film time, clamped into speech chunk `chunk`."""
         offset = min(max(t - self.track_start[chunk], 0.0), self.length[chunk])
-        return round(self.film_start[chunk] + offset, 3)
+        return round(float(self.film_start[chunk] + offset), 3)
 
 
 def resolve_model(model: str | Path) -> Path:
@@ -217,12 +268,12 @@ def load_model(path: str, compute_type: str, threads: int) -> WhisperModel:
         raise MovieMemError(f"cannot load whisper model {path}: {exc}") from exc
 
 
-def _cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+def decode_audio(media: Path) -> tuple[np.ndarray, int]:
+    """(first audio stream as 16 kHz mono float32, number of undecodable packets skipped).
 
-
-def decode_audio(media: Path) -> np.ndarray:
-    """First audio stream as 16 kHz mono float32 (ffmpeg's own downmix and resampler)."""
+    ffmpeg does the downmix and resampling. A corrupt packet costs its few milliseconds,
+    not the rest of the film; the caller reports how many there were.
+    """
     try:
         container = av.open(str(media), metadata_errors="ignore")
     except (OSError, av.error.FFmpegError) as exc:
@@ -233,18 +284,19 @@ def decode_audio(media: Path) -> np.ndarray:
         stream = container.streams.audio[0]
         resampler = av.AudioResampler(format="flt", layout="mono", rate=SAMPLE_RATE)
         parts: list[np.ndarray] = []
-        frames = container.decode(stream)
-        while True:
+        bad = 0
+        for packet in container.demux(stream):
             try:
-                frame = next(frames)
-            except StopIteration:
-                break
+                frames = packet.decode()
             except av.error.InvalidDataError:
-                continue  # a corrupt packet loses its few ms, not the film
-            frame.pts = None
-            parts.extend(f.to_ndarray().reshape(-1) for f in resampler.resample(frame))
+                bad += 1
+                continue
+            for frame in frames:
+                frame.pts = None  # resample by sample count; gaps in pts are not ours to fill
+                parts.extend(f.to_ndarray().reshape(-1) for f in resampler.resample(frame))
         parts.extend(f.to_ndarray().reshape(-1) for f in resampler.resample(None))
-    return np.concatenate(parts).astype(np.float32, copy=False) if parts else np.zeros(0, np.float32)
+    audio = np.concatenate(parts).astype(np.float32, copy=False) if parts else np.zeros(0, np.float32)
+    return audio, bad
 
 
 def _language(whisper: WhisperModel, track: SpeechTrack, forced: str | None) -> tuple[str, float, str]:
@@ -256,25 +308,25 @@ def _language(whisper: WhisperModel, track: SpeechTrack, forced: str | None) -> 
         return forced, 1.0, f"language {forced!r} was given, not detected"
     if not multilingual:
         return "en", 1.0, "English-only model: language 'en' assumed"
-    speech = track.audio if track.speech_s > 0 else track.audio[:0]
+    speech = track.audio
     window = whisper.feature_extractor.n_samples
     starts = list(range(0, len(speech), window))
     if len(starts) > 1 and len(speech) - starts[-1] < window // 3:
         starts.pop()  # a short tail says little
     if not starts:
         return "en", 0.0, "no speech to detect the language from: 'en' assumed"
-    picked = [starts[round(i * (len(starts) - 1) / max(1, LANG_WINDOWS - 1))] for i in range(min(LANG_WINDOWS, len(starts)))]
-    picked = sorted(set(picked))
+    if len(starts) > LANG_WINDOWS:  # evenly spread, first and last included
+        starts = [starts[round(i * (len(starts) - 1) / (LANG_WINDOWS - 1))] for i in range(LANG_WINDOWS)]
     totals: dict[str, float] = defaultdict(float)
-    for start in picked:
+    for start in starts:
         features = whisper.feature_extractor(speech[start : start + window])
         encoded = whisper.encode(pad_or_trim(features[..., : whisper.feature_extractor.nb_max_frames]))
         for token, prob in whisper.model.detect_language(encoded)[0]:
-            totals[token[2:-2]] += prob / len(picked)
+            totals[token[2:-2]] += prob / len(starts)
     ranked = sorted(totals.items(), key=lambda kv: -kv[1])
     language, prob = ranked[0]
     runner = f", then {ranked[1][0]} {ranked[1][1]:.2f}" if len(ranked) > 1 else ""
-    note = f"language detected by vote over {len(picked)} speech window(s): {language} {prob:.2f}{runner}"
+    note = f"language detected by vote over {len(starts)} speech window(s): {language} {prob:.2f}{runner}"
     return language, round(prob, 4), note
 
 
@@ -293,58 +345,84 @@ def _repeated_ngram(words: list[str], times: int = 4) -> bool:
 
 
 def _why_suppressed(
-    segment: Segment, text: str, words: list[dict[str, Any]], previous: dict[str, Any] | None, start: float
+    segment: Segment,
+    text: str,
+    words: list[dict[str, Any]],
+    previous: dict[str, Any] | None = None,
+    earlier_in_window: Collection[str] = (),
 ) -> str | None:
-    """Reason to drop one line (`text`, `words`) decoded in `segment`, or None to keep it."""
+    """Reason to drop one line (`text`, `words`) decoded in `segment`, or None to keep it.
+
+    `previous` is the line decoded just before; `earlier_in_window` the normalised lines
+    already decoded from the same 30 s Whisper window.
+    """
     norm = _norm(text)
-    mean_prob = sum(w["probability"] for w in words) / len(words) if words else 0.0
+    n_words = len(words)
+    mean_prob = sum(w["probability"] for w in words) / n_words if words else 0.0
+    duration = words[-1]["end"] - words[0]["start"] if words else 0.0
     if not norm:
         return "no words"
     if segment.no_speech_prob > NO_SPEECH_PROB and segment.avg_logprob < AVG_LOGPROB:
         return f"no speech (no_speech_prob {segment.no_speech_prob:.2f}, avg_logprob {segment.avg_logprob:.2f})"
     if any(phrase in norm for phrase in ALWAYS_HALLUCINATED):
         return "known hallucination phrase"
-    if norm in WEAK_HALLUCINATED and (mean_prob < 0.7 or segment.no_speech_prob > 0.3):
+    if norm in STOCK_PHRASES and (mean_prob < 0.7 or segment.no_speech_prob > 0.3):
         return f"weakly supported stock phrase (word probability {mean_prob:.2f})"
-    if segment.compression_ratio > MAX_COMPRESSION or _repeated_ngram(norm.split()):
+    if get_compression_ratio(text) > MAX_COMPRESSION or _repeated_ngram(norm.split()):
         return "repetition loop"
     if mean_prob < MIN_WORD_PROB:
         return f"low word probability {mean_prob:.2f}"
-    if previous is not None and _norm(previous["text"]) == norm and start - previous["end"] < 2.0:
-        return "repeat of the previous line"
+    if previous is not None and _norm(previous["text"]) == norm and words[0]["start"] - previous["end"] < 2.0:
+        return "repeat of the line just before"
+    if n_words >= 3 and norm in earlier_in_window and mean_prob < COPY_MAX_PROB:
+        return f"copy of an earlier line in the same window (word probability {mean_prob:.2f})"
+    if n_words >= 3 and n_words > MAX_WORDS_PER_S * duration:
+        return f"{n_words} words in {duration:.2f} s: faster than anyone speaks"
     return None
 
 
-def _lines(track: SpeechTrack, segment: Segment) -> list[list[dict[str, Any]]]:
-    """The segment's words on the film timeline, cut where they are far apart.
+def _lines(track: SpeechTrack, segment: Segment) -> list[tuple[list[dict[str, Any]], set[int]]]:
+    """The segment's words on the film timeline, cut where they are far apart, each line
+    with the speech chunks its words fall in.
 
     One Whisper segment can span two speech chunks a minute apart in the film; it
-    becomes two lines. A word belongs to the chunk holding its middle.
+    becomes two lines. A word belongs to the chunk it overlaps most.
     """
-    lines: list[list[dict[str, Any]]] = []
+    lines: list[tuple[list[dict[str, Any]], set[int]]] = []
     for w in segment.words or []:
-        chunk = track.chunk_of((w.start + w.end) / 2)
+        chunk = track.chunk_of(w.start, w.end)
         word = {
             "start": track.to_film(w.start, chunk),
             "end": track.to_film(w.end, chunk),
             "word": w.word,
-            "probability": round(w.probability, 4),
+            "probability": round(float(w.probability), 4),
         }
-        if lines and word["start"] - lines[-1][-1]["end"] <= MAX_WORD_GAP_S:
-            lines[-1].append(word)
+        if lines and word["start"] - lines[-1][0][-1]["end"] <= MAX_WORD_GAP_S:
+            lines[-1][0].append(word)
+            lines[-1][1].add(chunk)
         else:
-            lines.append([word])
+            lines.append(([word], {chunk}))
     return lines
 
 
-def _judge(segment: Segment, words: list[dict[str, Any]], kept: list[dict[str, Any]], dropped: list[dict[str, Any]]) -> None:
-    """Append one decoded line to `kept`, or to `dropped` with the reason."""
-    start, end = words[0]["start"], words[-1]["end"]
-    text = "".join(w["word"] for w in words).strip()
-    reason = _why_suppressed(segment, text, words, kept[-1] if kept else None, start)
-    if reason is not None:
-        dropped.append({"start": start, "end": end, "text": text, "reason": reason})
-        return
-    for w in words:
-        w["word"] = w["word"].strip()
-    kept.append({"start": start, "end": end, "text": text, "words": words})
+class _LineFilter:
+    """Sorts decoded lines into kept utterances and suppressed lines (with reasons)."""
+
+    def __init__(self) -> None:
+        self.kept: list[dict[str, Any]] = []
+        self.dropped: list[dict[str, Any]] = []
+        self._window_lines: dict[tuple[int, int], set[str]] = defaultdict(set)
+
+    def add(self, window: tuple[int, int], segment: Segment, words: list[dict[str, Any]]) -> None:
+        start, end = words[0]["start"], words[-1]["end"]
+        text = "".join(w["word"] for w in words).strip()
+        previous = max([*self.kept[-1:], *self.dropped[-1:]], key=lambda line: line["end"], default=None)
+        earlier = self._window_lines[window]
+        reason = _why_suppressed(segment, text, words, previous, earlier)
+        earlier.add(_norm(text))
+        if reason is not None:
+            self.dropped.append({"start": start, "end": end, "text": text, "reason": reason})
+            return
+        for w in words:
+            w["word"] = w["word"].strip()
+        self.kept.append({"start": start, "end": end, "text": text, "words": words})

@@ -72,7 +72,8 @@ def run_stages(store: MemoryStore, settings: Settings, inputs: Inputs, stages: l
                 store.fail_run(film_id, ctx.run_id, f"{type(exc).__name__}: {exc}")
                 reporter.finish(stage.name, "failed", str(exc)[:200])
                 raise
-            store.finish_run(film_id, stage.name, ctx.run_id, stage.owns, rows=ctx.written, model=outcome.model)
+            store.finish_run(film_id, stage.name, ctx.run_id, stage.owns, rows=ctx.written, model=outcome.model,
+                             reason=outcome.note)
             reporter.finish(stage.name, "done", outcome.note)
         runs = store.finished_runs(film_id)
 

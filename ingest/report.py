@@ -10,7 +10,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 class Reporter(Protocol):
     def start(self, label: str, total: int | None = None) -> None: ...
-    def update(self, done: int, total: int | None = None) -> None: ...
+    def update(self, done: int, total: int | None = None, postfix: str = "") -> None: ...
     def finish(self, label: str, status: str, note: str = "") -> None: ...
     def warn(self, message: str) -> None: ...
 
@@ -21,12 +21,14 @@ class QuietReporter:
     def __init__(self) -> None:
         self.warnings: list[str] = []
         self.finished: list[tuple[str, str, str]] = []
+        self.postfix = ""  # the last running figures a stage reported (tokens, cost)
 
     def start(self, label: str, total: int | None = None) -> None:
         pass
 
-    def update(self, done: int, total: int | None = None) -> None:
-        pass
+    def update(self, done: int, total: int | None = None, postfix: str = "") -> None:
+        if postfix:
+            self.postfix = postfix
 
     def finish(self, label: str, status: str, note: str = "") -> None:
         self.finished.append((label, status, note))
@@ -46,13 +48,16 @@ class RichReporter(QuietReporter):
 
     def start(self, label: str, total: int | None = None) -> None:
         self._progress = Progress(TextColumn("{task.description:<22}"), BarColumn(), MofNCompleteColumn(),
-                                  TimeElapsedColumn(), console=self.console, transient=True)
+                                  TimeElapsedColumn(), TextColumn("[dim]{task.fields[postfix]}"),
+                                  console=self.console, transient=True)
         self._progress.start()
-        self._task = self._progress.add_task(label, total=total)
+        self._task = self._progress.add_task(label, total=total, postfix="")
 
-    def update(self, done: int, total: int | None = None) -> None:
+    def update(self, done: int, total: int | None = None, postfix: str = "") -> None:
+        super().update(done, total, postfix)
         if self._progress is not None and self._task is not None:
-            self._progress.update(self._task, completed=done, total=total)
+            extra = {"postfix": postfix} if postfix else {}
+            self._progress.update(self._task, completed=done, total=total, **extra)
 
     def finish(self, label: str, status: str, note: str = "") -> None:
         super().finish(label, status, note)

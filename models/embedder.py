@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..config import Settings, get_settings
+from ..config import Settings, get_settings, limit_torch_threads
 from .offline import model_path, resolve_name
 
 
@@ -19,20 +19,28 @@ class TextEmbedder:
     def __init__(self, name: str, path: Path | str):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
         from sentence_transformers import SentenceTransformer
+        from transformers.utils import logging as hf_logging
 
+        hf_logging.disable_progress_bar()
+
+        limit_torch_threads()
         self.name = name
         self._model = SentenceTransformer(str(path), device="cpu")
         self.dim = int(self._model.get_embedding_dimension())
         self._lock = threading.Lock()
 
-    def embed(self, texts: list[str], batch_size: int = 64) -> np.ndarray:
+    def embed(self, texts: list[str], batch_size: int = 128) -> np.ndarray:
+        """Vectors in input order; each distinct text is encoded once (subtitles repeat a lot)."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
+        index: dict[str, int] = {}
+        rows = [index.setdefault(t, len(index)) for t in texts]
         with self._lock:  # the torch model is not safe to call from several threads at once
-            vecs = self._model.encode(list(texts), batch_size=batch_size, normalize_embeddings=True,
+            vecs = self._model.encode(list(index), batch_size=batch_size, normalize_embeddings=True,
                                       convert_to_numpy=True, show_progress_bar=False)
-        return vecs.astype(np.float32)
+        return vecs.astype(np.float32)[rows]
 
 
 _lock = threading.Lock()

@@ -128,11 +128,8 @@ def resolve_name(name: str) -> OfflineModel | None:
 
 
 def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
     with path.open("rb") as f:
-        while chunk := f.read(1 << 22):
-            h.update(chunk)
-    return h.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def _is_ready(dest: Path, model: OfflineModel) -> bool:

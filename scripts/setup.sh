@@ -8,10 +8,10 @@ command -v "$PYTHON" >/dev/null || PYTHON=python3
 VENV=.venv
 WHEELS=${MOVIEMEM_WHEELS:-$HOME/.cache/moviemem/wheels}
 LLAMA=llama-cpp-python==0.3.36
-APT_PKGS="ffmpeg espeak-ng tesseract-ocr tesseract-ocr-eng fonts-dejavu-core"
+APT_PKGS="ffmpeg espeak-ng tesseract-ocr tesseract-ocr-eng fonts-dejavu-core chromium"
 
 need_apt=""
-for cmd in ffmpeg ffprobe espeak-ng tesseract; do command -v "$cmd" >/dev/null || need_apt=1; done
+for cmd in ffmpeg ffprobe espeak-ng tesseract chromium; do command -v "$cmd" >/dev/null || need_apt=1; done
 [ -d /usr/share/fonts/truetype/dejavu ] || need_apt=1
 if [ -n "$need_apt" ]; then
   echo "setup: installing Debian packages: $APT_PKGS"

@@ -70,3 +70,56 @@ def cli(capsys: pytest.CaptureFixture[str], lib_dir: Path):
         return CliResult(code, cap.out, cap.err)
 
     return run
+
+
+@dataclass
+class SynthFilm:
+    """A rendered synthetic film ingested once per test session (read-only for tests).
+
+    Stages: probe, frames, shots, segments, transcript (the script's dialogue imported as
+    subtitles, so no ASR time), clip (seeded random weights), ocr and captions (imported
+    from the synth's captions.srt). Tests that write must copy it (`copy_to`).
+    """
+
+    lib: object  # moviemem.Library
+    film: object  # moviemem.Film
+    dir: Path  # film.mp4, truth.json, captions.srt, subtitles.srt, mcq.jsonl, claims.jsonl, relations.jsonl
+
+    @property
+    def truth(self) -> dict:
+        return json.loads((self.dir / "truth.json").read_text())
+
+    def copy_to(self, lib_dir: Path):
+        """A writable copy of the film's memory in a new library (via an export bundle)."""
+        from moviemem import Library
+
+        bundle = lib_dir.parent / f"{lib_dir.name}-synth.tar"
+        self.lib.export(self.film.film_id, bundle)
+        lib = Library(lib_dir, self.lib.settings)
+        return lib, lib.import_bundle(bundle)
+
+
+def truth_srt(truth: dict, path: Path) -> Path:
+    import pysubs2
+
+    subs = pysubs2.SSAFile()
+    for u in truth["utterances"]:
+        subs.append(pysubs2.SSAEvent(start=int(u["start"] * 1000), end=int(u["end"] * 1000), text=u["text"]))
+    subs.save(str(path), format_="srt")
+    return path
+
+
+@pytest.fixture(scope="session")
+def synth_film(tmp_path_factory: pytest.TempPathFactory) -> SynthFilm:
+    from moviemem import Library
+    from moviemem.config import get_settings
+    from moviemem.eval.synth import render
+
+    root = tmp_path_factory.mktemp("synth")
+    d = render(root / "film", minutes=3.0, seed=7)["film.mp4"].parent
+    srt = truth_srt(json.loads((d / "truth.json").read_text()), d / "subtitles.srt")
+    settings = get_settings(library=root / "lib", clip_pretrained="random")
+    lib = Library(root / "lib", settings)
+    film = lib.ingest(d / "film.mp4", film_id="synth", title="Synthetic", year=2026, subtitles=srt,
+                      captions=d / "captions.srt")
+    return SynthFilm(lib, film, d)

@@ -129,6 +129,14 @@ def test_openai_500_then_timeout_then_success(oai):
     assert reply.text == "third time" and len(oai.calls("/chat/completions")) == 3
 
 
+def test_connection_resets_are_retried(oai, gem):
+    oai.push(FakeResponse(drop=True), FakeOpenAI.completion("after reset"))
+    assert load(f"openai-compatible:{oai.base_url}#m", **FAST).chat("hello").text == "after reset"
+    gem.push(FakeResponse(drop=True), FakeGemini.content("after reset"))
+    assert load("gemini:gemini-2.5-flash", base_url=gem.url, **FAST).chat("hello").text == "after reset"
+    assert len(oai.calls("/chat/completions")) == 2 and len(gem.calls(":generateContent")) == 2
+
+
 def test_openai_exhausted_retries_and_malformed_bodies_give_invalid_replies(oai):
     b = load(f"openai-compatible:{oai.base_url}#m", max_attempts=2, **FAST)
     oai.push(FakeResponse(503, {"error": {"message": "down"}}), FakeResponse(503, {"error": {"message": "down"}}))

@@ -142,7 +142,7 @@ def test_other_video_under_same_id_needs_replace(tmp_path: Path, film_files) -> 
     other = make_video(tmp_path / "o.mp4", seconds=6, colours=("white", "black"))
     lib = _lib(tmp_path)
     lib.ingest(video, film_id="f", stages=["frames"])
-    with pytest.raises(MovieMemError, match="another video"):
+    with pytest.raises(MovieMemError, match="another source"):
         lib.ingest(other, film_id="f", stages=["frames"])
     film = lib.ingest(other, film_id="f", stages=["frames"], replace=True)
     assert film.info.duration_s == pytest.approx(6.0, abs=0.1)

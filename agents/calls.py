@@ -1,0 +1,80 @@
+"""Shared steps of the policies: film text as prompt lines, uniform sampling, one answering call."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, TypeVar
+
+from ..backbones import Clip, system, user
+from ..errors import MovieMemError
+from ..memory.view import FilmMemory
+from ..retrievers.base import Evidence, hms
+from .base import Question, Run
+from .parsing import Parsed, parse_answer
+from .prompts import Prompt, answer_schema, question_block
+
+T = TypeVar("T")
+
+
+def default_max_tokens(q: Question, *, extra: bool = False) -> int:
+    """Enough for the JSON answer (plus a `missing` note or citations), no more."""
+    return 256 if q.kind == "open" else (128 if extra else 48)
+
+
+def uniform(items: Sequence[T], n: int) -> list[T]:
+    """n items spread evenly over the sequence (all of them when there are fewer)."""
+    if n >= len(items):
+        return list(items)
+    return [items[int(i * len(items) / n)] for i in range(n)]
+
+
+def stage_reason(film: FilmMemory, stage: str) -> str:
+    for run in film.stages():
+        if run.stage == stage:
+            return f"{stage} stage {run.status}" + (f": {run.reason}" if run.reason else "")
+    return f"the {stage} stage has not run"
+
+
+def world_state(evidence: Sequence[Evidence]) -> str:
+    """`HH:MM:SS - HH:MM:SS text` lines (the CHNB / HourVideo Socratic world-state format)."""
+    return "\n".join(f"{hms(e.start)} - {hms(e.end)} {e.text}" for e in evidence)
+
+
+def require_video(film: FilmMemory, policy: str) -> None:
+    if not film.info.has_video:
+        raise MovieMemError(f"policy {policy} needs video, but {film.film_id!r} is a text-only film; "
+                            "use subtitles, socratic-clip, archival, graph or hybrid")
+
+
+def film_clip(film: FilmMemory) -> Clip:
+    """The film's video (up to the until-cutoff) for backbones that take video."""
+    from pathlib import Path
+
+    path = Path(film.info.source_path)
+    if not path.is_file():
+        raise MovieMemError(f"the video of {film.film_id!r} is not at {path} any more")
+    return Clip(path, 0.0, film.cutoff)
+
+
+def answer_once(run: Run, prompt: Prompt, q: Question, body: str, *, images: Sequence[Any] = (), video: Clip | None = None,
+                max_tokens: int | None = None, temperature: float = 0.0, structured: bool = True,
+                cite: bool = False, missing: bool = False) -> Parsed:
+    """One answering call: system prompt, one user turn (media first, then text), parsed reply."""
+    messages = [system(prompt.system), user(body, images=images, video=video)]
+    schema = answer_schema(q, cite=cite, missing=missing) if structured else None
+    reply = run.chat(prompt, messages, json_schema=schema,
+                     max_tokens=max_tokens or default_max_tokens(q, extra=cite or missing), temperature=temperature)
+    parsed = parse_answer(reply, q)
+    run.trace.append(_parse_step(parsed))
+    return parsed
+
+
+def _parse_step(parsed: Parsed) -> Any:
+    from .base import Step
+
+    return Step("parse", {"choice": parsed.choice, "invalid": parsed.invalid, "how": parsed.how, "error": parsed.error,
+                          "confidence": parsed.confidence})
+
+
+def body(prompt: Prompt, q: Question, *, cite: bool = False, missing: bool = False, **values: str) -> str:
+    return prompt.render(question=question_block(q, cite=cite, missing=missing), **values)

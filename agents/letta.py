@@ -1,0 +1,352 @@
+"""The `letta` policy: CHNB's caption-retrieval paradigm through a real Letta server.
+
+The film's captions (and transcript lines) become passages of a Letta archive, each with its
+time range in its text (`[HH:MM:SS-HH:MM:SS]`), its row id in its tags and its film time as
+its timestamp (1970-01-01T00:00:00 is the film's start), so that Letta's own
+`archival_memory_search` can filter by film time and every hit maps back to a memory row.
+One archive per film and passage configuration, one agent per archive and backbone
+configuration, both reused across questions and runs; each question runs in its own Letta
+conversation so questions never see each other.
+
+The agent's model is the backbone given to `answer()`, served to Letta by an in-process
+`moviemem serve` gateway on loopback (the same model object the other policies call, with
+its replay cache), which also embeds passages and queries with the configured embedder.
+Settings and prompts are the `archival` policy's; the differences that remain are listed in
+`DIFFERENCES`.
+"""
+
+from __future__ import annotations
+
+import ast
+import atexit
+import datetime as dt
+import hashlib
+import json
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ..backbones import Backbone, Usage
+from ..errors import MovieMemError
+from ..memory.view import FilmMemory
+from ..retrievers.base import Evidence, hms
+from .archival import ArchivalSettings, archival_passages
+from .base import BasePolicy, Question, Run, Step, register_policy
+from .parsing import Parsed, parse_answer
+from .prompts import ARCHIVAL, ARCHIVAL_FINAL, Prompt, question_block
+
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+TAG = "moviemem"
+BATCH = 128  # passages per insert request
+
+LETTA_SYSTEM = (
+    "You answer questions about a film. You cannot see the film; its captions (what is seen) and its transcript "
+    "(what is said) are stored in your archival memory, one passage per caption or line, each starting with its "
+    "time in the film as [HH:MM:SS-HH:MM:SS]. Call archival_memory_search to look things up: give a short query "
+    "and top_k (no tags: passages are not tagged by topic); to search a stretch of the film give start_datetime "
+    "and end_datetime as times on 1970-01-01 (the film starts at 1970-01-01T00:00:00, so 00:12:30 into the film "
+    "is 1970-01-01T00:12:30). Search as often as you need, then reply with one JSON object and nothing else.")
+
+LETTA = Prompt("letta", 1, LETTA_SYSTEM, ARCHIVAL.template)
+LETTA_FINAL = Prompt("letta-final", 1, LETTA_SYSTEM, ARCHIVAL_FINAL.template)
+
+DIFFERENCES = (
+    "search: Letta ranks archival passages by embedding similarity only (PostgreSQL/pgvector); archival "
+    "defaults to hybrid (vector + full text), so compare with archival search='vector'",
+    "time filter: Letta's tool takes start_datetime/end_datetime (film time written on 1970-01-01); archival's "
+    "takes start/end in seconds",
+    "tool arguments: Letta's search also takes tags (passages are tagged moviemem, their kind and row id) and "
+    "tag_match_mode; its default top_k is 10 (archival: top_k "
+    "setting); the agent also has archival_memory_insert (its inserts are removed after each question)",
+    "context: Letta compiles its own system message (the shared system prompt plus memory metadata such as the "
+    "passage count) and adds its tool schemas; so input tokens per step are higher",
+    "search_first (letta only): a Letta tool rule can force the first step to be a search (without a tag filter); "
+    "archival has no such rule",
+    "final answer: archival asks a last, schema-constrained turn when the loop ends without an answer; letta "
+    "sends the same final prompt as a plain message (Letta does not pass a per-question JSON schema)",
+    "tool results: Letta returns passages with ids, tags and timestamps as JSON text; archival returns "
+    "start/end seconds and text",
+)
+
+
+@dataclass
+class LettaSettings(ArchivalSettings):
+    search: str = "vector"  # Letta's archival search on PostgreSQL: embeddings only
+    insert_tool: bool = True  # the agent also gets archival_memory_insert
+    search_first: bool = False  # a Letta tool rule makes the first step an archival_memory_search
+    url: str | None = None  # Letta server; default $MOVIEMEM_LETTA_URL, else the running sidecar
+    context_window: int = 8192
+    timeout_s: float = 900.0
+
+
+def passage_tags(e: Evidence) -> list[str]:
+    return [TAG, e.kind, e.id]
+
+
+def passage_time(e: Evidence) -> str:
+    """A passage's film time as the timestamp Letta stores and filters on."""
+    return (EPOCH + dt.timedelta(seconds=max(0.0, e.start))).isoformat()
+
+
+def parse_search_return(text: str) -> list[dict[str, Any]]:
+    """The passages in an archival_memory_search tool return (Letta wraps the tool's list as
+    JSON {"status", "message", "time"}; the message may itself be JSON or a Python repr)."""
+    value: Any = text
+    for _ in range(3):
+        if isinstance(value, list):
+            return [v for v in value if isinstance(v, dict)]
+        if isinstance(value, dict):
+            value = value.get("message", value.get("results"))
+            continue
+        if not isinstance(value, str) or not value.strip():
+            return []
+        try:
+            value = json.loads(value)
+        except ValueError:
+            try:
+                value = ast.literal_eval(value)
+            except (ValueError, SyntaxError):
+                return []
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def message_text(m: dict[str, Any]) -> str:
+    content = m.get("content")
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return str(content or "")
+
+
+def _digest(*parts: Any) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+class _Session:
+    """A letta-client and the gateway that serves one backbone to the Letta server."""
+
+    def __init__(self, url: str, backbone: Backbone, timeout: float):
+        from letta_client import Letta
+
+        from ..backbones import start_gateway
+        from ..config import get_settings
+
+        self.url = url
+        self.client = Letta(base_url=url, timeout=timeout, max_retries=0)
+        self.embedder_name = get_settings().embedder
+        from ..models.embedder import get_embedder
+
+        self.embedder = get_embedder(self.embedder_name)
+        self.gateway = start_gateway(backbone, self.embedder)
+        self.lock = threading.Lock()
+        self.agents: dict[str, Any] = {}
+
+    def close(self) -> None:
+        self.gateway.stop()
+
+    def llm_config(self, backbone: Backbone, s: LettaSettings) -> dict[str, Any]:
+        return {"model": backbone.name, "model_endpoint_type": "openai", "model_endpoint": self.gateway.base_url,
+                "context_window": s.context_window, "temperature": s.temperature, "max_tokens": s.step_max_tokens,
+                "put_inner_thoughts_in_kwargs": False, "enable_reasoner": False}
+
+    def embedding_config(self) -> dict[str, Any]:
+        return {"embedding_endpoint_type": "openai", "embedding_endpoint": self.gateway.base_url,
+                "embedding_model": self.embedder.name, "embedding_dim": int(self.embedder.dim),
+                "embedding_chunk_size": 100000, "batch_size": 64}
+
+
+@register_policy("letta", needs=("captions", "transcript"))
+class LettaPolicy(BasePolicy):
+    """The archival paradigm run by a real Letta agent (letta-client) over the same passages."""
+
+    Settings = LettaSettings
+
+    def __init__(self, **settings: Any):
+        super().__init__(**settings)
+        if self.settings.search != "vector":
+            raise MovieMemError("letta searches archival memory by embeddings only: use search='vector'")
+        self._sessions: dict[int, _Session] = {}
+        self._lock = threading.Lock()
+        atexit.register(self.close)
+
+    def close(self) -> None:
+        """Stop the gateways this policy started."""
+        with self._lock:
+            for session in self._sessions.values():
+                session.close()
+            self._sessions.clear()
+
+    def _session(self, backbone: Backbone) -> _Session:
+        with self._lock:
+            if id(backbone) not in self._sessions:
+                from ..letta import server_url
+
+                self._sessions[id(backbone)] = _Session(self.settings.url or server_url(), backbone, self.settings.timeout_s)
+            return self._sessions[id(backbone)]
+
+    # ------------------------------------------------------------------ archive and agent
+
+    def _archive(self, session: _Session, film: FilmMemory, passages: list[Evidence], run: Run) -> str:
+        c = session.client
+        name = f"moviemem-{film.film_id}-" + _digest(film.film_id, film.cutoff, self.settings.kinds, session.embedder_name,
+                                                     [(e.id, e.start, e.end, e.text) for e in passages])
+        complete = f"moviemem complete: {len(passages)} passages"
+        for archive in c.archives.list(name=name):
+            if archive.description == complete:
+                return archive.id
+            c.archives.delete(archive.id)  # an earlier build stopped half-way
+        started = time.perf_counter()
+        archive = c.archives.create(name=name, embedding_config=session.embedding_config(),  # type: ignore[arg-type]
+                                    description="moviemem building")
+        for i in range(0, len(passages), BATCH):
+            c.archives.passages.create_many(archive.id, passages=[
+                {"text": e.text, "tags": passage_tags(e), "created_at": passage_time(e),
+                 "metadata": {"row": e.id, "start": e.start, "end": e.end, "film_id": e.film_id}}
+                for e in passages[i:i + BATCH]])
+        c.archives.update(archive.id, description=complete)
+        run.note(f"inserted {len(passages)} passages into Letta archive {name} in {time.perf_counter() - started:.1f} s",
+                 archive=archive.id, passages=len(passages))
+        return archive.id
+
+    def _agent(self, session: _Session, film: FilmMemory, backbone: Backbone, run: Run) -> tuple[str, list[Evidence]]:
+        s = self.settings
+        passages = archival_passages(film, s.kinds)
+        if not passages:
+            raise MovieMemError(f"film {film.film_id!r} has no {' or '.join(s.kinds)} rows to put into Letta's archive")
+        with session.lock:
+            archive_id = self._archive(session, film, passages, run)
+            tools = ["archival_memory_search"] + (["archival_memory_insert"] if s.insert_tool else [])
+            # the forced first search runs without a tag filter: passages carry no topic tags, and
+            # small models fill in a topic tag that then matches nothing
+            rules = ([{"type": "run_first", "tool_name": "archival_memory_search", "args": {"tags": []}}]
+                     if s.search_first else [])
+            name = f"moviemem-{film.film_id}-" + _digest(archive_id, backbone.name, LETTA.system, tools,
+                                                         s.context_window, s.step_max_tokens, s.temperature, rules)
+            llm, emb = session.llm_config(backbone, s), session.embedding_config()
+            if name in session.agents:
+                return session.agents[name], passages
+            c = session.client
+            found = list(c.agents.list(name=name))
+            if found:
+                agent = found[0]
+                if agent.llm_config.model_endpoint != llm["model_endpoint"]:  # a new gateway for this process
+                    c.agents.update(agent.id, llm_config=llm, embedding_config=emb)  # type: ignore[arg-type]
+                run.note(f"reusing Letta agent {name}", agent=agent.id)
+            else:
+                agent = c.agents.create(name=name, agent_type="letta_v1_agent", system=LETTA.system,
+                                        llm_config=llm, embedding_config=emb,  # type: ignore[arg-type]
+                                        include_base_tools=False, tools=tools,
+                                        memory_blocks=[], timezone="UTC", tags=[TAG, f"film:{film.film_id}"],
+                                        metadata={"film_id": film.film_id, "backbone": backbone.name},
+                                        tool_rules=rules)
+                c.agents.archives.attach(archive_id, agent_id=agent.id)
+                run.note(f"created Letta agent {name}", agent=agent.id, archive=archive_id)
+            session.agents[name] = agent.id
+            return agent.id, passages
+
+    # ------------------------------------------------------------------ answering
+
+    def _send(self, session: _Session, conversation: str, text: str, max_steps: int) -> tuple[dict[str, Any], float]:
+        started = time.perf_counter()
+        raw = session.client.conversations.messages.with_raw_response.create(
+            conversation, messages=[{"role": "user", "content": text}], max_steps=max_steps, streaming=False)
+        body = json.loads(raw.http_response.read())
+        return body, time.perf_counter() - started
+
+    def _record(self, body: dict[str, Any], latency: float, run: Run, by_id: dict[str, Evidence],
+                prompt: Prompt) -> tuple[str, int, int]:
+        """Trace every message, collect evidence; returns (final text, searches, inserts)."""
+        usage = body.get("usage") or {}
+        u = Usage(input_tokens=int(usage.get("prompt_tokens") or 0), output_tokens=int(usage.get("completion_tokens") or 0),
+                  cached_input_tokens=int(usage.get("cached_input_tokens") or 0), latency_s=latency)
+        run.usage = run.usage + u
+        run.trace.append(Step("prompt", {"prompt": prompt.id, "version": prompt.version, "server": "letta",
+                                         "steps": usage.get("step_count"), "input_tokens": u.input_tokens,
+                                         "output_tokens": u.output_tokens, "latency_s": round(latency, 3)}))
+        calls: dict[str, Step] = {}
+        final, searches, inserts = "", 0, 0
+        for m in body.get("messages") or []:
+            kind = m.get("message_type")
+            if kind == "reasoning_message":
+                run.trace.append(Step("reply", {"reasoning": str(m.get("reasoning") or "")[:2000]}))
+            elif kind == "assistant_message":
+                final = message_text(m)
+                run.trace.append(Step("reply", {"text": final[:2000]}))
+            elif kind == "tool_call_message":
+                for call in m.get("tool_calls") or [m.get("tool_call")]:
+                    if not call:
+                        continue
+                    try:
+                        args = json.loads(call.get("arguments") or "{}")
+                    except ValueError:
+                        args = {"raw": call.get("arguments")}
+                    step = Step("tool", {"name": call.get("name"), "arguments": args, "found": [], "error": None})
+                    calls[call.get("tool_call_id") or str(len(calls))] = step
+                    run.trace.append(step)
+                    searches += call.get("name") == "archival_memory_search"
+                    inserts += call.get("name") == "archival_memory_insert"
+            elif kind == "tool_return_message":
+                step = calls.get(m.get("tool_call_id") or "")
+                if step is None:
+                    continue
+                ret = str(m.get("tool_return") or "")
+                if m.get("status") == "error":
+                    step.data["error"] = ret[:500]
+                if step.data["name"] == "archival_memory_search":
+                    found: list[Evidence] = []
+                    passages = []
+                    for rank, hit in enumerate(parse_search_return(ret)):
+                        row = next((t for t in hit.get("tags") or [] if t in by_id), None)
+                        passages.append({"id": hit.get("id"), "row": row, "timestamp": hit.get("timestamp"),
+                                         "text": str(hit.get("content") or "")[:300]})
+                        if row is not None:
+                            e = by_id[row]
+                            found.append(Evidence(e.kind, e.film_id, e.start, e.end, e.text, score=1.0 / (rank + 1),
+                                                  retriever="letta", id=e.id))
+                    run.show(found)
+                    step.data.update(found=[e.id for e in found], passages=passages)
+                else:
+                    step.data["result"] = ret[:500]
+        return final, searches, inserts
+
+    def _answer(self, film: FilmMemory, question: Question, run: Run) -> Parsed:
+        s = self.settings
+        if s.max_steps < 1:
+            raise MovieMemError("max_steps must be at least 1")
+        backbone = run.backbone
+        if not backbone.capabilities.tools:
+            raise MovieMemError(f"backbone {backbone.name} cannot call tools; letta needs one that can")
+        session = self._session(backbone)
+        agent_id, passages = self._agent(session, film, backbone, run)
+        by_id = {e.id: e for e in passages}
+        conversation = session.client.conversations.create(agent_id=agent_id).id
+        run.note("letta conversation", agent=agent_id, conversation=conversation, server=session.url)
+        text = LETTA.render(duration=hms(film.duration_s), question=question_block(question))
+        body, latency = self._send(session, conversation, text, s.max_steps)
+        final, searches, inserts = self._record(body, latency, run, by_id, LETTA)
+        parsed = parse_answer(final, question)
+        if parsed.invalid:
+            run.note(f"asking for the final answer after {searches} search(es)")
+            # a run_first rule forces a search at the start of every request: leave room for the answer
+            body, latency = self._send(session, conversation, LETTA_FINAL.render(question=question_block(question)),
+                                       2 if s.search_first else 1)
+            final, more, ins = self._record(body, latency, run, by_id, LETTA_FINAL)
+            searches, inserts = searches + more, inserts + ins
+            parsed = parse_answer(final, question)
+        elif searches == 0:
+            run.note("the backbone answered without searching the archival memory")
+        if inserts:
+            self._drop_inserts(session, agent_id, run)
+        run.trace.append(Step("parse", {"choice": parsed.choice, "invalid": parsed.invalid, "how": parsed.how,
+                                        "error": parsed.error}))
+        return parsed
+
+    def _drop_inserts(self, session: _Session, agent_id: str, run: Run) -> None:
+        """Remove what the agent wrote into the shared archive, so questions stay independent."""
+        c = session.client
+        dropped = 0
+        for p in c.agents.passages.list(agent_id, ascending=False, limit=50):
+            if TAG not in (p.tags or []):
+                c.agents.passages.delete(p.id, agent_id=agent_id)
+                dropped += 1
+        run.note(f"removed {dropped} passage(s) the agent inserted")

@@ -1,0 +1,143 @@
+"""Every prompt the policies send, in one place, each with an id and a version.
+
+The trace records `id` and `version` of each prompt used, so an answer can always be traced
+back to the exact wording; change the wording, bump the version. Long film context is placed
+before the question so that many questions about one film share a prompt prefix (a local
+model then reuses its KV cache instead of re-reading the film).
+
+A later Letta policy shares ARCHIVAL_SYSTEM, ARCHIVAL_SEARCH_TOOL and the answer formats.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .base import Question
+
+
+@dataclass(frozen=True)
+class Prompt:
+    id: str
+    version: int
+    system: str
+    template: str  # {placeholders} filled by render(); film text may hold braces, so no str.format
+
+    def render(self, **values: str) -> str:
+        out = self.template
+        for key, value in values.items():
+            out = out.replace("{" + key + "}", value)
+        return out
+
+
+SYSTEM = ("You answer questions about a film. Use only the film material you are given (and, when no material "
+          "is given, what you know). Reply with one JSON object and nothing else.")
+
+# ----------------------------------------------------------------------------- answer formats
+
+FORMATS = {
+    "mcq": ('Reply with JSON: {"answer": "<one letter of {letters}>", "confidence": <1, 2 or 3>} '
+            "where confidence 3 means sure, 2 likely, 1 a guess."),
+    "claim": ('Reply with JSON: {"answer": "TRUE" or "FALSE", "confidence": <1, 2 or 3>} '
+              "where confidence 3 means sure, 2 likely, 1 a guess."),
+    "open": ('Reply with JSON: {"answer": "<your answer in one or two sentences>", "confidence": <1, 2 or 3>} '
+             "where confidence 3 means sure, 2 likely, 1 a guess."),
+}
+
+
+def question_block(q: Question, *, cite: bool = False, missing: bool = False) -> str:
+    """The question, its options or claim wording, and the reply format."""
+    if q.kind == "mcq":
+        head = f"Question: {q.text}\n" + "\n".join(f"{letter}. {opt}" for letter, opt in zip(q.letters, q.options))
+    elif q.kind == "claim":
+        head = f"Claim about the film: {q.text}\nIs this claim TRUE or FALSE?"
+    else:
+        head = f"Question: {q.text}"
+    fmt = FORMATS[q.kind].replace("{letters}", ", ".join(q.letters))
+    extra = []
+    if cite:
+        extra.append('Add "evidence": a list of the ids (like "E3") of the evidence lines you used.')
+    if missing:
+        extra.append('If your confidence is below 3, add "missing": a short description of what you would need to '
+                     "see in the film to be sure.")
+    return head + "\n\n" + fmt + ("\n" + "\n".join(extra) if extra else "")
+
+
+def answer_schema(q: Question, *, cite: bool = False, missing: bool = False) -> dict[str, Any]:
+    """JSON schema of the reply (constrained decoding where the backbone supports it)."""
+    if q.kind == "mcq":
+        answer: dict[str, Any] = {"type": "string", "enum": list(q.letters)}
+    elif q.kind == "claim":
+        answer = {"type": "string", "enum": ["TRUE", "FALSE"]}
+    else:
+        answer = {"type": "string"}
+    props: dict[str, Any] = {"answer": answer, "confidence": {"type": "integer", "enum": [1, 2, 3]}}
+    if cite:
+        props["evidence"] = {"type": "array", "items": {"type": "string"}}
+    if missing:
+        props["missing"] = {"type": "string"}
+    return {"type": "object", "properties": props, "required": ["answer", "confidence"]}
+
+
+# ----------------------------------------------------------------------------- policies
+
+CLOSED_BOOK = Prompt("closed-book", 1, SYSTEM, "{film}{question}")
+
+SUBTITLES = Prompt("subtitles", 1, SYSTEM,
+                   "Here is the film's full transcript: every line of dialogue with its time (HH:MM:SS).\n\n"
+                   "{context}\n\n{question}")
+
+SOCRATIC = Prompt("socratic", 1, SYSTEM,
+                  "Here is the film's world-state history: descriptions of what is seen{audio} through the whole "
+                  "film, one line per stretch of time as `HH:MM:SS - HH:MM:SS description`.\n\n{context}\n\n{question}")
+
+END_TO_END_FRAMES = Prompt("end-to-end-frames", 1, SYSTEM,
+                           "The images are {n} frames sampled uniformly from the whole film, in order, at these "
+                           "times: {times}.\n\n{question}")
+
+END_TO_END_VIDEO = Prompt("end-to-end-video", 1, SYSTEM, "The video is the whole film with its sound.\n\n{question}")
+
+VIDEOAGENT = Prompt("videoagent", 1, SYSTEM,
+                    "You are looking at {n} frames of a film (of {duration}), in time order:\n{frames}\n\n"
+                    "Answer if you can; rate how sure you are.\n\n{question}")
+
+VIDEOAGENT_TEXT_FRAME = "[{label} at {time}] {text}"
+
+ARCHIVAL_SYSTEM = (
+    "You answer questions about a film. You cannot see the film; its captions (what is seen) and its transcript "
+    "(what is said) are stored in an archival memory. Call archival_memory_search to look things up: give a "
+    "short query, top_k, and optionally start/end in seconds to search a stretch of the film. Search as often "
+    "as you need, then reply with one JSON object and nothing else.")
+
+ARCHIVAL_SEARCH_TOOL = {
+    "name": "archival_memory_search",
+    "description": "Search the film's archival memory (captions and transcript lines) by meaning and keywords. "
+                   "Returns matching passages with their times in seconds.",
+    "parameters": {
+        "type": "object",
+        "properties": {
+            "query": {"type": "string", "description": "what to look for"},
+            "top_k": {"type": "integer", "description": "how many passages (1-20)"},
+            "start": {"type": "number", "description": "only passages ending after this time (seconds)"},
+            "end": {"type": "number", "description": "only passages starting before this time (seconds)"},
+        },
+        "required": ["query"],
+    },
+}
+
+ARCHIVAL = Prompt("archival", 1, ARCHIVAL_SYSTEM,
+                  "The film is {duration} long. Search its archival memory, then answer.\n\n{question}")
+
+ARCHIVAL_FINAL = Prompt("archival-final", 1, ARCHIVAL_SYSTEM,
+                        "Stop searching now and answer from what you found.\n\n{question}")
+
+GRAPH = Prompt("graph", 1, SYSTEM,
+               "Here are story events of the film that match the question, with how they are linked "
+               "(causes, what happens before/after, flashbacks). Times are screen times (HH:MM:SS); "
+               "story order can differ from screen order in flashbacks.\n\nEvents:\n{events}\n\nLinks:\n{links}\n\n{question}")
+
+HYBRID = Prompt("hybrid", 1, SYSTEM,
+                "Evidence retrieved from the film's memory, in time order (HH:MM:SS), each with an id:\n\n{context}\n\n{question}")
+
+PROMPTS = {p.id: p for p in [CLOSED_BOOK, SUBTITLES, SOCRATIC, END_TO_END_FRAMES, END_TO_END_VIDEO, VIDEOAGENT, ARCHIVAL,
+                             ARCHIVAL_FINAL, GRAPH, HYBRID]}

@@ -1,0 +1,109 @@
+"""Memorization filter (CHNB appendix D): drop the questions a model answers without the film.
+
+Several closed-book backbones see each question with the film's title and year only. Questions
+are ranked by how many of them answer correctly (fewest first; ties in a fixed order given by a
+hash of the id, so file position does not decide) and kept in that order while the mean
+closed-book accuracy over the kept set stays at or below chance (the mean of 1/options).
+An invalid closed-book answer counts as not answered from memory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import MovieMemError
+from .formats import MCQ, Benchmark, item_category, load_benchmark, write_jsonl
+from .runner import Answerer, grid_records, run_bench
+
+CLOSED_BOOK = "closed-book[with_title=true]"  # title and year only
+
+
+@dataclass
+class FilterResult:
+    kept: list[str]  # item ids, file order
+    excluded: list[str]
+    ranking: list[tuple[str, int]]  # (item id, backbones answering correctly), in keep order
+    backbones: list[str]
+    chance: float  # mean chance accuracy of the kept set
+    accuracy_before: float  # mean closed-book accuracy over all items
+    accuracy_after: float  # ... over the kept items
+    per_category: dict[str, dict[str, Any]]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _tiebreak(item_id: str) -> str:
+    return hashlib.sha256(item_id.encode()).hexdigest()
+
+
+def memorization_filter(items: Sequence[MCQ], correct: Mapping[str, Mapping[str, bool | None]]) -> FilterResult:
+    """`correct[backbone][item_id]`: whether that closed-book backbone answered it right."""
+    if not items:
+        raise MovieMemError("the memorization filter needs at least one item")
+    if not correct:
+        raise MovieMemError("the memorization filter needs at least one closed-book backbone")
+    bbs = sorted(correct)
+    missing = [(b, it.id) for b in bbs for it in items if it.id not in correct[b]]
+    if missing:
+        b, iid = missing[0]
+        raise MovieMemError(f"no closed-book answer from {b} for item {iid} ({len(missing)} missing)")
+    hits = {it.id: sum(bool(correct[b][it.id]) for b in bbs) for it in items}
+    chance_of = {it.id: 1.0 / len(it.options) for it in items}
+    ranked = sorted(items, key=lambda it: (hits[it.id], _tiebreak(it.id)))
+    kept_ids: list[str] = []
+    acc_sum = chance_sum = 0.0
+    for it in ranked:
+        acc = hits[it.id] / len(bbs)
+        if acc_sum + acc > chance_sum + chance_of[it.id] + 1e-12:  # mean accuracy would pass mean chance
+            break
+        kept_ids.append(it.id)
+        acc_sum += acc
+        chance_sum += chance_of[it.id]
+    kept = set(kept_ids)
+    cats: dict[str, dict[str, Any]] = {}
+    for it in items:
+        c = cats.setdefault(item_category(it) or "uncategorised", {"n": 0, "excluded": 0})
+        c["n"] += 1
+        c["excluded"] += it.id not in kept
+    for c in cats.values():
+        c["exclusion_rate"] = c["excluded"] / c["n"]
+    mean = lambda ids: sum(hits[i] for i in ids) / (len(bbs) * len(ids)) if ids else float("nan")  # noqa: E731
+    return FilterResult(
+        kept=[it.id for it in items if it.id in kept], excluded=[it.id for it in items if it.id not in kept],
+        ranking=[(it.id, hits[it.id]) for it in ranked], backbones=bbs,
+        chance=chance_sum / len(kept_ids) if kept_ids else float("nan"),
+        accuracy_before=mean([it.id for it in items]), accuracy_after=mean(kept_ids), per_category=dict(sorted(cats.items())))
+
+
+def filter_benchmark(path: str | Path, backbones: Sequence[Any], out: str | Path, *, library: Any = None,
+                     answerer: Answerer | None = None, run_dir: str | Path | None = None, policy: str = CLOSED_BOOK,
+                     concurrency: int = 1, max_cost_usd: float | None = None, cache: str | Path | None = None,
+                     fmt: str | None = None) -> tuple[FilterResult, Path, Path]:
+    """Run the closed-book policy with each backbone, filter, and write `out` (JSONL, kept items in
+    file order) and `out`.filter.json (the ranking and per-category exclusion rates)."""
+    bench: Benchmark = load_benchmark(path, fmt, library=library)
+    if bench.format != "mcq":
+        raise MovieMemError(f"the memorization filter takes mcq benchmarks, not {bench.format}")
+    out = Path(out)
+    run_dir = Path(run_dir) if run_dir else out.with_name(out.stem + ".closed-book")
+    res = run_bench(bench, [policy], backbones, run_dir, library=library, answerer=answerer, concurrency=concurrency,
+                    max_cost_usd=max_cost_usd, cache=cache)
+    if res.stopped:
+        raise MovieMemError(f"closed-book run incomplete ({res.stopped}); nothing filtered")
+    _, grid = grid_records(run_dir)
+    wanted = {b if isinstance(b, str) else getattr(b, "name", "") for b in backbones}
+    correct = {b: {r["item_id"]: r.get("correct") for r in recs} for (p, b), recs in grid.items()
+               if p == policy and b in wanted}
+    result = memorization_filter(bench.items, correct)  # type: ignore[arg-type]
+    kept = set(result.kept)
+    write_jsonl([it for it in bench.items if it.id in kept], out)
+    report = out.with_name(out.name + ".filter.json")
+    report.write_text(json.dumps({"source": str(path), "run_dir": str(run_dir), **result.to_dict()}, indent=1,
+                                 default=str) + "\n", encoding="utf-8")
+    return result, out, report

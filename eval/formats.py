@@ -1,0 +1,505 @@
+"""Benchmark formats: one pydantic model per task, JSONL readers that name the bad line, and
+adapters for the public releases (MF² metadata.csv, MovieCORE json, Movie101 narration files).
+
+Every item has `id` and `film_id`. A benchmark file is JSONL (one item a line) of one format;
+`load_benchmark` detects the format from the first item's keys unless told. Users add formats
+with `register_format` and readers for other file layouts with `register_adapter`.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from ..errors import MovieMemError
+from ..memory.schema import check_film_id
+
+LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+RELATION_TYPES = ("before", "after", "overlap", "causal", "precondition", "hierarchical", "coreference", "flashback")
+MAX_ERRORS_SHOWN = 5
+
+Span = tuple[float, float]
+
+
+class Item(BaseModel):
+    """One benchmark item. Unknown keys are kept (`extra`), so a file round-trips."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    format: ClassVar[str] = ""
+
+    id: str = Field(min_length=1)
+    film_id: str
+
+    @field_validator("id", mode="before")
+    @classmethod
+    def _id_str(cls, v: Any) -> Any:
+        return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
+
+    @field_validator("film_id")
+    @classmethod
+    def _film_id(cls, v: str) -> str:
+        try:
+            return check_film_id(v)
+        except MovieMemError as exc:
+            raise ValueError(str(exc)) from None
+
+
+class MCQ(Item):
+    """CHNB-style multiple choice: `answer` is the letter of the right option."""
+
+    format: ClassVar[str] = "mcq"
+    question: str = Field(min_length=1)
+    options: list[str]
+    answer: str
+    category: str | None = None
+    evidence: list[Span] = Field(default_factory=list)
+
+    @field_validator("options")
+    @classmethod
+    def _options(cls, v: list[str]) -> list[str]:
+        if len(v) < 2:
+            raise ValueError(f"needs at least 2 options, has {len(v)}")
+        if len(v) > len(LETTERS):
+            raise ValueError(f"has {len(v)} options; at most {len(LETTERS)}")
+        for i, opt in enumerate(v):
+            if not isinstance(opt, str) or not opt.strip():
+                raise ValueError(f"option {LETTERS[i]} is missing or empty")
+        return v
+
+    @model_validator(mode="after")
+    def _answer(self) -> MCQ:
+        letters = LETTERS[: len(self.options)]
+        if not (isinstance(self.answer, str) and len(self.answer) == 1 and self.answer in letters):
+            raise ValueError(f"bad answer letter {self.answer!r}: use one of {', '.join(letters)}")
+        return self
+
+
+class ClaimPair(Item):
+    """MF²: a true claim and a minimally different false one, judged one at a time."""
+
+    format: ClassVar[str] = "claims"
+    true_claim: str = Field(min_length=1)
+    false_claim: str = Field(min_length=1)
+    category: str | None = None
+    evidence: list[Span] = Field(default_factory=list)
+
+
+class Relation(Item):
+    """NEST: the relation between two events. `flashback` marks items of the flashback subset
+    (by default: label == 'flashback')."""
+
+    format: ClassVar[str] = "relations"
+    event_a: str = Field(min_length=1)
+    event_b: str = Field(min_length=1)
+    label: str
+    flashback: bool | None = None
+
+    @field_validator("label")
+    @classmethod
+    def _label(cls, v: str) -> str:
+        if v not in RELATION_TYPES:
+            raise ValueError(f"bad relation label {v!r}: use one of {', '.join(RELATION_TYPES)}")
+        return v
+
+    @property
+    def category(self) -> str | None:
+        return self.label
+
+    @property
+    def in_flashback_subset(self) -> bool:
+        return self.flashback if self.flashback is not None else self.label == "flashback"
+
+
+class Localization(Item):
+    """Where an event happens: the gold scene span [start, end] (seconds); `scene` its index."""
+
+    format: ClassVar[str] = "localization"
+    event: str = Field(min_length=1)
+    start: float = Field(ge=0)
+    end: float
+    scene: int | None = None
+    category: str | None = None
+
+    @model_validator(mode="after")
+    def _span(self) -> Localization:
+        if self.end <= self.start:
+            raise ValueError(f"scene end {self.end} is not after its start {self.start}")
+        return self
+
+
+class OpenQuestion(Item):
+    """MovieCORE-style open question with a reference answer (judged)."""
+
+    format: ClassVar[str] = "open"
+    question: str = Field(min_length=1)
+    reference: str = Field(min_length=1)
+    category: str | None = None
+
+
+class Narration(Item):
+    """Movie101v2-style clip narration: describe [start, end]; judged against `reference`."""
+
+    format: ClassVar[str] = "narration"
+    start: float = Field(ge=0)
+    end: float
+    reference: str = Field(min_length=1)
+    characters: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _span(self) -> Narration:
+        if self.end <= self.start:
+            raise ValueError(f"clip end {self.end} is not after its start {self.start}")
+        return self
+
+
+# ----------------------------------------------------------------------------- registries
+
+
+@dataclass(frozen=True)
+class FormatSpec:
+    name: str
+    model: type[Item]
+    keys: frozenset[str]  # keys whose presence identifies the format
+    description: str = ""
+
+
+_FORMATS: dict[str, FormatSpec] = {}
+Adapter = Callable[..., list[Item]]
+_ADAPTERS: dict[str, tuple[Adapter, str]] = {}
+
+
+def register_format(name: str, model: type[Item], keys: Iterable[str], description: str = "") -> None:
+    """Make `name` a JSONL format whose lines validate against `model`; `keys` identify it."""
+    if not issubclass(model, Item):
+        raise MovieMemError(f"format {name!r}: model must subclass moviemem.eval.formats.Item")
+    _FORMATS[name] = FormatSpec(name, model, frozenset(keys), description or (model.__doc__ or "").strip().split("\n")[0])
+
+
+def register_adapter(name: str, reader: Adapter, description: str = "") -> None:
+    """Make `name` a reader `reader(path, **options) -> list[Item]` for a non-JSONL layout."""
+    _ADAPTERS[name] = (reader, description or (reader.__doc__ or "").strip().split("\n")[0])
+
+
+def item_category(item: Item) -> str | None:
+    """The category used for per-category tables (the relation label for relations)."""
+    value = getattr(item, "category", None)
+    return None if value is None else str(value)
+
+
+def formats() -> dict[str, FormatSpec]:
+    return dict(_FORMATS)
+
+
+def adapters() -> dict[str, str]:
+    return {k: v[1] for k, v in _ADAPTERS.items()}
+
+
+register_format("mcq", MCQ, ["question", "options", "answer"])
+register_format("claims", ClaimPair, ["true_claim", "false_claim"])
+register_format("relations", Relation, ["event_a", "event_b", "label"])
+register_format("localization", Localization, ["event", "start", "end"])
+register_format("open", OpenQuestion, ["question", "reference"])
+register_format("narration", Narration, ["start", "end", "reference"])
+
+
+# ----------------------------------------------------------------------------- loading
+
+
+@dataclass
+class Benchmark:
+    """Validated items of one format, with where they came from."""
+
+    format: str
+    items: list[Item]
+    path: str = ""
+    source: str = ""  # "jsonl" or the adapter's name
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def film_ids(self) -> list[str]:
+        return sorted({it.film_id for it in self.items})
+
+
+class _Errors:
+    """Collects per-line problems and raises them together (in line order) as one MovieMemError."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.found: list[tuple[int | str, str]] = []
+
+    def add(self, where: int | str, msg: str) -> None:
+        self.found.append((where, msg))
+
+    def raise_if_any(self) -> None:
+        if not self.found:
+            return
+        ordered = sorted(self.found, key=lambda wm: (0, wm[0], "") if isinstance(wm[0], int) else (1, 0, str(wm[0])))
+        lines = [f"{self.path}:{w}: {m}" for w, m in ordered]
+        shown = lines[:MAX_ERRORS_SHOWN]
+        more = len(lines) - len(shown)
+        raise MovieMemError("\n".join(shown + ([f"... and {more} more"] if more else [])))
+
+
+def _pydantic_msg(exc: ValidationError) -> str:
+    parts = []
+    for e in exc.errors():
+        loc = ".".join(str(x) for x in e["loc"])
+        msg = str(e["msg"]).removeprefix("Value error, ")
+        if e["type"] == "missing":
+            msg = f"missing field {loc!r}"
+        elif loc and loc not in msg:
+            msg = f"{loc}: {msg}"
+        parts.append(msg)
+    return "; ".join(parts)
+
+
+def detect_format(row: dict[str, Any]) -> str:
+    """The registered format whose identifying keys the row has (the most specific wins)."""
+    if isinstance(row.get("format"), str) and row["format"] in _FORMATS:
+        return row["format"]
+    matches = [s for s in _FORMATS.values() if s.keys <= row.keys()]
+    if not matches:
+        raise MovieMemError(f"cannot tell the format from keys {sorted(row)}; pass --format "
+                            f"({', '.join(_FORMATS)})")
+    return max(matches, key=lambda s: len(s.keys)).name
+
+
+def validate_rows(rows: Iterable[tuple[int | str, dict[str, Any]]], fmt: str, path: str,
+                  library: Any = None, errors: _Errors | None = None) -> list[Item]:
+    """Items from (line, row) pairs; every problem names its line. `library` (anything with
+    `__contains__(film_id)`) makes a film id it lacks an error. Problems already found while
+    reading the file come in `errors` and are reported together with these."""
+    if fmt not in _FORMATS:
+        raise MovieMemError(f"unknown format {fmt!r}; known: {', '.join(_FORMATS)}")
+    model = _FORMATS[fmt].model
+    errors = errors or _Errors(path)
+    items: list[Item] = []
+    seen: dict[str, int | str] = {}
+    known: dict[str, bool] = {}
+    for where, row in rows:
+        if not isinstance(row, dict):
+            errors.add(where, f"expected a JSON object, got {type(row).__name__}")
+            continue
+        try:
+            item = model.model_validate(row)
+        except ValidationError as exc:
+            errors.add(where, _pydantic_msg(exc))
+            continue
+        if item.id in seen:
+            errors.add(where, f"duplicate id {item.id!r} (first on line {seen[item.id]})")
+            continue
+        seen[item.id] = where
+        if library is not None:
+            if item.film_id not in known:
+                known[item.film_id] = item.film_id in library
+            if not known[item.film_id]:
+                errors.add(where, f"film {item.film_id!r} is not in the library")
+                continue
+        items.append(item)
+    errors.raise_if_any()
+    if not items:
+        raise MovieMemError(f"{path}: no items")
+    return items
+
+
+def _jsonl_rows(path: Path, errors: _Errors) -> Iterator[tuple[int, dict[str, Any]]]:
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except OSError as exc:
+        raise MovieMemError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise MovieMemError(f"{path}: not UTF-8 text") from None
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            yield n, json.loads(line)
+        except json.JSONDecodeError as exc:
+            errors.add(n, f"invalid JSON ({exc.msg} at column {exc.colno})")
+
+
+def read_jsonl(path: str | Path, fmt: str | None = None, library: Any = None) -> Benchmark:
+    path = Path(path)
+    errors = _Errors(str(path))
+    rows = list(_jsonl_rows(path, errors))
+    if not rows:
+        errors.raise_if_any()
+        raise MovieMemError(f"{path}: no items")
+    fmt = fmt or detect_format(rows[0][1])
+    return Benchmark(fmt, validate_rows(rows, fmt, str(path), library, errors), str(path), "jsonl")
+
+
+def load_benchmark(path: str | Path, fmt: str | None = None, library: Any = None, **options: Any) -> Benchmark:
+    """A benchmark from a JSONL file of a registered format, or through an adapter
+    (`fmt` = mf2, moviecore, movie101 or a registered one; guessed from the file name if None)."""
+    path = Path(path)
+    if not path.exists():
+        raise MovieMemError(f"{path} does not exist")
+    if fmt is None:
+        if path.suffix == ".csv":
+            fmt = "mf2"
+        elif path.suffix == ".json":
+            fmt = "moviecore"
+        elif (path.is_dir() and (path / "narration").is_dir()) or path.suffix == ".txt":
+            fmt = "movie101"
+    if fmt in _ADAPTERS:
+        items = _ADAPTERS[fmt][0](path, library=library, **options)
+        return Benchmark(items[0].format, items, str(path), fmt)
+    if options:
+        raise MovieMemError(f"options {sorted(options)} apply to adapters only, not to format {fmt!r}")
+    if path.is_dir():
+        raise MovieMemError(f"{path} is a directory; give a JSONL file or --format movie101")
+    return read_jsonl(path, fmt, library)
+
+
+def write_jsonl(items: Iterable[Item], path: str | Path) -> Path:
+    """Write items as JSONL (written to a temporary name, then moved into place)."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    with tmp.open("w", encoding="utf-8") as f:
+        for it in items:
+            f.write(json.dumps(it.model_dump(mode="json", exclude_none=True), ensure_ascii=False) + "\n")
+    tmp.replace(path)
+    return path
+
+
+# ----------------------------------------------------------------------------- adapters
+
+# MF² metadata.csv: one row per claim pair. The release's column names vary between
+# versions, so each field is looked up under the names it is known by.
+_MF2_COLUMNS = {
+    "film": ("film_id", "movie_id", "movie", "id", "video_id"),
+    "true": ("true_claim", "claim_true", "fact", "true", "true claim"),
+    "false": ("false_claim", "claim_false", "fib", "false", "false claim"),
+    "pair": ("pair_id", "claim_id", "qid", "question_id"),
+    "category": ("category", "type", "claim_type", "level"),
+}
+
+
+def _column(header: list[str], field_name: str) -> str | None:
+    lower = {h.strip().lower(): h for h in header}
+    return next((lower[c] for c in _MF2_COLUMNS[field_name] if c in lower), None)
+
+
+def read_mf2(path: Path, *, library: Any = None, film_prefix: str = "mf2-", **_: Any) -> list[Item]:
+    """MF² metadata.csv: claim pairs; film ids as the MF² importer makes them (mf2-N)."""
+    errors = _Errors(str(path))
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as f:
+            reader = csv.DictReader(f)
+            header = list(reader.fieldnames or [])
+            rows = list(reader)
+    except OSError as exc:
+        raise MovieMemError(f"cannot read {path}: {exc.strerror or exc}") from None
+    cols = {k: _column(header, k) for k in _MF2_COLUMNS}
+    missing = [k for k in ("film", "true", "false") if cols[k] is None]
+    if missing:
+        names = {"film": "film id", "true": "true claim", "false": "false claim"}
+        raise MovieMemError(f"{path}: no {', '.join(names[m] for m in missing)} column in header {header}; "
+                            f"known names: " + "; ".join(f"{names[m]}: {', '.join(_MF2_COLUMNS[m])}" for m in missing))
+    out: list[tuple[int, dict[str, Any]]] = []
+    per_film: dict[str, int] = {}
+    for n, r in enumerate(rows, 2):  # line 1 is the header
+        raw_film = (r.get(cols["film"]) or "").strip()  # type: ignore[arg-type]
+        if not raw_film:
+            errors.add(n, "empty film id")
+            continue
+        fid = f"{film_prefix}{raw_film}".lower()
+        per_film[fid] = per_film.get(fid, 0) + 1
+        pair = (r.get(cols["pair"]) or "").strip() if cols["pair"] else ""  # type: ignore[arg-type]
+        row = {"id": f"{fid}-{pair or per_film[fid]}", "film_id": fid,
+               "true_claim": (r.get(cols["true"]) or "").strip(), "false_claim": (r.get(cols["false"]) or "").strip()}  # type: ignore[arg-type]
+        if cols["category"] and r.get(cols["category"]):
+            row["category"] = r[cols["category"]].strip()  # type: ignore[index]
+        out.append((n, row))
+    errors.raise_if_any()
+    return validate_rows(out, "claims", str(path), library)
+
+
+def read_moviecore(path: Path, *, library: Any = None, film_prefix: str = "", **_: Any) -> list[Item]:
+    """MovieCORE annotations: {"video.mp4": [{question, answer, classification}, ...]}; the film
+    id is the slug of the video name (with an optional prefix)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8-sig"))
+    except OSError as exc:
+        raise MovieMemError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except json.JSONDecodeError as exc:
+        raise MovieMemError(f"{path}: invalid JSON ({exc.msg} at line {exc.lineno})") from None
+    if not isinstance(data, dict):
+        raise MovieMemError(f"{path}: expected an object mapping video names to question lists")
+    rows: list[tuple[int | str, dict[str, Any]]] = []
+    for video, qas in data.items():
+        fid = film_prefix + re.sub(r"[^a-z0-9_-]+", "-", Path(video).stem.lower()).strip("-")
+        if not isinstance(qas, list):
+            rows.append((f"{video}", qas))
+            continue
+        for i, qa in enumerate(qas):
+            where = f"{video}[{i}]"
+            if not isinstance(qa, dict):
+                rows.append((where, qa))
+                continue
+            ref = qa.get("answer")
+            if "enhanced_answer" in qa and isinstance(qa["enhanced_answer"], list) and qa["enhanced_answer"]:
+                ref = qa["enhanced_answer"][-1].get("content", ref)
+            row = {"id": f"{fid}-{i + 1:03d}", "film_id": fid, "question": qa.get("question"), "reference": ref}
+            if qa.get("classification"):
+                row["category"] = str(qa["classification"])
+            rows.append((where, {k: v for k, v in row.items() if v is not None}))
+    return validate_rows(rows, "open", str(path), library)
+
+
+_TIME = re.compile(r"^\s*(\d+):(\d{1,2}):(\d{1,2}(?:\.\d+)?)\s*$")
+_NAME = re.compile(r"\[([^\]]+)\]")
+
+
+def _hms(text: str) -> float | None:
+    m = _TIME.match(text)
+    return int(m[1]) * 3600 + int(m[2]) * 60 + float(m[3]) if m else None
+
+
+def read_movie101(path: Path, *, library: Any = None, film_prefix: str = "movie101-", **_: Any) -> list[Item]:
+    """Movie101v2 narration files (`h:m:s|h:m:s|text`, characters in [Name] tags): one item per
+    line; a directory means every narration/*.txt in it. Film ids as the importer makes them."""
+    files = sorted((path / "narration").glob("*.txt") if path.is_dir() else [path])
+    if not files:
+        raise MovieMemError(f"{path}: no narration .txt files")
+    items: list[Item] = []
+    for txt in files:
+        fid = f"{film_prefix}{txt.stem}".lower()
+        errors = _Errors(str(txt))
+        rows: list[tuple[int | str, dict[str, Any]]] = []
+        for n, line in enumerate(txt.read_text(encoding="utf-8-sig").splitlines(), 1):
+            if not line.strip():
+                continue
+            parts = line.split("|", 2)
+            if len(parts) != 3:
+                errors.add(n, "expected h:m:s|h:m:s|text")
+                continue
+            start, end = _hms(parts[0]), _hms(parts[1])
+            if start is None or end is None:
+                errors.add(n, f"bad time {parts[0] if start is None else parts[1]!r}; expected h:m:s")
+                continue
+            text = parts[2].strip()
+            names = list(dict.fromkeys(_NAME.findall(text)))
+            rows.append((n, {"id": f"{fid}-{n:04d}", "film_id": fid, "start": start, "end": end,
+                             "reference": _NAME.sub(r"\1", text), "characters": names}))
+        errors.raise_if_any()
+        items += validate_rows(rows, "narration", str(txt), library)
+    return items
+
+
+register_adapter("mf2", read_mf2, "MF² metadata.csv (claim pairs)")
+register_adapter("moviecore", read_moviecore, "MovieCORE annotation json (open questions)")
+register_adapter("movie101", read_movie101, "Movie101v2 narration files (clip narration)")
+
+
+FormatName = Literal["mcq", "claims", "relations", "localization", "open", "narration"]

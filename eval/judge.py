@@ -1,0 +1,169 @@
+"""An LLM judge for open answers (MovieCORE's five criteria) and clip narrations (Movie101v2 L1/L2).
+
+Each answered open or narration record of a run directory is scored 0-5 on every criterion of
+its rubric in one structured call. Judge calls go through the replay cache (rescoring costs
+nothing); a failed call (transport error, reply that is not the requested JSON) is written as
+failed with its reason, never dropped. With `repeats` > 1 each item is judged again at a
+non-zero temperature, and agreement between repeats is reported.
+
+Output: judge.jsonl in the run directory, one line per (record, repeat, judge backbone);
+rerunning resumes, skipping what is there.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import MovieMemError
+from . import metrics
+from .runner import grid_records, read_manifest
+
+JUDGE = "judge.jsonl"
+
+RUBRICS: dict[str, dict[str, str]] = {
+    "open": {
+        "accuracy": "the prediction means the same as the reference answer (5: same meaning, 0: no answer or unrelated)",
+        "comprehensiveness": "it covers every key point of the reference (5: all, 0: none)",
+        "depth": "it explains causes, motives or consequences beyond surface description (5: insightful, 0: none)",
+        "evidence": "it supports its claims with specific moments of the film (5: strong, relevant evidence, 0: none)",
+        "coherence": "it is clear, organised and free of contradictions (5: very clear, 0: incoherent)",
+    },
+    "narration": {
+        "l1_environment": "it describes the setting (place, time, scene) as the reference does (5: fully, 0: not at all)",
+        "l1_characters": "it names the right characters and what they do (5: all right, 0: wrong or missing)",
+        "l2_plot": "it conveys the plot development of the clip as the reference does (5: fully, 0: not at all)",
+    },
+}
+
+SYSTEM = ("You grade answers about films against a reference. Score each criterion with an integer from 0 to 5 "
+          "and reply with JSON only.")
+
+
+def _schema(criteria: Sequence[str]) -> dict[str, Any]:
+    return {"type": "object", "required": list(criteria),
+            "properties": {c: {"type": "integer", "enum": [0, 1, 2, 3, 4, 5]} for c in criteria}}
+
+
+def judge_prompt(fmt: str, item: dict[str, Any], prediction: str, repeat: int) -> str:
+    rubric = RUBRICS[fmt]
+    if fmt == "open":
+        head = f"Question: {item['question']}\nReference answer: {item['reference']}\n"
+    else:
+        chars = ", ".join(item.get("characters") or []) or "(not listed)"
+        head = f"Reference narration: {item['reference']}\nCharacters in the clip: {chars}\n"
+    lines = "\n".join(f"- {k}: {v}" for k, v in rubric.items())
+    run = f"\n(Grading pass {repeat + 1}.)" if repeat else ""
+    return (f"{head}Prediction: {prediction}\n\nCriteria:\n{lines}\n\n"
+            f"Reply as JSON with the keys {', '.join(rubric)}.{run}")
+
+
+def read_judgements(run_dir: str | Path) -> list[dict[str, Any]]:
+    path = Path(run_dir) / JUDGE
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                break  # a line cut short by a kill: judged again on resume
+    return out
+
+
+def judge_run(run_dir: str | Path, backbone: Any, *, repeats: int = 1, cache: str | Path | None = None,
+              progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    """Judge every answered open / narration record; returns counts of judged, failed and skipped."""
+    from ..backbones import ReplayCache, load, system, user
+
+    run_dir = Path(run_dir)
+    fmt = read_manifest(run_dir)["format"]
+    if fmt not in RUBRICS:
+        raise MovieMemError(f"{run_dir} is a {fmt} run; the judge scores open and narration answers")
+    if repeats < 1:
+        raise MovieMemError(f"repeats must be at least 1, not {repeats}")
+    spec = backbone if isinstance(backbone, str) else getattr(backbone, "name", "judge")
+    manifest = read_manifest(run_dir)
+    cache = cache or (Path(manifest["library"]) / "cache" if manifest.get("library") else None)
+    if isinstance(backbone, str):
+        bb = load(backbone, cache=cache if cache else False)
+    else:
+        bb = ReplayCache(backbone, cache) if cache else backbone
+    items, grid = grid_records(run_dir)
+    by_id = {it.id: it.model_dump(mode="json") for it in items}
+    done = {(j["key"], j["repeat"], j["judge"]) for j in read_judgements(run_dir) if "key" in j}
+    path = run_dir / JUDGE
+    if path.exists() and not path.read_bytes().endswith(b"\n") and path.stat().st_size:
+        data = path.read_bytes()
+        path.write_bytes(data[: data.rfind(b"\n") + 1])  # drop a line cut short by a kill
+    criteria = list(RUBRICS[fmt])
+    todo = [(r, k) for recs in grid.values() for r in recs if r["status"] == "answered" for k in range(repeats)
+            if (r["key"], k, spec) not in done]
+    counts = {"judged": 0, "failed": 0, "skipped_invalid": sum(r["status"] != "answered" for recs in grid.values()
+                                                                 for r in recs)}
+    with path.open("a", encoding="utf-8") as f:
+        for n, (rec, k) in enumerate(todo, 1):
+            prediction = (rec["answers"].get("answer") or {}).get("text") or ""
+            prompt = judge_prompt(fmt, by_id[rec["item_id"]], prediction, k)
+            row: dict[str, Any] = {"key": rec["key"], "policy": rec["policy"], "backbone": rec["backbone"],
+                                   "item_id": rec["item_id"], "repeat": k, "judge": spec}
+            try:
+                reply = bb.chat([system(SYSTEM), user(prompt)], json_schema=_schema(criteria), max_tokens=200,
+                                temperature=0.0 if k == 0 else 0.7)
+                if reply.invalid or not isinstance(reply.data, dict):
+                    row.update(failed=True, error=reply.error or "no JSON scores", raw=(reply.raw or reply.text)[:500])
+                else:
+                    row.update(failed=False, scores={c: int(reply.data[c]) for c in criteria})
+                row["usage"] = reply.usage.to_dict()
+            except MovieMemError as exc:
+                row.update(failed=True, error=str(exc))
+            except Exception as exc:  # noqa: BLE001 - a failed judge call is recorded, never dropped
+                row.update(failed=True, error=f"{type(exc).__name__}: {exc}")
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+            f.flush()
+            counts["failed" if row["failed"] else "judged"] += 1
+            if progress:
+                progress(n, len(todo))
+    return counts
+
+
+def judge_summary(run_dir: str | Path) -> list[dict[str, Any]]:
+    """Per (policy, backbone, judge): each criterion's mean with a 95% t interval (an item's score is
+    the mean of its successful repeats), failed calls, and agreement between repeats."""
+    fmt = read_manifest(run_dir)["format"]
+    if fmt not in RUBRICS:
+        return []
+    criteria = list(RUBRICS[fmt])
+    groups: dict[tuple[str, str, str], dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
+    for j in read_judgements(run_dir):
+        groups[(j["policy"], j["backbone"], j["judge"])][j["item_id"]].append(j)
+    out = []
+    for (policy, backbone, judge), per_item in sorted(groups.items()):
+        row: dict[str, Any] = {"policy": policy, "backbone": backbone, "judge": judge, "items": len(per_item),
+                               "calls": sum(len(v) for v in per_item.values()),
+                               "failed": sum(j["failed"] for v in per_item.values() for j in v), "criteria": {}}
+        for c in criteria:
+            item_scores = []
+            for v in per_item.values():
+                ok = [j["scores"][c] for j in v if not j["failed"]]
+                item_scores.append(float(np.mean(ok)) if ok else None)
+            row["criteria"][c] = metrics.mean_ci(item_scores).to_dict()
+        overall = [float(np.mean([j["scores"][c] for j in v if not j["failed"] for c in criteria]))
+                   for v in per_item.values() if any(not j["failed"] for j in v)]
+        row["overall"] = metrics.mean_ci(overall).to_dict()
+        pairs = [(a["scores"], b["scores"]) for v in per_item.values()
+                 for a, b in itertools.combinations([j for j in v if not j["failed"]], 2)]
+        if pairs:
+            diffs = [abs(a[c] - b[c]) for a, b in pairs for c in criteria]
+            row["agreement"] = {"pairs": len(pairs), "exact": float(np.mean([d == 0 for d in diffs])),
+                                "within_1": float(np.mean([d <= 1 for d in diffs])),
+                                "mean_abs_diff": float(np.mean(diffs))}
+        out.append(row)
+    return out

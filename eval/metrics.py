@@ -1,0 +1,320 @@
+"""Statistics for benchmark results, all in one module so every number in a report has one source.
+
+Conventions: an invalid answer counts as wrong in accuracy (never dropped) and is reported
+separately as the invalid rate. Intervals are 95% unless `level` says otherwise.
+
+References:
+- Wald interval: p ± z·sqrt(p(1-p)/n) (as CHNB reports accuracy).
+- Film-clustered standard errors: cluster-robust (CR1) variance of a mean, items grouped by
+  film (Cameron & Miller 2015); questions about one film are not independent. Computed with
+  statsmodels OLS on an intercept, `cov_type="cluster"`.
+- McNemar's test for paired accuracies (statsmodels `mcnemar`; exact binomial when the
+  discordant pairs are fewer than 25, else chi-square with continuity correction).
+- Paired bootstrap of score differences (scipy `bootstrap`, percentile interval).
+- MF² pairwise accuracy, TPR, TNR and unparseable share (Zaranis et al. 2025).
+- NEST per-relation precision / recall / F1 and the flashback subset.
+- Judge scores: mean with a Student-t interval.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Hashable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from ..errors import MovieMemError
+
+
+def _z(level: float) -> float:
+    if not 0 < level < 1:
+        raise MovieMemError(f"confidence level must be in (0, 1), not {level}")
+    return float(stats.norm.ppf(0.5 + level / 2))
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A proportion or mean with its interval. `se` is the standard error the interval uses."""
+
+    n: int
+    value: float
+    ci_low: float
+    ci_high: float
+    se: float
+    k: float | None = None  # successes, for proportions
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def fmt(self, pct: bool = True) -> str:
+        if self.n == 0 or math.isnan(self.value):
+            return "n/a"
+        if pct:
+            return f"{100 * self.value:.1f} ± {100 * (self.ci_high - self.ci_low) / 2:.1f}"
+        return f"{self.value:.2f} ± {(self.ci_high - self.ci_low) / 2:.2f}"
+
+
+NAN = float("nan")
+
+
+def _empty() -> Estimate:
+    return Estimate(0, NAN, NAN, NAN, NAN, 0)
+
+
+def wald(k: float, n: int, level: float = 0.95) -> Estimate:
+    """Proportion k/n with the Wald interval, clipped to [0, 1]."""
+    if n <= 0:
+        return _empty()
+    if not 0 <= k <= n:
+        raise MovieMemError(f"successes {k} outside 0..{n}")
+    p = k / n
+    se = math.sqrt(p * (1 - p) / n)
+    z = _z(level)
+    return Estimate(n, p, max(0.0, p - z * se), min(1.0, p + z * se), se, k)
+
+
+def _bools(values: Sequence[bool | None]) -> np.ndarray:
+    """Correctness flags; None (invalid / unscored) counts as wrong."""
+    return np.array([bool(v) for v in values], dtype=float)
+
+
+def accuracy(correct: Sequence[bool | None], level: float = 0.95) -> Estimate:
+    """Share of correct answers with the 95% Wald interval; invalid (None) counts as wrong."""
+    x = _bools(correct)
+    return wald(float(x.sum()), len(x), level)
+
+
+def clustered_se(values: Sequence[float], clusters: Sequence[Hashable]) -> float:
+    """Cluster-robust (CR1) standard error of the mean of `values`, grouped by `clusters`."""
+    import statsmodels.api as sm
+
+    y = np.asarray(values, dtype=float)
+    if len(y) != len(clusters):
+        raise MovieMemError(f"{len(y)} values but {len(clusters)} cluster labels")
+    if len(y) < 2:
+        return NAN
+    codes = np.unique(np.asarray([str(c) for c in clusters]), return_inverse=True)[1]
+    if codes.max() < 1:
+        return NAN  # one cluster: no between-cluster variance to estimate
+    fit = sm.OLS(y, np.ones((len(y), 1))).fit(cov_type="cluster", cov_kwds={"groups": codes})
+    return float(fit.bse[0])
+
+
+def clustered_accuracy(correct: Sequence[bool | None], films: Sequence[Hashable], level: float = 0.95) -> Estimate:
+    """Accuracy with a Wald-type interval from film-clustered standard errors."""
+    x = _bools(correct)
+    if len(x) == 0:
+        return _empty()
+    p = float(x.mean())
+    se = clustered_se(x, films)
+    if math.isnan(se):
+        return Estimate(len(x), p, NAN, NAN, NAN, float(x.sum()))
+    z = _z(level)
+    return Estimate(len(x), p, max(0.0, p - z * se), min(1.0, p + z * se), se, float(x.sum()))
+
+
+def invalid_rate(invalid: Sequence[bool], level: float = 0.95) -> Estimate:
+    x = np.array([bool(v) for v in invalid], dtype=float)
+    return wald(float(x.sum()), len(x), level)
+
+
+def per_category(correct: Sequence[bool | None], categories: Sequence[str | None],
+                 level: float = 0.95) -> dict[str, Estimate]:
+    """Accuracy per category (items without one are grouped under 'uncategorised')."""
+    if len(correct) != len(categories):
+        raise MovieMemError(f"{len(correct)} answers but {len(categories)} categories")
+    groups: dict[str, list[bool | None]] = defaultdict(list)
+    for c, cat in zip(correct, categories):
+        groups[cat if cat else "uncategorised"].append(c)
+    return {cat: accuracy(v, level) for cat, v in sorted(groups.items())}
+
+
+# ----------------------------------------------------------------------------- paired comparisons
+
+
+@dataclass(frozen=True)
+class Paired:
+    """A minus B on the same items. For accuracy: n10 = A right and B wrong, n01 = the reverse."""
+
+    n: int
+    diff: float
+    ci_low: float
+    ci_high: float
+    p_value: float
+    test: str
+    statistic: float = NAN
+    n10: int | None = None
+    n01: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def mcnemar(a_correct: Sequence[bool | None], b_correct: Sequence[bool | None], exact: bool | None = None,
+            level: float = 0.95) -> Paired:
+    """McNemar's test of A vs B accuracy on paired items, with a Wald interval for the difference.
+
+    `exact=None` uses the exact binomial test when the discordant pairs are fewer than 25.
+    """
+    from statsmodels.stats.contingency_tables import mcnemar as sm_mcnemar
+
+    a, b = _bools(a_correct), _bools(b_correct)
+    if len(a) != len(b):
+        raise MovieMemError(f"paired comparison needs the same items: {len(a)} vs {len(b)}")
+    n = len(a)
+    if n == 0:
+        return Paired(0, NAN, NAN, NAN, NAN, "mcnemar")
+    n11 = int(((a == 1) & (b == 1)).sum())
+    n10 = int(((a == 1) & (b == 0)).sum())
+    n01 = int(((a == 0) & (b == 1)).sum())
+    n00 = n - n11 - n10 - n01
+    discordant = n10 + n01
+    use_exact = discordant < 25 if exact is None else exact
+    if discordant == 0:
+        p_value, stat = 1.0, 0.0
+    else:
+        res = sm_mcnemar([[n11, n10], [n01, n00]], exact=use_exact, correction=True)
+        p_value, stat = float(res.pvalue), float(res.statistic)
+    diff = (n10 - n01) / n
+    se = math.sqrt(max(0.0, discordant - (n10 - n01) ** 2 / n)) / n
+    z = _z(level)
+    return Paired(n, diff, diff - z * se, diff + z * se, p_value,
+                  "mcnemar-exact" if use_exact else "mcnemar-chi2", stat, n10, n01)
+
+
+def paired_bootstrap(a_scores: Sequence[float], b_scores: Sequence[float], n_resamples: int = 10000,
+                     seed: int = 0, level: float = 0.95) -> Paired:
+    """Mean of A - B over paired items: percentile bootstrap interval and a two-sided p-value
+    (twice the share of resampled means on the far side of zero)."""
+    a, b = np.asarray(a_scores, dtype=float), np.asarray(b_scores, dtype=float)
+    if a.shape != b.shape:
+        raise MovieMemError(f"paired comparison needs the same items: {len(a)} vs {len(b)}")
+    d = a - b
+    if len(d) == 0:
+        return Paired(0, NAN, NAN, NAN, NAN, "paired-bootstrap")
+    mean = float(d.mean())
+    if len(d) < 2 or np.all(d == d[0]):
+        return Paired(len(d), mean, mean, mean, 1.0 if mean == 0 else 0.0, "paired-bootstrap")
+    res = stats.bootstrap((d,), np.mean, n_resamples=n_resamples, confidence_level=level, method="percentile",
+                          rng=np.random.default_rng(seed))
+    dist = res.bootstrap_distribution
+    p = 2 * min(float((dist <= 0).mean()), float((dist >= 0).mean()))
+    return Paired(len(d), mean, float(res.confidence_interval.low), float(res.confidence_interval.high),
+                  min(1.0, p), "paired-bootstrap")
+
+
+# ----------------------------------------------------------------------------- MF² claims
+
+
+@dataclass(frozen=True)
+class ClaimScores:
+    pairs: int
+    pairwise: Estimate  # both claims of a pair judged right
+    tpr: Estimate  # true claims judged TRUE
+    tnr: Estimate  # false claims judged FALSE
+    unparseable: Estimate  # share of single-claim replies that could not be read
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"pairs": self.pairs, **{k: getattr(self, k).to_dict() for k in ("pairwise", "tpr", "tnr", "unparseable")}}
+
+
+def claim_pairs(on_true: Sequence[bool | None], on_false: Sequence[bool | None], level: float = 0.95) -> ClaimScores:
+    """MF² scores from the verdicts (True = judged TRUE, None = unparseable) on each pair's true
+    and false claim. Unparseable verdicts count as wrong in every rate."""
+    if len(on_true) != len(on_false):
+        raise MovieMemError(f"{len(on_true)} true-claim verdicts but {len(on_false)} false-claim verdicts")
+    n = len(on_true)
+    tp = sum(v is True for v in on_true)
+    tn = sum(v is False for v in on_false)
+    both = sum(t is True and f is False for t, f in zip(on_true, on_false))
+    bad = sum(v is None for v in on_true) + sum(v is None for v in on_false)
+    return ClaimScores(n, wald(both, n, level), wald(tp, n, level), wald(tn, n, level), wald(bad, 2 * n, level))
+
+
+# ----------------------------------------------------------------------------- NEST relations
+
+
+@dataclass(frozen=True)
+class PRF:
+    precision: float
+    recall: float
+    f1: float
+    support: int  # gold items of this type
+    predicted: int  # items predicted as this type
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _prf(tp: int, pred: int, gold: int) -> PRF:
+    p = tp / pred if pred else 0.0
+    r = tp / gold if gold else 0.0
+    f = 2 * p * r / (p + r) if p + r else 0.0
+    return PRF(p, r, f, gold, pred)
+
+
+def relation_scores(gold: Sequence[str], pred: Sequence[str | None], labels: Sequence[str] | None = None,
+                    flashback: Sequence[bool] | None = None) -> dict[str, Any]:
+    """Per-type precision / recall / F1, micro and macro overall, and the flashback subset.
+
+    A None prediction (invalid answer) is a miss for its gold type and a prediction of no type.
+    Macro averages over the types present in gold. The flashback subset is the items flagged in
+    `flashback` (default: gold label 'flashback'): accuracy on them plus flashback-type P/R/F1.
+    """
+    if len(gold) != len(pred):
+        raise MovieMemError(f"{len(gold)} gold labels but {len(pred)} predictions")
+    types = list(labels) if labels is not None else sorted(set(gold) | {p for p in pred if p})
+    per = {}
+    for t in types:
+        tp = sum(g == t and p == t for g, p in zip(gold, pred))
+        per[t] = _prf(tp, sum(p == t for p in pred), sum(g == t for g in gold))
+    tp_all = sum(g == p for g, p in zip(gold, pred))
+    micro = _prf(tp_all, sum(p is not None for p in pred), len(gold))
+    present = [per[t] for t in types if per[t].support]
+    macro = PRF(*(float(np.mean([getattr(x, k) for x in present])) if present else 0.0
+                  for k in ("precision", "recall", "f1")), len(gold), sum(p is not None for p in pred))
+    fb = list(flashback) if flashback is not None else [g == "flashback" for g in gold]
+    idx = [i for i, f in enumerate(fb) if f]
+    fb_correct = [pred[i] == gold[i] for i in idx]
+    return {"per_type": {t: v.to_dict() for t, v in per.items()}, "micro": micro.to_dict(), "macro": macro.to_dict(),
+            "flashback": {"n": len(idx), "accuracy": accuracy(fb_correct).to_dict(),
+                          "prf": per["flashback"].to_dict() if "flashback" in per else None}}
+
+
+# ----------------------------------------------------------------------------- localization, judge
+
+
+def localization_accuracy(pred_times: Sequence[float | None], spans: Sequence[tuple[float, float]],
+                          level: float = 0.95) -> Estimate:
+    """Scene-level accuracy: a predicted time is right when it falls inside the gold scene [start, end]."""
+    if len(pred_times) != len(spans):
+        raise MovieMemError(f"{len(pred_times)} predictions but {len(spans)} scenes")
+    return accuracy([t is not None and s <= t <= e for t, (s, e) in zip(pred_times, spans)], level)
+
+
+def mean_ci(scores: Sequence[float | None], level: float = 0.95) -> Estimate:
+    """Mean of judge scores with a Student-t interval; None (failed judge call) is left out of the
+    mean, and `n` counts only scored items (the caller reports the failures)."""
+    x = np.array([s for s in scores if s is not None], dtype=float)
+    if len(x) == 0:
+        return _empty()
+    m = float(x.mean())
+    if len(x) == 1:
+        return Estimate(1, m, NAN, NAN, NAN)
+    se = float(x.std(ddof=1) / math.sqrt(len(x)))
+    h = float(stats.t.ppf(0.5 + level / 2, len(x) - 1)) * se
+    return Estimate(len(x), m, m - h, m + h, se)
+
+
+def spearman(x: Sequence[float], y: Sequence[float]) -> tuple[float, float]:
+    """Spearman rank correlation and its p-value (scipy); NaN when undefined."""
+    if len(x) != len(y):
+        raise MovieMemError(f"{len(x)} vs {len(y)} values")
+    if len(x) < 3 or len(set(x)) < 2 or len(set(y)) < 2:
+        return NAN, NAN
+    res = stats.spearmanr(x, y)
+    return float(res.statistic), float(res.pvalue)

@@ -1,0 +1,446 @@
+"""Reports of a run directory: report.md (tables like CHNB Table 1), accuracy_vs_tokens.png,
+and a static HTML inspector (one page per item: question, options, every policy's answer,
+evidence with timestamps and frame thumbnails, and the trace). All text in the inspector is
+escaped by Jinja2's autoescaping, so a subtitle that reads `<script>` shows as text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..errors import MovieMemError
+from . import metrics
+from .formats import LETTERS, Item, item_category
+from .runner import grid_records, parse_policy_spec, read_manifest, summarise
+
+REPORT = "report.md"
+PLOT = "accuracy_vs_tokens.png"
+INSPECTOR = "inspector"
+THUMB_WIDTH = 192
+Z95 = 1.959963984540054
+
+
+def _pct(e: dict[str, Any] | None) -> str:
+    """'value ± half-width' in %: the half-width is z·se, so an interval clipped at 0 or 1 still
+    shows its Wald width."""
+    if not e or not e.get("n") or e.get("value") is None or math.isnan(e["value"]):
+        return "n/a"
+    se = e.get("se")
+    if se is None or math.isnan(se):
+        return f"{100 * e['value']:.1f}"
+    return f"{100 * e['value']:.1f} ± {100 * Z95 * se:.1f}"
+
+
+def _money(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.4f}"
+
+
+def _secs(x: float) -> str:
+    return f"{x:.1f}" if x < 600 else f"{x / 60:.1f} min"
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    def cell(v: Any) -> str:
+        return str(v).replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(cell(v) for v in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def _paired(items: list[Item], grid: dict[tuple[str, str], list[dict[str, Any]]], baseline: str) -> list[list[Any]]:
+    rows = []
+    for (policy, backbone), recs in sorted(grid.items()):
+        if policy == baseline or (baseline, backbone) not in grid:
+            continue
+        base = {r["item_id"]: r for r in grid[(baseline, backbone)]}
+        shared = [r for r in recs if r["item_id"] in base]
+        if not shared:
+            continue
+        p = metrics.mcnemar([r.get("correct") for r in shared], [base[r["item_id"]].get("correct") for r in shared])
+        rows.append([policy, backbone, p.n, f"{100 * p.diff:+.1f} [{100 * p.ci_low:+.1f}, {100 * p.ci_high:+.1f}]",
+                     f"{p.n10} / {p.n01}", f"{p.p_value:.3g}", p.test])
+    return rows
+
+
+def _sweeps(rows: list[dict[str, Any]]) -> str:
+    """Policies run under several values of one numeric setting (e.g. `end-to-end[frames=64]`
+    and `[frames=256]`): accuracy and tokens against the setting (CHNB's frame-budget sweep)."""
+    groups: dict[tuple[str, str, str], list[tuple[float, dict[str, Any]]]] = defaultdict(list)
+    for r in rows:
+        name, settings = parse_policy_spec(r["policy"])
+        for key, value in settings.items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                groups[(name, key, r["backbone"])].append((float(value), r))
+    table = []
+    for (name, key, backbone), pts in sorted(groups.items()):
+        if len({v for v, _ in pts}) < 2:
+            continue
+        for v, r in sorted(pts, key=lambda p: p[0]):
+            table.append([name, key, f"{v:g}", backbone, _pct(r.get("accuracy")), r["median_input_tokens"],
+                          _secs(r["compute_s"])])
+    if not table:
+        return ""
+    return "\n".join(["## Setting sweeps", "", _table(["paradigm", "setting", "value", "backbone", "accuracy",
+                                                         "median input tokens", "compute (s)"], table)])
+
+
+def _per_film(items: list[Item], grid: dict[tuple[str, str], list[dict[str, Any]]], baseline: str | None) -> str:
+    films = sorted({it.film_id for it in items})
+    if len(films) < 3:
+        return ""
+    acc: dict[tuple[str, str], dict[str, float]] = {}
+    for key, recs in grid.items():
+        per: dict[str, list[bool]] = defaultdict(list)
+        for r in recs:
+            per[r["film_id"]].append(bool(r.get("correct")))
+        acc[key] = {f: sum(v) / len(v) for f, v in per.items()}
+    keys = sorted(acc)
+    out = ["## Per-film accuracy", "", _table(["film", *(f"{p} / {b}" for p, b in keys)],
+                                              [[f, *(f"{100 * acc[k][f]:.0f}" if f in acc[k] else "" for k in keys)]
+                                               for f in films])]
+    if baseline:
+        rows = []
+        for p, b in keys:
+            if p == baseline or (baseline, b) not in acc:
+                continue
+            common = [f for f in films if f in acc[(p, b)] and f in acc[(baseline, b)]]
+            rho, pv = metrics.spearman([acc[(p, b)][f] for f in common], [acc[(baseline, b)][f] for f in common])
+            rows.append([p, b, len(common), "n/a" if math.isnan(rho) else f"{rho:.2f}", "n/a" if math.isnan(pv) else f"{pv:.3g}"])
+        if rows:
+            out += ["", f"Spearman correlation of per-film accuracy with `{baseline}` (same backbone):", "",
+                    _table(["paradigm", "backbone", "films", "rho", "p"], rows)]
+    return "\n".join(out)
+
+
+def write_report(run_dir: str | Path, baseline: str | None = None, inspector: bool = True) -> dict[str, Path]:
+    """Write report.md, accuracy_vs_tokens.png and (unless told not to) the inspector."""
+    run_dir = Path(run_dir)
+    manifest = read_manifest(run_dir)
+    rows = summarise(run_dir)
+    if not rows:
+        raise MovieMemError(f"{run_dir} has no results yet")
+    items, grid = grid_records(run_dir)
+    fmt = manifest["format"]
+    policies = sorted({r["policy"] for r in rows})
+    if baseline is not None and baseline not in policies:
+        raise MovieMemError(f"baseline {baseline!r} is not in the run; policies: {', '.join(policies)}")
+    baseline = baseline or next((p for p in ("closed-book", "subtitles") if p in policies), None)
+
+    md = [f"# Benchmark report: {Path(manifest.get('benchmark') or run_dir).name}", "",
+          f"Format `{fmt}`, {len(items)} items, {len({it.film_id for it in items})} film(s). "
+          f"Run directory `{run_dir}`, last updated {manifest.get('updated')}.", "",
+          "Accuracy in % with 95% Wald intervals; invalid answers count as wrong. "
+          "Compute is the summed wall time of the configuration's items; tokens are input tokens per item; "
+          "cost is the priced cost of every call (cached replies included).", ""]
+    md += ["## Results", "", _table(
+        ["paradigm", "backbone", "n", "compute (s)", "accuracy", "clustered 95% CI", "invalid %", "median input tokens",
+         "output tokens", "cost ($)"],
+        [[r["policy"], r["backbone"], r["n"], _secs(r["compute_s"]), _pct(r.get("accuracy")),
+          _ci(r.get("accuracy_clustered")), _pct(r.get("invalid")), r["median_input_tokens"], r["total_output_tokens"],
+          _money(r["cost_usd"])] for r in rows])]
+    incomplete = [f"{r['policy']} / {r['backbone']} ({r['n']}/{len(items)})" for r in rows if r["n"] < len(items)]
+    if incomplete:
+        md += ["", "Incomplete configurations (the run stopped or is still going): " + ", ".join(incomplete) + "."]
+    md += _format_sections(fmt, rows)
+    md += _judge_section(run_dir, fmt)
+    cats = sorted({c for r in rows for c in (r.get("per_category") or {})})
+    if len(cats) > 1:
+        md += ["", "## Per category", "", _table(
+            ["category", *(f"{r['policy']} / {r['backbone']}" for r in rows)],
+            [[c, *(_pct((r.get("per_category") or {}).get(c)) for r in rows)] for c in cats])]
+    if baseline and fmt in ("mcq", "claims", "relations", "localization"):
+        prs = _paired(items, grid, baseline)
+        if prs:
+            md += ["", f"## Paired comparison with `{baseline}`", "",
+                   "Difference in accuracy (points, 95% Wald interval for paired proportions), discordant pairs "
+                   "(this right and baseline wrong / the reverse), McNemar p-value.", "",
+                   _table(["paradigm", "backbone", "n", "difference", "discordant", "p", "test"], prs)]
+    sweep = _sweeps(rows)
+    if sweep:
+        md += ["", sweep]
+    film_section = _per_film(items, grid, baseline)
+    if film_section:
+        md += ["", film_section]
+    reasons = _invalid_reasons(grid)
+    if reasons:
+        md += ["", "## Invalid answers", "", _table(["paradigm", "backbone", "count", "reason"], reasons)]
+    paths = {"report": run_dir / REPORT}
+    plot = plot_accuracy_vs_tokens(rows, run_dir / PLOT)
+    if plot is not None:
+        paths["plot"] = plot
+        md += ["", f"![accuracy vs tokens]({PLOT})"]
+    if inspector:
+        paths["inspector"] = write_inspector(run_dir)
+        md += ["", f"Inspector: [{INSPECTOR}/index.html]({INSPECTOR}/index.html)"]
+    (run_dir / REPORT).write_text("\n".join(md) + "\n", encoding="utf-8")
+    return paths
+
+
+def _ci(e: dict[str, Any] | None) -> str:
+    if not e or e.get("ci_low") is None or (isinstance(e["ci_low"], float) and math.isnan(e["ci_low"])):
+        return "n/a"
+    return f"[{100 * e['ci_low']:.1f}, {100 * e['ci_high']:.1f}]"
+
+
+def _format_sections(fmt: str, rows: list[dict[str, Any]]) -> list[str]:
+    if fmt == "claims":
+        return ["", "## MF² claim pairs", "", _table(
+            ["paradigm", "backbone", "pairs", "pairwise accuracy", "TPR", "TNR", "unparseable %"],
+            [[r["policy"], r["backbone"], r["mf2"]["pairs"], _pct(r["mf2"]["pairwise"]), _pct(r["mf2"]["tpr"]),
+              _pct(r["mf2"]["tnr"]), _pct(r["mf2"]["unparseable"])] for r in rows])]
+    if fmt == "relations":
+        out = ["", "## NEST relations (F1 per type)", ""]
+        types = [t for t in rows[0]["nest"]["per_type"] if any(r["nest"]["per_type"][t]["support"] for r in rows)]
+        out.append(_table(["paradigm", "backbone", "micro F1", "macro F1", *types, "flashback subset acc."],
+                          [[r["policy"], r["backbone"], f"{r['nest']['micro']['f1']:.2f}", f"{r['nest']['macro']['f1']:.2f}",
+                            *(f"{r['nest']['per_type'][t]['f1']:.2f}" for t in types),
+                            _pct(r["nest"]["flashback"]["accuracy"])] for r in rows]))
+        return out
+    return []
+
+
+def _judge_section(run_dir: Path, fmt: str) -> list[str]:
+    from .judge import RUBRICS, judge_summary
+
+    if fmt not in RUBRICS:
+        return []
+    rows = judge_summary(run_dir)
+    if not rows:
+        return ["", "Open answers are scored by a judge (`moviemem judge RUN_DIR --backbone SPEC`); none has been run "
+                    "on this directory, so the table shows only invalid rates, tokens and cost."]
+    crit = list(RUBRICS[fmt])
+
+    def mean(e: dict[str, Any]) -> str:
+        if not e["n"]:
+            return "n/a"
+        return f"{e['value']:.2f}" + ("" if e["ci_low"] is None or math.isnan(e["ci_low"])
+                                      else f" ± {(e['ci_high'] - e['ci_low']) / 2:.2f}")
+
+    table = [[r["policy"], r["backbone"], r["judge"], r["items"], r["failed"], *(mean(r["criteria"][c]) for c in crit),
+              mean(r["overall"]), f"{100 * r['agreement']['exact']:.0f}% exact" if r.get("agreement") else "—"]
+             for r in rows]
+    return ["", "## Judge scores (0-5, mean ± 95% t interval)", "",
+            "Failed judge calls are counted, not dropped; agreement compares repeated judgements of the same answer.", "",
+            _table(["paradigm", "backbone", "judge", "items", "failed calls", *crit, "overall", "repeat agreement"], table)]
+
+
+def _invalid_reasons(grid: dict[tuple[str, str], list[dict[str, Any]]]) -> list[list[Any]]:
+    rows = []
+    for (p, b), recs in sorted(grid.items()):
+        counts: dict[str, int] = defaultdict(int)
+        for r in recs:
+            if r["status"] == "invalid":
+                counts[str(r.get("reason"))[:160]] += 1
+        rows += [[p, b, n, reason] for reason, n in sorted(counts.items(), key=lambda kv: -kv[1])[:5]]
+    return rows
+
+
+def plot_accuracy_vs_tokens(rows: list[dict[str, Any]], path: Path) -> Path | None:
+    """One point per configuration: median input tokens per item (log scale) vs accuracy with its 95% CI."""
+    pts = [r for r in rows if r.get("accuracy") and r["accuracy"].get("n") and r["median_input_tokens"] is not None]
+    if not pts:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
+    backbones = sorted({r["backbone"] for r in pts})
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, b in enumerate(backbones):
+        sub = [r for r in pts if r["backbone"] == b]
+        x = [max(1.0, float(r["median_input_tokens"])) for r in sub]
+        y = [100 * r["accuracy"]["value"] for r in sub]
+        err = [[100 * (r["accuracy"]["value"] - r["accuracy"]["ci_low"]) for r in sub],
+               [100 * (r["accuracy"]["ci_high"] - r["accuracy"]["value"]) for r in sub]]
+        ax.errorbar(x, y, yerr=err, fmt="o", capsize=3, color=colours[i % len(colours)], label=b)
+        for xi, yi, r in zip(x, y, sub):
+            ax.annotate(r["policy"], (xi, yi), textcoords="offset points", xytext=(5, 4), fontsize=8)
+    ax.set_xscale("log")
+    ax.set_xlabel("median input tokens per item")
+    ax.set_ylabel("accuracy (%)")
+    ax.set_ylim(0, 100)
+    ax.grid(True, alpha=0.3)
+    ax.legend(title="backbone", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+# ----------------------------------------------------------------------------- inspector
+
+_BASE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{{ title }}</title>
+<style>
+body{font-family:system-ui,sans-serif;margin:1.5rem;max-width:72rem;color:#222}
+table{border-collapse:collapse;margin:.5rem 0}td,th{border:1px solid #ccc;padding:.25rem .5rem;vertical-align:top;text-align:left}
+.ok{color:#070}.bad{color:#b00}.inv{color:#a60}.muted{color:#777}
+pre{white-space:pre-wrap;background:#f6f6f6;padding:.4rem;margin:0}
+img.thumb{width:""" + str(THUMB_WIDTH) + """px;display:block}
+details{margin:.3rem 0}section.answer{border-top:2px solid #ddd;margin-top:1rem;padding-top:.5rem}
+</style></head><body>{% block body %}{% endblock %}</body></html>
+"""
+
+_INDEX = """{% extends "base" %}{% block body %}
+<h1>{{ title }}</h1>
+<p>Format <code>{{ fmt }}</code>, {{ items|length }} items. ✔ right, ✘ wrong, ! invalid, · not scored.</p>
+<table><tr><th>#</th><th>item</th><th>film</th><th>category</th>{% for c in configs %}<th>{{ c[0] }}<br><span class="muted">{{ c[1] }}</span></th>{% endfor %}</tr>
+{% for row in rows %}<tr><td>{{ loop.index }}</td><td><a href="items/{{ row.page }}">{{ row.id }}</a></td><td>{{ row.film }}</td><td>{{ row.category or "" }}</td>
+{% for m in row.marks %}<td class="{{ m[1] }}">{{ m[0] }}</td>{% endfor %}</tr>{% endfor %}
+</table>{% endblock %}"""
+
+_ITEM = """{% extends "base" %}{% block body %}
+<p><a href="../index.html">← all items</a></p>
+<h1>{{ item.id }}</h1>
+<p>Film <code>{{ item.film_id }}</code>{% if category %}, category {{ category }}{% endif %}</p>
+{% for label, text in fields %}<p><b>{{ label }}:</b> {{ text }}</p>{% endfor %}
+{% if options %}<ol type="A">{% for o in options %}<li{% if o.gold %} class="ok"{% endif %}>{{ o.text }}{% if o.gold %} (right answer){% endif %}</li>{% endfor %}</ol>{% endif %}
+{% for a in answers %}<section class="answer">
+<h2>{{ a.policy }} <span class="muted">/ {{ a.backbone }}</span> — <span class="{{ a.css }}">{{ a.verdict }}</span></h2>
+{% if a.reason %}<p class="inv">Invalid: {{ a.reason }}</p>{% endif %}
+{% for q in a.queries %}
+<h3>{{ q.key }}</h3>
+<p><b>Choice:</b> {{ q.choice if q.choice is not none else "—" }}{% if q.confidence is not none %}, confidence {{ q.confidence }}{% endif %}</p>
+<p><b>Answer:</b> {{ q.text }}</p>{% if q.error %}<p class="inv">{{ q.error }}</p>{% endif %}
+<p class="muted">{{ q.usage }}</p>
+<h4>Evidence ({{ q.evidence|length }})</h4>
+{% if q.evidence %}<table><tr><th>kind</th><th>time</th><th>text</th><th>frame</th><th>score</th><th>retriever</th></tr>
+{% for e in q.evidence %}<tr><td>{{ e.kind }}</td><td>{{ e.time }}</td><td>{{ e.text }}</td>
+<td>{% if e.thumb %}<img class="thumb" src="../thumbs/{{ e.thumb }}" alt="frame at {{ e.time }}">{% elif e.frame %}<span class="muted">{{ e.frame }} (missing)</span>{% endif %}</td>
+<td>{{ e.score }}</td><td>{{ e.retriever }}</td></tr>{% endfor %}</table>{% else %}<p class="muted">none</p>{% endif %}
+<details><summary>Trace ({{ q.trace|length }} steps)</summary>
+{% for s in q.trace %}<p><b>{{ loop.index }}. {{ s.kind }}</b></p><pre>{{ s.body }}</pre>{% endfor %}
+</details>
+{% endfor %}</section>{% endfor %}
+{% endblock %}"""
+
+
+def _env() -> Any:
+    from jinja2 import DictLoader, Environment, StrictUndefined
+
+    return Environment(loader=DictLoader({"base": _BASE, "index": _INDEX, "item": _ITEM}), autoescape=True,
+                       undefined=StrictUndefined)
+
+
+def _hms(t: Any) -> str:
+    try:
+        s = float(t)
+    except (TypeError, ValueError):
+        return "?"
+    whole = int(s)
+    return f"{whole // 3600}:{whole // 60 % 60:02d}:{whole % 60:02d}.{int(round((s - whole) * 10)) % 10}"
+
+
+def _thumb(frame: str | None, library: str | None, out_dir: Path) -> str | None:
+    """A small JPEG copy of an evidence frame under inspector/thumbs/; None when the file is gone."""
+    if not frame:
+        return None
+    path = Path(frame)
+    if not path.is_absolute() and library:
+        path = Path(library) / path
+    if not path.is_file():
+        return None
+    name = hashlib.sha1(str(path).encode()).hexdigest()[:16] + ".jpg"
+    dest = out_dir / name
+    if not dest.exists():
+        from PIL import Image
+
+        try:
+            with Image.open(path) as im:
+                im = im.convert("RGB")
+                im.thumbnail((THUMB_WIDTH, THUMB_WIDTH * 2))
+                im.save(dest, "JPEG", quality=80)
+        except OSError:
+            return None
+    return name
+
+
+def _mark(rec: dict[str, Any] | None) -> tuple[str, str]:
+    if rec is None:
+        return "", "muted"
+    if rec["status"] == "invalid":
+        return "!", "inv"
+    if rec.get("correct") is None:
+        return "·", "muted"
+    return ("✔", "ok") if rec["correct"] else ("✘", "bad")
+
+
+def _item_fields(item: Item) -> tuple[list[tuple[str, str]], list[dict[str, Any]]]:
+    d = item.model_dump(mode="json")
+    options = []
+    if "options" in d:
+        options = [{"text": o, "gold": LETTERS[i] == d.get("answer")} for i, o in enumerate(d["options"])]
+    labels = {"question": "Question", "true_claim": "True claim", "false_claim": "False claim", "event_a": "Event A",
+              "event_b": "Event B", "label": "Relation", "event": "Event", "reference": "Reference",
+              "start": "Start", "end": "End", "characters": "Characters"}
+    fields = []
+    for k, label in labels.items():
+        if k in d and d[k] not in (None, [], ""):
+            v = d[k]
+            fields.append((label, _hms(v) if k in ("start", "end") else ", ".join(v) if isinstance(v, list) else str(v)))
+    return fields, options
+
+
+def write_inspector(run_dir: str | Path) -> Path:
+    """inspector/index.html and inspector/items/N.html; thumbnails copied under inspector/thumbs."""
+    run_dir = Path(run_dir)
+    manifest = read_manifest(run_dir)
+    items, grid = grid_records(run_dir)
+    root = run_dir / INSPECTOR
+    (root / "items").mkdir(parents=True, exist_ok=True)
+    (root / "thumbs").mkdir(exist_ok=True)
+    env = _env()
+    configs = sorted(grid)
+    by_item: dict[str, dict[tuple[str, str], dict[str, Any]]] = defaultdict(dict)
+    for key, recs in grid.items():
+        for r in recs:
+            by_item[r["item_id"]][key] = r
+    title = f"moviemem inspector: {Path(manifest.get('benchmark') or run_dir).name}"
+    rows = []
+    item_tpl = env.get_template("item")
+    for n, it in enumerate(items, 1):
+        page = f"{n}.html"
+        recs = by_item.get(it.id, {})
+        rows.append({"id": it.id, "film": it.film_id, "category": item_category(it), "page": page,
+                     "marks": [_mark(recs.get(c)) for c in configs]})
+        fields, options = _item_fields(it)
+        answers = []
+        for c in configs:
+            r = recs.get(c)
+            if r is None:
+                continue
+            mark, css = _mark(r)
+            verdict = {"✔": "right", "✘": "wrong", "!": "invalid", "·": "not scored"}.get(mark, "")
+            queries = []
+            for key, a in (r.get("answers") or {}).items():
+                u = a.get("usage") or {}
+                ev = [{"kind": e.get("kind"), "time": f"{_hms(e.get('start'))}–{_hms(e.get('end'))}",
+                       "text": e.get("text") or "", "frame": e.get("frame"),
+                       "thumb": _thumb(e.get("frame"), manifest.get("library"), root / "thumbs"),
+                       "score": f"{e['score']:.3f}" if isinstance(e.get("score"), (int, float)) else "",
+                       "retriever": e.get("retriever") or ""} for e in a.get("evidence") or []]
+                trace = [{"kind": s.get("kind", "?"), "body": json.dumps({k: v for k, v in s.items() if k != "kind"},
+                                                                         ensure_ascii=False, indent=1)}
+                         for s in a.get("trace") or []]
+                queries.append({"key": key, "choice": a.get("choice"), "confidence": a.get("confidence"),
+                                "text": a.get("text") or "", "error": a.get("error"), "evidence": ev, "trace": trace,
+                                "usage": f"{u.get('input_tokens', 0)} input / {u.get('output_tokens', 0)} output tokens, "
+                                         f"{u.get('images', 0)} images, {u.get('latency_s') or 0:.2f} s, "
+                                         f"cost {_money(u.get('cost_usd'))}"})
+            answers.append({"policy": c[0], "backbone": c[1], "css": css, "verdict": verdict,
+                            "reason": r.get("reason"), "queries": queries})
+        (root / "items" / page).write_text(
+            item_tpl.render(title=it.id, item=it, category=item_category(it), fields=fields, options=options,
+                            answers=answers), encoding="utf-8")
+    (root / "index.html").write_text(env.get_template("index").render(
+        title=title, fmt=manifest["format"], items=items, configs=configs, rows=rows), encoding="utf-8")
+    return root / "index.html"

@@ -1,0 +1,624 @@
+"""The benchmark runner: a grid of policies x backbones x items, resumable item by item.
+
+Run directory layout (plain JSON, readable without moviemem):
+- run.json       what was asked: benchmark, format, policies, backbones, library, caps
+- items.jsonl    the validated benchmark items (so reports need no other file)
+- results.jsonl  one line per (policy, backbone, item): status answered | invalid (with the
+                 reason), the score, and every Answer in full (evidence, trace, usage)
+
+Resuming: a rerun reads results.jsonl and skips the keys it holds; a line cut short by a kill
+is dropped (its item runs again), so nothing is lost or duplicated. Lines are appended under a
+lock and flushed one by one.
+
+Caps: `max_cost_usd` and `max_tokens` bound what the run directory spends on calls that reach
+a model (replay-cache hits are free). They are checked before every backbone call; when one is
+reached, no new call starts, items in flight stop unrecorded (they run again on resume), and
+the result says where the run stopped.
+
+The runner reaches films only through an `Answerer` (default: `Library.film(id).ask`), so it
+can be sharded or run elsewhere without knowing moviemem's internals.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import statistics
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from ..errors import MovieMemError
+from .formats import Benchmark, Item, formats, item_category
+from .tasks import Query, task_for
+
+RESULTS = "results.jsonl"
+ITEMS = "items.jsonl"
+MANIFEST = "run.json"
+
+
+class BudgetExceeded(BaseException):
+    """A cap was reached: the call was not made. A BaseException, like KeyboardInterrupt, so a
+    policy that turns its backbone's errors into invalid answers cannot swallow the stop."""
+
+
+# ----------------------------------------------------------------------------- answerer protocol
+
+
+class Answerer(Protocol):
+    """Answers one query about one film with one policy and backbone; returns an Answer
+    (anything with choice, text, confidence, invalid, error, evidence, trace, usage)."""
+
+    def __call__(self, film_id: str, query: Query, policy: str, backbone: Any) -> Any: ...
+
+
+def parse_policy_spec(spec: str) -> tuple[str, dict[str, Any]]:
+    """`name` or `name[key=value,...]` (values read as JSON where they parse: 64, true, "x"),
+    so one grid can hold one policy under several settings, e.g. `end-to-end[frames=64]`."""
+    spec = spec.strip()
+    if "[" not in spec:
+        return spec, {}
+    name, _, rest = spec.partition("[")
+    if not rest.endswith("]") or not name:
+        raise MovieMemError(f"bad policy spec {spec!r}: use name or name[key=value,...]")
+    settings: dict[str, Any] = {}
+    for part in filter(None, (p.strip() for p in rest[:-1].split(","))):
+        key, sep, raw = part.partition("=")
+        if not sep or not key.strip():
+            raise MovieMemError(f"bad policy setting {part!r} in {spec!r}: use key=value")
+        try:
+            settings[key.strip()] = json.loads(raw)
+        except ValueError:
+            settings[key.strip()] = raw.strip()
+    return name.strip(), settings
+
+
+class LibraryAnswerer:
+    """The default Answerer: `library.film(film_id).ask(...)`, one Film object per film."""
+
+    def __init__(self, library: Any):
+        self.library = library
+        self._films: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def film(self, film_id: str) -> Any:
+        with self._lock:
+            if film_id not in self._films:
+                self._films[film_id] = self.library.film(film_id)
+            return self._films[film_id]
+
+    def __call__(self, film_id: str, query: Query, policy: str, backbone: Any) -> Any:
+        name, settings = parse_policy_spec(policy)
+        return self.film(film_id).ask(query.question, options=list(query.options) or None, kind=query.kind,
+                                      policy=name, backbone=backbone, until=query.until, **settings)
+
+    def check_policies(self, policies: Sequence[str]) -> None:
+        """Refuse unknown policy names and settings before any call is made."""
+        from ..agents.base import get_policy
+
+        for p in policies:
+            name, settings = parse_policy_spec(p)
+            get_policy(name, **settings)
+
+
+# ----------------------------------------------------------------------------- budget and metering
+
+
+@dataclass
+class Spend:
+    calls: int = 0  # calls that reached a model
+    cache_hits: int = 0
+    tokens: int = 0  # input + output tokens of calls that reached a model
+    cost_usd: float = 0.0
+    unpriced_calls: int = 0
+
+    def add(self, other: Spend) -> None:
+        for f in dataclasses.fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+
+
+class Budget:
+    """Spending of a run directory against its caps; thread-safe."""
+
+    def __init__(self, max_cost_usd: float | None = None, max_tokens: int | None = None, spent: Spend | None = None):
+        self.max_cost_usd = max_cost_usd
+        self.max_tokens = max_tokens
+        self.before = spent or Spend()  # what earlier invocations spent
+        self.now = Spend()  # this invocation
+        self.exceeded: str | None = None
+        self._lock = threading.Lock()
+
+    def check(self) -> None:
+        with self._lock:
+            if self.exceeded:
+                raise BudgetExceeded(self.exceeded)
+            cost = self.before.cost_usd + self.now.cost_usd
+            tokens = self.before.tokens + self.now.tokens
+            if self.max_cost_usd is not None and cost >= self.max_cost_usd:
+                self.exceeded = f"cost cap ${self.max_cost_usd:.2f} reached (${cost:.4f} spent)"
+            elif self.max_tokens is not None and tokens >= self.max_tokens:
+                self.exceeded = f"token cap {self.max_tokens} reached ({tokens} tokens spent)"
+            if self.exceeded:
+                raise BudgetExceeded(self.exceeded)
+
+    def charge(self, reply: Any, item_spend: Spend | None) -> None:
+        fresh = Spend()
+        if getattr(reply, "cached", False):
+            fresh.cache_hits = 1
+        else:
+            u = reply.usage
+            fresh.calls = 1
+            fresh.tokens = int(u.input_tokens) + int(u.output_tokens)
+            if u.cost_usd is None:
+                fresh.unpriced_calls = 1
+            else:
+                fresh.cost_usd = float(u.cost_usd)
+        with self._lock:
+            self.now.add(fresh)
+            if item_spend is not None:
+                item_spend.add(fresh)
+
+
+class MeteredBackbone:
+    """Wraps a backbone: checks the budget before each call and charges what came back,
+    both to the run and to the item being answered on this thread."""
+
+    def __init__(self, inner: Any, budget: Budget, spec: str):
+        self.inner = inner
+        self.budget = budget
+        self.name = spec
+        self.model_id = inner.model_id
+        self.capabilities = inner.capabilities
+        self._local = threading.local()
+
+    def __getattr__(self, attr: str) -> Any:  # sequential, concurrency, stats, ...
+        return getattr(self.inner, attr)
+
+    def begin_item(self) -> Spend:
+        self._local.spend = Spend()
+        return self._local.spend
+
+    def _item(self) -> Spend | None:
+        return getattr(self._local, "spend", None)
+
+    def chat(self, messages: Any, **kw: Any) -> Any:
+        self.budget.check()
+        reply = self.inner.chat(messages, **kw)
+        self.budget.charge(reply, self._item())
+        return reply
+
+    def send(self, request: Any) -> Any:
+        self.budget.check()
+        reply = self.inner.send(request)
+        self.budget.charge(reply, self._item())
+        return reply
+
+    def chat_many(self, requests: Any) -> list[Any]:
+        self.budget.check()
+        replies = self.inner.chat_many(requests)
+        for r in replies:
+            self.budget.charge(r, self._item())
+        return replies
+
+
+# ----------------------------------------------------------------------------- records
+
+
+def _jsonable(obj: Any) -> Any:
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        to_dict = getattr(obj, "to_dict", None)
+        data = to_dict() if callable(to_dict) else {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+        return {k: _jsonable(v) for k, v in data.items()}
+    if hasattr(obj, "model_dump"):
+        return obj.model_dump(mode="json")
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, set)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, Path):
+        return str(obj)
+    if isinstance(obj, float) and obj != obj:
+        return None
+    if obj is None or isinstance(obj, (str, int, float, bool)):
+        return obj
+    return str(obj)
+
+
+def answer_record(ans: Any) -> dict[str, Any]:
+    """The full Answer as plain JSON: every evidence field (frame paths included), the trace and usage."""
+    u = getattr(ans, "usage", None)
+    return {
+        "choice": getattr(ans, "choice", None), "text": getattr(ans, "text", "") or "",
+        "confidence": getattr(ans, "confidence", None), "invalid": bool(getattr(ans, "invalid", False)),
+        "error": getattr(ans, "error", None), "policy": getattr(ans, "policy", None),
+        "backbone": getattr(ans, "backbone", None),
+        "evidence": [_jsonable(e) for e in getattr(ans, "evidence", []) or []],
+        "trace": [_jsonable(s.to_dict() if hasattr(s, "to_dict") else s) for s in getattr(ans, "trace", []) or []],
+        "usage": _jsonable(u) if u is not None else {},
+    }
+
+
+def record_key(policy: str, backbone: str, item_id: str) -> str:
+    return f"{policy}\t{backbone}\t{item_id}"
+
+
+def _usage_sum(answers: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    keys = ("input_tokens", "output_tokens", "cached_input_tokens", "images", "latency_s")
+    out: dict[str, Any] = {k: sum((a.get("usage") or {}).get(k) or 0 for a in answers.values()) for k in keys}
+    costs = [(a.get("usage") or {}).get("cost_usd") for a in answers.values()]
+    priced = [c for c in costs if c is not None]
+    out["cost_usd"] = sum(priced) if priced else None
+    return out
+
+
+def read_results(run_dir: str | Path, repair: bool = False) -> list[dict[str, Any]]:
+    """Records of a run directory. A last line cut short by a kill is ignored (and cut off the
+    file when `repair`); a repeated key keeps its first record."""
+    path = Path(run_dir) / RESULTS
+    if not path.exists():
+        return []
+    data = path.read_bytes()
+    records: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    good_end = 0
+    pos = 0
+    while pos < len(data):
+        nl = data.find(b"\n", pos)
+        if nl < 0:
+            break  # an unterminated last line: written when the process died
+        line = data[pos:nl]
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            raise MovieMemError(f"{path}: line {len(records) + 1} is not JSON; the file was edited or is damaged") from None
+        pos = nl + 1
+        good_end = pos
+        if rec.get("key") in seen:
+            continue
+        seen.add(rec.get("key"))
+        records.append(rec)
+    if repair and good_end < len(data):
+        with path.open("r+b") as f:
+            f.truncate(good_end)
+    return records
+
+
+def read_items(run_dir: str | Path) -> list[dict[str, Any]]:
+    path = Path(run_dir) / ITEMS
+    if not path.exists():
+        raise MovieMemError(f"{run_dir} is not a run directory: no {ITEMS}")
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def read_manifest(run_dir: str | Path) -> dict[str, Any]:
+    path = Path(run_dir) / MANIFEST
+    if not path.exists():
+        raise MovieMemError(f"{run_dir} is not a run directory: no {MANIFEST}")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+class _Writer:
+    def __init__(self, path: Path):
+        self.path = path
+        self._lock = threading.Lock()
+        self._f = path.open("a", encoding="utf-8")
+
+    def write(self, rec: dict[str, Any]) -> None:
+        line = json.dumps(rec, ensure_ascii=False, allow_nan=False) + "\n"
+        with self._lock:
+            self._f.write(line)
+            self._f.flush()
+            os.fsync(self._f.fileno())
+
+    def close(self) -> None:
+        self._f.close()
+
+
+def _write_json(path: Path, obj: Any) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(obj, ensure_ascii=False, indent=1, default=str) + "\n", encoding="utf-8")
+    tmp.replace(path)
+
+
+# ----------------------------------------------------------------------------- the run
+
+
+@dataclass
+class Progress:
+    done: int  # records in the run directory for this grid
+    total: int
+    spend: Spend  # this invocation
+    last: dict[str, Any] | None = None
+
+
+@dataclass
+class BenchResult:
+    run_dir: Path
+    items: int
+    total: int  # grid size: policies x backbones x items
+    answered: int
+    invalid: int
+    spend: Spend
+    stopped: str | None = None
+    warnings: list[str] = field(default_factory=list)
+    wall_s: float = 0.0
+
+    @property
+    def complete(self) -> bool:
+        return self.answered + self.invalid == self.total
+
+
+def _spend_of(rec: dict[str, Any]) -> Spend:
+    s = rec.get("spend") or {}
+    return Spend(**{f.name: s.get(f.name, 0) for f in dataclasses.fields(Spend)})
+
+
+def _backbone_spec(b: Any) -> str:
+    return b if isinstance(b, str) else str(getattr(b, "name", type(b).__name__))
+
+
+def _load_backbone(b: Any, cache: Path | None, cache_mode: str | None) -> Any:
+    from ..backbones import load
+
+    if isinstance(b, str):
+        return load(b, cache=cache if cache is not None else False, cache_mode=cache_mode)
+    if cache is not None:
+        from ..backbones import ReplayCache
+
+        return ReplayCache(b, cache, cache_mode)
+    return b
+
+
+def _order(items: Sequence[Item]) -> list[Item]:
+    """Items of one film together (in file order of first appearance), so a local model reuses
+    the film's shared context prefix from its prompt cache."""
+    first: dict[str, int] = {}
+    for i, it in enumerate(items):
+        first.setdefault(it.film_id, i)
+    return sorted(items, key=lambda it: first[it.film_id])
+
+
+def run_bench(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any], out: str | Path, *,
+              answerer: Answerer | None = None, library: Any = None, concurrency: int = 1,
+              max_cost_usd: float | None = None, max_tokens: int | None = None,
+              cache: str | Path | None = None, cache_mode: str | None = None, limit: int | None = None,
+              retry_invalid: bool = False, progress: Callable[[Progress], None] | None = None) -> BenchResult:
+    """Answer every item of `bench` with every policy x backbone; results go to `out`.
+
+    `backbones` are spec strings (loaded with the replay cache at `cache`, default
+    <library>/cache) or Backbone objects. `retry_invalid` reruns items recorded invalid.
+    """
+    started = time.perf_counter()
+    if not policies:
+        raise MovieMemError("no policies given")
+    if not backbones:
+        raise MovieMemError("no backbones given")
+    if concurrency < 1:
+        raise MovieMemError(f"concurrency must be at least 1, not {concurrency}")
+    for name, cap in (("max cost", max_cost_usd), ("max tokens", max_tokens)):
+        if cap is not None and cap < 0:
+            raise MovieMemError(f"{name} must not be negative")
+    if answerer is None:
+        if library is None:
+            raise MovieMemError("run_bench needs a library or an answerer")
+        answerer = LibraryAnswerer(library)
+    check = getattr(answerer, "check_policies", None)
+    if check is not None:
+        check(policies)
+    task = task_for(bench.format)
+    items = list(bench.items)[:limit] if limit else list(bench.items)
+    specs = [_backbone_spec(b) for b in backbones]
+    if len(set(specs)) != len(specs) or len(set(policies)) != len(policies):
+        raise MovieMemError("a policy or backbone is named twice")
+
+    run_dir = Path(out)
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise MovieMemError(f"cannot create run directory {run_dir}: {exc.strerror or exc}") from None
+    manifest_path = run_dir / MANIFEST
+    old = json.loads(manifest_path.read_text(encoding="utf-8")) if manifest_path.exists() else {}
+    if old and old.get("format") != bench.format:
+        raise MovieMemError(f"{run_dir} holds a {old.get('format')} run; use another --out for {bench.format}")
+
+    records = read_results(run_dir, repair=True)
+    warnings: list[str] = []
+    retired = Spend(**old.get("retired_spend", {}))  # spend of records dropped by --retry-invalid
+    if retry_invalid:
+        keep = [r for r in records if r["status"] != "invalid"]
+        for r in records:
+            if r["status"] == "invalid":
+                retired.add(_spend_of(r))
+        if len(keep) != len(records):
+            tmp = run_dir / f".{RESULTS}.tmp"
+            tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in keep), encoding="utf-8")
+            tmp.replace(run_dir / RESULTS)
+            warnings.append(f"retrying {len(records) - len(keep)} invalid item(s)")
+        records = keep
+    done = {r["key"] for r in records}
+
+    # items.jsonl: the union of what earlier runs and this one asked, this run's version winning
+    known = {row["id"]: row for row in (read_items(run_dir) if (run_dir / ITEMS).exists() else [])}
+    known.update({it.id: it.model_dump(mode="json", exclude_none=True) for it in items})
+    tmp = run_dir / f".{ITEMS}.tmp"
+    tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in known.values()), encoding="utf-8")
+    tmp.replace(run_dir / ITEMS)
+    lib_path = getattr(library, "path", None) or getattr(getattr(answerer, "library", None), "path", None)
+    if lib_path and "://" not in str(lib_path):
+        lib_path = str(Path(lib_path).resolve())
+    manifest = {
+        "benchmark": bench.path, "format": bench.format, "source": bench.source,
+        "policies": sorted(set(old.get("policies", [])) | set(policies)),
+        "backbones": sorted(set(old.get("backbones", [])) | set(specs)),
+        "library": str(lib_path) if lib_path else old.get("library"),
+        "created": old.get("created") or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "updated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "max_cost_usd": max_cost_usd, "max_tokens": max_tokens, "items_digest": benchmark_digest(items),
+        "retired_spend": dataclasses.asdict(retired),
+        "task_description": formats()[bench.format].description,
+    }
+    _write_json(manifest_path, manifest)
+
+    spent = Spend()
+    spent.add(retired)
+    for r in records:
+        spent.add(_spend_of(r))
+    budget = Budget(max_cost_usd, max_tokens, spent)
+    cache_path = Path(cache) if cache is not None else (Path(lib_path) / "cache" if lib_path else None)
+    metered = [MeteredBackbone(_load_backbone(b, cache_path, cache_mode), budget, spec)
+               for b, spec in zip(backbones, specs)]
+
+    grid = [(p, mb, it) for mb in metered for p in policies for it in _order(items)]
+    total = len(grid)
+    todo = [(p, mb, it) for p, mb, it in grid if record_key(p, mb.name, it.id) not in done]
+    grid_keys = {record_key(p, mb.name, it.id) for p, mb, it in grid}
+    counts = {s: sum(1 for r in records if r["status"] == s and r["key"] in grid_keys) for s in ("answered", "invalid")}
+    lock = threading.Lock()
+    stopped_at: list[str] = []
+
+    def one(policy: str, mb: MeteredBackbone, item: Item) -> dict[str, Any] | None:
+        t0 = time.perf_counter()
+        item_spend = mb.begin_item()
+        answers: dict[str, dict[str, Any]] = {}
+        failure: str | None = None
+        for q in task.queries(item):
+            try:
+                answers[q.key] = answer_record(answerer(item.film_id, q, policy, mb))
+            except BudgetExceeded:
+                with lock:
+                    stopped_at.append(f"policy={policy} backbone={mb.name} item={item.id}")
+                return None
+            except MovieMemError as exc:
+                failure = f"{q.key}: {exc}"
+                break
+            except Exception as exc:  # noqa: BLE001 - recorded with its reason, never dropped
+                failure = f"{q.key}: {type(exc).__name__}: {exc}"
+                break
+        if failure is not None:
+            scored_correct, detail, reason = None, {}, failure
+        else:
+            sc = task.score(item, answers)
+            scored_correct, detail, reason = sc.correct, sc.detail, sc.invalid_reason
+        return {
+            "key": record_key(policy, mb.name, item.id), "policy": policy, "backbone": mb.name, "item_id": item.id,
+            "film_id": item.film_id, "format": bench.format, "category": item_category(item),
+            "status": "invalid" if reason else "answered", "reason": reason, "correct": scored_correct,
+            "detail": _jsonable(detail), "answers": answers, "usage": _usage_sum(answers),
+            "spend": dataclasses.asdict(item_spend), "wall_s": round(time.perf_counter() - t0, 4),
+            "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+
+    writer = _Writer(run_dir / RESULTS)
+    pool = ThreadPoolExecutor(max_workers=concurrency)
+    try:
+        pending: set[Future] = set()
+        queue = iter(todo)
+        exhausted = False
+        while True:
+            while not exhausted and not budget.exceeded and len(pending) < concurrency:
+                nxt = next(queue, None)
+                if nxt is None:
+                    exhausted = True
+                    break
+                pending.add(pool.submit(one, *nxt))
+            if not pending:
+                break
+            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in finished:
+                rec = fut.result()
+                if rec is None:
+                    continue
+                writer.write(rec)
+                counts[rec["status"]] += 1
+                if progress is not None:
+                    progress(Progress(counts["answered"] + counts["invalid"], total, budget.now, rec))
+    except BaseException:
+        # Ctrl-C or a crash: items in flight stop at their next backbone call and are not recorded
+        budget.exceeded = budget.exceeded or "interrupted"
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        writer.close()
+
+    stopped = None
+    if budget.exceeded:
+        n_done = counts["answered"] + counts["invalid"]
+        where = sorted(stopped_at)[0] if stopped_at else "before the next item"
+        stopped = (f"{budget.exceeded}: stopped after {n_done}/{total} items, at {where}; "
+                   f"rerun with a higher cap to resume")
+    if budget.now.unpriced_calls and max_cost_usd is not None:
+        warnings.append(f"{budget.now.unpriced_calls} call(s) had no known price and count $0 against --max-cost")
+    return BenchResult(run_dir, len(items), total, counts["answered"], counts["invalid"], budget.now, stopped,
+                       warnings, round(time.perf_counter() - started, 3))
+
+
+# ----------------------------------------------------------------------------- summaries
+
+
+def grid_records(run_dir: str | Path) -> tuple[list[Item], dict[tuple[str, str], list[dict[str, Any]]]]:
+    """Items (validated again) and the records of each (policy, backbone), in item order."""
+    from .formats import validate_rows
+
+    manifest = read_manifest(run_dir)
+    rows = read_items(run_dir)
+    items = validate_rows(((i + 1, r) for i, r in enumerate(rows)), manifest["format"], str(Path(run_dir) / ITEMS))
+    by_key: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+    for r in read_results(run_dir):
+        by_key.setdefault((r["policy"], r["backbone"]), {})[r["item_id"]] = r
+    order = {it.id: i for i, it in enumerate(items)}
+    out = {k: sorted((r for iid, r in v.items() if iid in order), key=lambda r: order[r["item_id"]])
+           for k, v in by_key.items()}
+    return items, out
+
+
+def summarise(run_dir: str | Path) -> list[dict[str, Any]]:
+    """One row per (policy, backbone): the task's scores over the items it has records for."""
+    manifest = read_manifest(run_dir)
+    task = task_for(manifest["format"])
+    items, grid = grid_records(run_dir)
+    by_id = {it.id: it for it in items}
+    rows = []
+    for (policy, backbone), recs in sorted(grid.items()):
+        its = [by_id[r["item_id"]] for r in recs]
+        s = task.summarise(its, recs)
+        tokens = [r["usage"].get("input_tokens") or 0 for r in recs]
+        costs = [r["usage"].get("cost_usd") for r in recs]
+        priced = [c for c in costs if c is not None]
+        s.update({"policy": policy, "backbone": backbone, "n": len(recs),
+                  "answered": sum(r["status"] == "answered" for r in recs),
+                  "invalid_n": sum(r["status"] == "invalid" for r in recs),
+                  "median_input_tokens": statistics.median(tokens) if tokens else None,
+                  "total_input_tokens": sum(tokens),
+                  "total_output_tokens": sum(r["usage"].get("output_tokens") or 0 for r in recs),
+                  "cost_usd": sum(priced) if priced else None,
+                  "compute_s": round(sum(r.get("wall_s") or 0 for r in recs), 3),
+                  "latency_s": round(sum(r["usage"].get("latency_s") or 0 for r in recs), 3)})
+        rows.append(s)
+    return rows
+
+
+def bench_json(result: BenchResult) -> dict[str, Any]:
+    """The `moviemem bench --json` object."""
+    rows = []
+    for s in summarise(result.run_dir):
+        acc = s.get("accuracy")
+        rows.append({"policy": s["policy"], "backbone": s["backbone"], "n": s["n"],
+                     "accuracy": acc["value"] if acc else None, "ci_low": acc["ci_low"] if acc else None,
+                     "ci_high": acc["ci_high"] if acc else None, "median_input_tokens": s["median_input_tokens"]})
+    return _jsonable({"run_dir": str(result.run_dir), "items": result.items, "answered": result.answered,
+            "invalid": result.invalid, "backbone_calls": result.spend.calls, "cache_hits": result.spend.cache_hits,
+            "cost_usd": round(result.spend.cost_usd, 6), "stopped": result.stopped, "warnings": result.warnings,
+            "wall_s": result.wall_s, "results": rows})
+
+
+def benchmark_digest(items: Iterable[Item]) -> str:
+    h = hashlib.sha256()
+    for it in items:
+        h.update(json.dumps(it.model_dump(mode="json"), sort_keys=True).encode())
+    return h.hexdigest()[:16]

@@ -1,0 +1,240 @@
+"""How each benchmark format is asked and scored.
+
+A task turns an item into the questions a policy answers (`queries`), scores the answers of
+one item (`score`), and aggregates the scored records of one policy x backbone (`summarise`).
+The runner knows nothing about formats beyond this module; `register_task` adds one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import MovieMemError
+from . import metrics
+from .formats import LETTERS, RELATION_TYPES, ClaimPair, Item, Localization, MCQ, Narration, OpenQuestion, Relation, item_category
+
+
+@dataclass(frozen=True)
+class Query:
+    """One question put to a policy: `key` names it within the item (e.g. 'true', 'false')."""
+
+    key: str
+    question: str
+    kind: str  # mcq | claim | open
+    options: tuple[str, ...] = ()
+    until: float | None = None
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def hms(t: float) -> str:
+    s = max(0, int(round(t)))
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
+
+
+_HMS = re.compile(r"\b(?:(\d{1,2}):)?(\d{1,2}):(\d{2}(?:\.\d+)?)\b")
+_SECONDS = re.compile(r"\b(\d+(?:\.\d+)?)\s*(?:s\b|sec\b|secs\b|seconds?\b)", re.I)
+
+
+def parse_time(text: str) -> float | None:
+    """The first time in a reply: h:mm:ss, mm:ss or 'N seconds'; None when there is none."""
+    if not text:
+        return None
+    m = _HMS.search(text)
+    if m:
+        h = int(m[1]) if m[1] else 0
+        return h * 3600 + int(m[2]) * 60 + float(m[3])
+    m = _SECONDS.search(text)
+    return float(m[1]) if m else None
+
+
+def _verdict(answer: dict[str, Any] | None) -> bool | None:
+    if not answer or answer.get("invalid"):
+        return None
+    choice = str(answer.get("choice") or "").strip().upper()
+    return {"TRUE": True, "FALSE": False}.get(choice)
+
+
+def _reason(answer: dict[str, Any] | None, default: str) -> str:
+    if not answer:
+        return "no answer"
+    return str(answer.get("error") or default)
+
+
+RELATION_OPTIONS = {
+    "before": "A happens before B",
+    "after": "A happens after B",
+    "overlap": "A and B happen at the same time",
+    "causal": "A causes B",
+    "precondition": "A makes B possible",
+    "hierarchical": "one event is part of the other",
+    "coreference": "A and B are the same event",
+    "flashback": "A happens earlier in the story than B but is shown after it (a flashback)",
+}
+
+
+# ----------------------------------------------------------------------------- tasks
+
+
+@dataclass(frozen=True)
+class Scored:
+    """The score of one item: `correct` None when the task has no right/wrong (open answers)
+    or the answer was invalid; `invalid_reason` set when any answer could not be used."""
+
+    correct: bool | None
+    detail: dict[str, Any]
+    invalid_reason: str | None = None
+
+
+class Task:
+    format: str = ""
+    scored: bool = True  # False: answers wait for a judge
+
+    def queries(self, item: Any) -> list[Query]:
+        raise NotImplementedError
+
+    def score(self, item: Any, answers: dict[str, dict[str, Any]]) -> Scored:
+        raise NotImplementedError
+
+    def summarise(self, items: Sequence[Any], records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        """Scores of one policy x backbone: records[i] belongs to items[i]."""
+        correct = [r.get("correct") for r in records]
+        acc = metrics.accuracy(correct)
+        return {"n": len(records), "accuracy": acc.to_dict(),
+                "accuracy_clustered": metrics.clustered_accuracy(correct, [it.film_id for it in items]).to_dict(),
+                "invalid": metrics.invalid_rate([r["status"] == "invalid" for r in records]).to_dict(),
+                "per_category": {k: v.to_dict() for k, v in
+                                 metrics.per_category(correct, [item_category(it) for it in items]).items()}}
+
+
+class MCQTask(Task):
+    format = "mcq"
+
+    def queries(self, item: MCQ) -> list[Query]:
+        return [Query("answer", item.question, "mcq", tuple(item.options))]
+
+    def score(self, item: MCQ, answers: dict[str, dict[str, Any]]) -> Scored:
+        a = answers.get("answer")
+        if not a or a.get("invalid"):
+            return Scored(None, {"pred": None, "gold": item.answer}, _reason(a, "unparseable reply"))
+        pred = a.get("choice")
+        if pred not in LETTERS[: len(item.options)]:
+            return Scored(None, {"pred": pred, "gold": item.answer}, f"choice {pred!r} is not an option letter")
+        return Scored(pred == item.answer, {"pred": pred, "gold": item.answer})
+
+
+class ClaimsTask(Task):
+    format = "claims"
+
+    def queries(self, item: ClaimPair) -> list[Query]:
+        return [Query("true", item.true_claim, "claim"), Query("false", item.false_claim, "claim")]
+
+    def score(self, item: ClaimPair, answers: dict[str, dict[str, Any]]) -> Scored:
+        on_true, on_false = _verdict(answers.get("true")), _verdict(answers.get("false"))
+        detail = {"on_true": on_true, "on_false": on_false}
+        bad = [k for k, v in (("true", on_true), ("false", on_false)) if v is None]
+        if bad:
+            return Scored(None, detail, "; ".join(f"{k} claim: {_reason(answers.get(k), 'no TRUE/FALSE verdict')}"
+                                                  for k in bad))
+        return Scored(on_true is True and on_false is False, detail)
+
+    def summarise(self, items: Sequence[ClaimPair], records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        out = super().summarise(items, records)
+        cs = metrics.claim_pairs([r["detail"].get("on_true") for r in records], [r["detail"].get("on_false") for r in records])
+        out["mf2"] = cs.to_dict()
+        return out
+
+
+class RelationsTask(Task):
+    format = "relations"
+
+    def queries(self, item: Relation) -> list[Query]:
+        q = (f"How is event A related to event B in the film?\nEvent A: {item.event_a}\nEvent B: {item.event_b}")
+        return [Query("answer", q, "mcq", tuple(f"{t}: {RELATION_OPTIONS[t]}" for t in RELATION_TYPES))]
+
+    def score(self, item: Relation, answers: dict[str, dict[str, Any]]) -> Scored:
+        a = answers.get("answer")
+        if not a or a.get("invalid"):
+            return Scored(None, {"pred": None, "gold": item.label}, _reason(a, "unparseable reply"))
+        letter = a.get("choice")
+        if letter not in LETTERS[: len(RELATION_TYPES)]:
+            return Scored(None, {"pred": None, "gold": item.label}, f"choice {letter!r} is not an option letter")
+        pred = RELATION_TYPES[LETTERS.index(letter)]
+        return Scored(pred == item.label, {"pred": pred, "gold": item.label, "flashback": item.in_flashback_subset})
+
+    def summarise(self, items: Sequence[Relation], records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        out = super().summarise(items, records)
+        out["nest"] = metrics.relation_scores([it.label for it in items], [r["detail"].get("pred") for r in records],
+                                              labels=RELATION_TYPES, flashback=[it.in_flashback_subset for it in items])
+        return out
+
+
+class LocalizationTask(Task):
+    format = "localization"
+
+    def queries(self, item: Localization) -> list[Query]:
+        q = (f"At what time in the film does this happen: {item.event}\n"
+             "Answer with the time as h:mm:ss.")
+        return [Query("answer", q, "open")]
+
+    def score(self, item: Localization, answers: dict[str, dict[str, Any]]) -> Scored:
+        a = answers.get("answer")
+        gold = [item.start, item.end]
+        if not a or a.get("invalid"):
+            return Scored(None, {"pred_t": None, "gold": gold}, _reason(a, "unparseable reply"))
+        t = parse_time(str(a.get("text") or ""))
+        if t is None:
+            return Scored(None, {"pred_t": None, "gold": gold}, "no time (h:mm:ss) in the answer")
+        return Scored(item.start <= t <= item.end, {"pred_t": t, "gold": gold})
+
+
+class OpenTask(Task):
+    format = "open"
+    scored = False
+
+    def queries(self, item: OpenQuestion) -> list[Query]:
+        return [Query("answer", item.question, "open")]
+
+    def score(self, item: OpenQuestion, answers: dict[str, dict[str, Any]]) -> Scored:
+        a = answers.get("answer")
+        if not a or a.get("invalid"):
+            return Scored(None, {}, _reason(a, "unparseable reply"))
+        return Scored(None, {"judged": False})
+
+    def summarise(self, items: Sequence[Any], records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        return {"n": len(records), "accuracy": None,
+                "invalid": metrics.invalid_rate([r["status"] == "invalid" for r in records]).to_dict(),
+                "note": "open answers are scored by a judge; none has been run"}
+
+
+class NarrationTask(OpenTask):
+    format = "narration"
+
+    def queries(self, item: Narration) -> list[Query]:
+        q = (f"Narrate what happens on screen between {hms(item.start)} and {hms(item.end)}: "
+             "the setting, the characters and the plot, in a few sentences.")
+        return [Query("answer", q, "open", until=item.end)]
+
+
+_TASKS: dict[str, Task] = {}
+
+
+def register_task(task: Task) -> None:
+    _TASKS[task.format] = task
+
+
+def task_for(fmt: str) -> Task:
+    if fmt not in _TASKS:
+        raise MovieMemError(f"no task for format {fmt!r}; tasks: {', '.join(_TASKS)}")
+    return _TASKS[fmt]
+
+
+for _t in (MCQTask(), ClaimsTask(), RelationsTask(), LocalizationTask(), OpenTask(), NarrationTask()):
+    register_task(_t)
+
+TaskFactory = Callable[[], Task]
+__all__ = ["Query", "Scored", "Task", "parse_time", "register_task", "task_for", "Item"]

@@ -1,0 +1,59 @@
+"""`moviemem backbones` and `moviemem serve` from the command line."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import httpx
+
+
+def test_backbones_json_lists_builtins_with_capabilities(cli) -> None:
+    res = cli("backbones", "--json", library=False)
+    assert res.code == 0, res.err
+    items = {b["name"]: b for b in res.json()["backbones"]}
+    assert {"openai", "openai-compatible", "gemini", "llamacpp", "local", "local-small"} <= set(items)
+    assert items["gemini"]["capabilities"]["video"] is True
+    assert items["local"]["capabilities"]["images"] is False
+    assert items["local-small"]["ready"] is True  # prepared by `moviemem models prepare`
+    human = cli("backbones", library=False)
+    assert human.code == 0 and "local-small" in human.out
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_serve_answers_openai_requests_on_loopback(tmp_path) -> None:
+    port = _free_port()
+    cmd = [sys.executable, "-c", "from moviemem.cli import main; main()", "serve", "--backbone", "local-small",
+           "--port", str(port), "--cache", str(tmp_path / "cache")]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=dict(os.environ))
+    try:
+        base = f"http://127.0.0.1:{port}/v1"
+        deadline = time.time() + 120
+        while True:
+            try:
+                models = httpx.get(f"{base}/models", timeout=2).json()
+                break
+            except httpx.TransportError:
+                assert proc.poll() is None, proc.stderr.read().decode()
+                assert time.time() < deadline, "gateway did not start"
+                time.sleep(0.5)
+        assert models["data"][0]["id"]
+        chat = httpx.post(f"{base}/chat/completions", timeout=120, json={
+            "model": models["data"][0]["id"], "max_tokens": 8, "temperature": 0,
+            "messages": [{"role": "user", "content": "Say hello."}]}).json()
+        assert chat["choices"][0]["message"]["content"].strip()
+        assert chat["usage"]["completion_tokens"] >= 1
+        emb = httpx.post(f"{base}/embeddings", timeout=60, json={"model": "minilm", "input": ["a lighthouse"]}).json()
+        assert len(emb["data"][0]["embedding"]) == 384
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    assert list((tmp_path / "cache").iterdir())  # requests went through the replay cache
