@@ -565,19 +565,39 @@ def models_list(as_json: JsonOpt = False) -> None:
 
 @app.command()
 def demo(
-    out_dir: Annotated[Path, typer.Option("--out", help="Where the synthetic film is rendered.")] = Path("out/demo"),
+    out_dir: Annotated[Path, typer.Option("--out", help="Where the synthetic film and the run are written.")] = Path("out/demo"),
     minutes: Annotated[float, typer.Option(help="Length of the synthetic film.")] = 3.0,
+    backbone: Annotated[str, typer.Option(help="Backbone for the questions and the bench.")] = "local",
+    questions: Annotated[int, typer.Option(help="Questions asked with the hybrid policy.")] = 2,
+    bench_items: Annotated[int, typer.Option("--bench-items", help="Items of the small bench (0 skips it).")] = 4,
     library: LibraryOpt = None,
 ) -> None:
-    """Render the synthetic film, ingest it and print its memory summary."""
+    """Render the synthetic film, ingest it, ask a few questions, run a small bench and write its report."""
     from .eval.synth import render
 
     lib = _library(library)
-    err.print(f"[bold]1/2[/] rendering a {minutes:g}-minute synthetic film into {out_dir}")
+    err.print(f"[bold]1/4[/] rendering a {minutes:g}-minute synthetic film into {out_dir}")
     paths = render(out_dir, minutes=minutes, seed=7, film_id="synth")
-    err.print(f"[bold]2/2[/] ingesting it into {lib.path}")
-    film = lib.ingest(paths["film.mp4"], film_id="synth", title="Synthetic", year=2026, reporter=_reporter(False))
+    err.print(f"[bold]2/4[/] ingesting it into {lib.path} (captions imported from captions.srt: no captioner runs here)")
+    film = lib.ingest(paths["film.mp4"], film_id="synth", title="Synthetic", year=2026, captions=paths["captions.srt"],
+                      reporter=_reporter(False))
     _show_human(film.summary())
+    items = [json.loads(line) for line in paths["mcq.jsonl"].read_text().splitlines()[:questions]]
+    err.print(f"[bold]3/4[/] asking {len(items)} question(s) with the hybrid policy and the {backbone} backbone")
+    for item in items:
+        ans = film.ask(item["question"], options=item["options"], policy="hybrid", backbone=backbone)
+        got = "invalid" if ans.invalid else ans.choice
+        out.print(f"[bold]Q[/] {item['question']}\n  answer {got} (truth {item['answer']}), "
+                  f"{len(ans.evidence)} evidence, {ans.usage.input_tokens} input tokens", highlight=False)
+        for ev in ans.evidence[:3]:
+            out.print(f"    {ev.kind:<10} {ev.start:7.1f}-{ev.end:7.1f} s  {(ev.text or '')[:70]}", highlight=False)
+    if bench_items > 0:
+        run_dir = out_dir / "run"
+        err.print(f"[bold]4/4[/] a small bench: closed-book, subtitles and hybrid x {backbone} on {bench_items} items")
+        bench(paths["mcq.jsonl"], format_=None, policies_="closed-book,subtitles,hybrid", backbones_=backbone,
+              out_dir=run_dir, limit=bench_items, concurrency=1, max_cost=None, max_tokens=None, cache=None,
+              retry_invalid=False, library=library, as_json=False)
+        report(run_dir, baseline=None, inspector=True, as_json=False)
 
 
 @app.command("backbones")

@@ -8,6 +8,8 @@ transcript (ASR), clip and ocr; also times a second, fully cached ingest (resume
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import datetime as dt
 import shutil
 import tempfile
@@ -16,6 +18,7 @@ from pathlib import Path
 
 from moviemem import Library
 from moviemem.config import get_settings
+from moviemem.eval.ingest_quality import boundary_f1, word_error_rate
 from moviemem.eval.synth import render
 
 MEASURED = ["frames", "shots", "segments", "transcript", "clip", "ocr"]
@@ -57,6 +60,12 @@ def main() -> None:
     lib.ingest(film_dir / "film.mp4", film_id="synth")
     again = time.perf_counter() - t1
     print(f"wall {wall:.1f} s for a {duration:.0f} s film; cached re-ingest {again:.2f} s = {100 * again / wall:.1f}% of the first")
+    truth = json.loads((film_dir / "truth.json").read_text())
+    shots = boundary_f1([(s.start, s.end) for s in film.shots()], truth["shots"], tolerance_s=0.5)
+    print(f"shots: F1 {shots['f1']:.3f} at +-0.5 s (precision {shots['precision']:.3f}, recall {shots['recall']:.3f}, "
+          f"{shots['predicted']} cuts found, {shots['truth']} in truth)")
+    wer = word_error_rate([u["text"] for u in truth["utterances"]], [u.text for u in film.utterances()])
+    print(f"asr: WER {wer:.3f} against the script ({settings.asr_model}); load average {os.getloadavg()[0]:.1f}")
     print(f"total {total:.1f} s = {total / duration:.3f}x real time")
 
 

@@ -168,22 +168,22 @@ class NarrativeGraph:
     # -- causes and effects --------------------------------------------------
     def causes_of(self, event_id: str, types: Iterable[str] = CAUSAL) -> list[str]:
         """Direct causes (and preconditions) of an event, most confident first."""
-        self._known(event_id)
-        want = _types(types)
-        best: dict[str, float] = {}
-        for u, _, k, d in self.nx.in_edges(event_id, keys=True, data=True):
-            if want is None or k in want:
-                best[u] = max(best.get(u, 0.0), d["confidence"])
-        return sorted(best, key=lambda e: (-best[e], e))
+        return self._linked(event_id, types, incoming=True)
 
     def effects_of(self, event_id: str, types: Iterable[str] = CAUSAL) -> list[str]:
         """Direct effects of an event (events it causes or enables), most confident first."""
+        return self._linked(event_id, types, incoming=False)
+
+    def _linked(self, event_id: str, types: Iterable[str], incoming: bool) -> list[str]:
         self._known(event_id)
         want = _types(types)
+        edges = self.nx.in_edges(event_id, keys=True, data=True) if incoming else \
+            self.nx.out_edges(event_id, keys=True, data=True)
         best: dict[str, float] = {}
-        for _, v, k, d in self.nx.out_edges(event_id, keys=True, data=True):
+        for u, v, k, d in edges:
+            other = u if incoming else v
             if want is None or k in want:
-                best[v] = max(best.get(v, 0.0), d["confidence"])
+                best[other] = max(best.get(other, 0.0), d["confidence"])
         return sorted(best, key=lambda e: (-best[e], e))
 
     def chain(self, a: str, b: str, types: Iterable[str] = CAUSAL) -> list[str]:

@@ -182,7 +182,10 @@ class TextRetriever(Retriever):
             if how == "vector" and src.kind not in vecs:
                 vecs[src.kind] = self._query_vector(film, src, query)
 
-        coros = [self._search(film, src, how, where, query, vecs.get(src.kind), n) for src, how, where in jobs]
+        # open the tables here: opening one inside a coroutine would wait on LanceDB's loop from that loop
+        tables = {src.table: film.store.table(src.table)._table for src, _, _ in jobs}  # AsyncTable handles
+        coros = [self._search(tables[src.table], src, how, where, query, vecs.get(src.kind), n)
+                 for src, how, where in jobs]
         if self.parallel:
             results = _LOOP.run(_gather(coros))
         else:
@@ -221,11 +224,10 @@ class TextRetriever(Retriever):
             raise MovieMemError(f"{src.table} holds {dim}-d vectors but embedder {name!r} makes {len(vec)}-d ones")
         return vec
 
-    async def _search(self, film: FilmMemory, src: Source, how: str, where: str, query: str, vec: np.ndarray | None,
+    async def _search(self, tbl: Any, src: Source, how: str, where: str, query: str, vec: np.ndarray | None,
                       n: int) -> list[tuple[Evidence, float]]:
         """One ranking. The async table API runs all rankings of a query concurrently on LanceDB's
         own event loop: 2-3x faster than the sync API, whose per-call overhead dominates here."""
-        tbl = film.store.table(src.table)._table  # the AsyncTable behind the sync handle
         cols = ["film_id", src.id_col, "start", "end", src.text] + (["kind"] if src.kind == "caption" else [])
         if how == "vector":
             if vec is None:
