@@ -5,7 +5,7 @@ back to the exact wording; change the wording, bump the version. Long film conte
 before the question so that many questions about one film share a prompt prefix (a local
 model then reuses its KV cache instead of re-reading the film).
 
-A later Letta policy shares ARCHIVAL_SYSTEM, ARCHIVAL_SEARCH_TOOL and the answer formats.
+The Letta policy shares ARCHIVAL_SYSTEM (see LETTA_SYSTEM), the user turns and the answer formats.
 """
 
 from __future__ import annotations
@@ -131,6 +131,22 @@ ARCHIVAL = Prompt("archival", 1, ARCHIVAL_SYSTEM,
 ARCHIVAL_FINAL = Prompt("archival-final", 1, ARCHIVAL_SYSTEM,
                         "Stop searching now and answer from what you found.\n\n{question}")
 
+# The Letta policy sends the same system prompt (per request, in place of the one Letta compiles)
+# and the same user turns; only the sentence about the search tool's arguments differs, because
+# Letta's archival_memory_search filters by timestamps (film time written on 1970-01-01) and
+# takes tags (left empty: passages are not tagged by topic).
+ARCHIVAL_TOOL_SENTENCE = ("give a short query, top_k, and optionally start/end in seconds to search a stretch of "
+                          "the film.")
+LETTA_TOOL_SENTENCE = ("give a short query, top_k, no tags, and optionally start_datetime/end_datetime to search a "
+                       "stretch of the film, as film time on 1970-01-01 (00:12:30 into the film is "
+                       "1970-01-01T00:12:30).")
+assert ARCHIVAL_TOOL_SENTENCE in ARCHIVAL_SYSTEM
+LETTA_SYSTEM = ARCHIVAL_SYSTEM.replace(ARCHIVAL_TOOL_SENTENCE, LETTA_TOOL_SENTENCE)
+
+LETTA = Prompt("letta", 2, LETTA_SYSTEM, ARCHIVAL.template)
+
+LETTA_FINAL = Prompt("letta-final", 2, LETTA_SYSTEM, ARCHIVAL_FINAL.template)
+
 GRAPH = Prompt("graph", 1, SYSTEM,
                "Here are story events of the film that match the question, with how they are linked "
                "(causes, what happens before/after, flashbacks). Times are screen times (HH:MM:SS); "
@@ -139,5 +155,13 @@ GRAPH = Prompt("graph", 1, SYSTEM,
 HYBRID = Prompt("hybrid", 1, SYSTEM,
                 "Evidence retrieved from the film's memory, in time order (HH:MM:SS), each with an id:\n\n{context}\n\n{question}")
 
+ACE_SELECT = Prompt("ace-select", 1,
+                    "You compare candidate answers to a question about a film and pick the best-supported one. "
+                    "Reply with one JSON object and nothing else.",
+                    "Question: {question}\n\nCandidate answers, each written by a model that studied the film:\n"
+                    "{candidates}\n\nWhich candidate answers the question best? Prefer answers that are specific, "
+                    "consistent and plausible for the film. Reply with JSON: {\"best\": <candidate number>}")
+
 PROMPTS = {p.id: p for p in [CLOSED_BOOK, SUBTITLES, SOCRATIC, END_TO_END_FRAMES, END_TO_END_VIDEO, VIDEOAGENT, ARCHIVAL,
-                             ARCHIVAL_FINAL, GRAPH, HYBRID]}
+                             ARCHIVAL_FINAL, GRAPH, HYBRID, ACE_SELECT]}
+PROMPTS.update({p.id: p for p in [LETTA, LETTA_FINAL]})

@@ -451,18 +451,19 @@ class Request:
     temperature: float = 0.0
     tool_choice: str | None = None
     timeout: float | None = None
+    seed: int | None = None  # a sampling seed: several samples of one prompt at temperature > 0 stay distinct in the cache
 
     @classmethod
     def build(cls, messages: Iterable[MessageLike] | str, *, tools: Iterable[Tool | dict[str, Any]] | None = None,
               json_schema: dict[str, Any] | None = None, max_tokens: int = 512, temperature: float = 0.0,
-              tool_choice: str | None = None, timeout: float | None = None) -> Request:
+              tool_choice: str | None = None, timeout: float | None = None, seed: int | None = None) -> Request:
         if max_tokens < 1:
             raise MovieMemError("max_tokens must be at least 1")
         tool_list = tuple(Tool.from_any(t) for t in tools or ())
         if tool_choice not in (None, "auto", "none", "required") and tool_choice not in {t.name for t in tool_list}:
             raise MovieMemError(f"tool_choice {tool_choice!r} names no given tool")
         return cls(normalise_messages(messages), tool_list, json_schema, int(max_tokens), float(temperature),
-                   None if tool_choice == "auto" else tool_choice, timeout)
+                   None if tool_choice == "auto" else tool_choice, timeout, None if seed is None else int(seed))
 
     def needs(self) -> set[str]:
         """Capabilities this request uses."""
@@ -486,8 +487,11 @@ class Request:
 
         msgs = [{"role": m.role, "parts": [part(p) for p in m.parts],
                  "calls": [[c.name, c.arguments] for c in m.tool_calls], "name": m.name} for m in self.messages]
-        return {"messages": msgs, "tools": [asdict(t) for t in self.tools], "json_schema": self.json_schema,
-                "max_tokens": self.max_tokens, "temperature": self.temperature, "tool_choice": self.tool_choice}
+        out = {"messages": msgs, "tools": [asdict(t) for t in self.tools], "json_schema": self.json_schema,
+               "max_tokens": self.max_tokens, "temperature": self.temperature, "tool_choice": self.tool_choice}
+        if self.seed is not None:  # only when set, so keys of unseeded requests never change
+            out["seed"] = self.seed
+        return out
 
     def prefix_text(self) -> str:
         """The request as one string, for ordering requests so shared prefixes are adjacent."""
@@ -515,7 +519,7 @@ class Backbone(Protocol):
 
     def chat(self, messages: Iterable[MessageLike] | str, *, tools: Iterable[Tool | dict[str, Any]] | None = None,
              json_schema: dict[str, Any] | None = None, max_tokens: int = 512, temperature: float = 0.0,
-             timeout: float | None = None, tool_choice: str | None = None) -> Reply: ...
+             timeout: float | None = None, tool_choice: str | None = None, seed: int | None = None) -> Reply: ...
 
 
 # ----------------------------------------------------------------------------- shared behaviour
@@ -607,9 +611,9 @@ class BaseBackbone(ABC):
 
     def chat(self, messages: Iterable[MessageLike] | str, *, tools: Iterable[Tool | dict[str, Any]] | None = None,
              json_schema: dict[str, Any] | None = None, max_tokens: int = 512, temperature: float = 0.0,
-             timeout: float | None = None, tool_choice: str | None = None) -> Reply:
+             timeout: float | None = None, tool_choice: str | None = None, seed: int | None = None) -> Reply:
         request = Request.build(messages, tools=tools, json_schema=json_schema, max_tokens=max_tokens,
-                                temperature=temperature, tool_choice=tool_choice, timeout=timeout)
+                                temperature=temperature, tool_choice=tool_choice, timeout=timeout, seed=seed)
         return self.send(request)
 
     def send(self, request: Request) -> Reply:

@@ -111,9 +111,9 @@ class ReplayCache:
 
     def chat(self, messages: Iterable[MessageLike] | str, *, tools: Iterable[Tool | dict[str, Any]] | None = None,
              json_schema: dict[str, Any] | None = None, max_tokens: int = 512, temperature: float = 0.0,
-             timeout: float | None = None, tool_choice: str | None = None) -> Reply:
+             timeout: float | None = None, tool_choice: str | None = None, seed: int | None = None) -> Reply:
         return self.send(Request.build(messages, tools=tools, json_schema=json_schema, max_tokens=max_tokens,
-                                       temperature=temperature, tool_choice=tool_choice, timeout=timeout))
+                                       temperature=temperature, tool_choice=tool_choice, timeout=timeout, seed=seed))
 
     def send(self, request: Request) -> Reply:
         if self.mode == "off":
@@ -145,7 +145,7 @@ class ReplayCache:
         return self.inner.chat(list(request.messages), tools=list(request.tools) or None,
                                json_schema=request.json_schema, max_tokens=request.max_tokens,
                                temperature=request.temperature, timeout=request.timeout,
-                               tool_choice=request.tool_choice)
+                               tool_choice=request.tool_choice, seed=request.seed)
 
     def entries(self) -> int:
         return int(self._conn().execute("SELECT COUNT(*) FROM replies").fetchone()[0])

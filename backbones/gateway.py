@@ -85,6 +85,7 @@ def _request_from_body(body: dict[str, Any]) -> tuple[Request, bool, bool]:
     temperature = body.get("temperature")
     request = Request.build(body["messages"], tools=[Tool.from_any(t) for t in tools], json_schema=schema,
                             max_tokens=int(max_tokens), temperature=0.0 if temperature is None else float(temperature),
+                            seed=body.get("seed"),
                             tool_choice=choice if tools else None)
     stream = bool(body.get("stream"))
     include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
@@ -118,7 +119,7 @@ def create_app(backbone: Backbone, embedder: Any = None) -> FastAPI:
             return send(request)
         return backbone.chat(list(request.messages), tools=list(request.tools) or None,
                              json_schema=request.json_schema, max_tokens=request.max_tokens,
-                             temperature=request.temperature, tool_choice=request.tool_choice)
+                             temperature=request.temperature, tool_choice=request.tool_choice, seed=request.seed)
 
     def model_card(model_id: str) -> dict[str, Any]:
         return {"id": model_id, "object": "model", "created": created, "owned_by": "moviemem"}

@@ -271,6 +271,8 @@ class GeminiBackbone(BaseBackbone):
             "system_instruction": system_text, "http_options": types.HttpOptions(timeout=int(timeout * 1000)),
             "automatic_function_calling": types.AutomaticFunctionCallingConfig(disable=True),
         }
+        if request.seed is not None:
+            cfg["seed"] = request.seed
         if self.thinking:
             cfg["thinking_config"] = types.ThinkingConfig(**self.thinking)
         if request.json_schema is not None:

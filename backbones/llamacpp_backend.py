@@ -237,7 +237,7 @@ class LlamaCppBackbone(BaseBackbone):
             out = llm.create_completion(
                 tokens, max_tokens=min(request.max_tokens, room), temperature=max(0.0, request.temperature),
                 top_k=1 if greedy else 40, top_p=1.0 if greedy else 0.95, min_p=0.0 if greedy else 0.05,
-                repeat_penalty=1.0, seed=self.seed, grammar=grammar, stopping_criteria=stop)
+                repeat_penalty=1.0, seed=self.seed if request.seed is None else request.seed, grammar=grammar, stopping_criteria=stop)
             elapsed = time.perf_counter() - started
             perf = C.llama_perf_context(llm.ctx)
         self.last_perf = {"prompt_tokens": len(tokens), "prompt_eval_tokens": perf.n_p_eval,

@@ -141,6 +141,8 @@ class OpenAIBackbone(BaseBackbone):
             body["max_completion_tokens"] = request.max_tokens
         if not reasoning:
             body["temperature"] = request.temperature
+        if request.seed is not None:
+            body["seed"] = request.seed
         if request.tools:
             body["tools"] = [t.to_openai() for t in request.tools]
             if request.tool_choice in ("none", "required"):

@@ -329,3 +329,104 @@ def test_cli_ask_json_shape_and_policies(cli, synth_film, lib_dir):
     assert pols.code == 0
     names = {p["name"]: p for p in pols.json()["policies"]}
     assert names["videoagent"]["defaults"]["max_rounds"] == 3 and "hybrid" in names
+
+
+# ----------------------------------------------------------------------------- ACE: candidates and a selector
+
+
+def _by_seed(request):
+    """Candidate k (seed k) answers letter k; the selector (no seed) picks candidate 2."""
+    if request.seed is None:
+        assert "Candidate answers" in request.messages[-1].text
+        return '{"best": 2}'
+    return json.dumps({"answer": "ABCD"[request.seed - 1], "confidence": 2})
+
+
+def test_ace_samples_candidates_and_the_selector_picks(film, tmp_path):
+    from moviemem.backbones import ReplayCache
+
+    inner = ScriptedBackbone(_by_seed)
+    b = ReplayCache(inner, tmp_path / "cache.sqlite", mode="readwrite")
+    ans = ask(film, "Who brings the letter?", OPTIONS, policy="ace", backbone=b,
+              base="subtitles", candidates=3, temperature=0.6)
+    seeds = [r.seed for r in inner.calls]
+    assert seeds == [1, 2, 3, None]  # three seeded samples, then one selection call
+    assert all(r.temperature == 0.6 for r in inner.calls[:3]) and inner.calls[3].temperature == 0.0
+    selection = inner.calls[3].messages[-1].text
+    assert "1. A. Alpha" in selection and "3. C. Charlie" in selection
+    assert ans.choice == "B" and ans.text == "Bravo" and not ans.invalid and ans.policy == "ace"
+    assert ans.evidence and all(e.kind == "utterance" for e in ans.evidence)  # the chosen candidate's evidence
+    assert {s.data.get("candidate") for s in ans.trace if s.kind == "prompt"} == {1, 2, 3, None}  # None: selection
+    assert any(s.kind == "prompt" and s.data["prompt"] == "ace-select" for s in ans.trace)
+    assert ans.usage.input_tokens > 0 and ans.usage.output_tokens > 0
+    again = ask(film, "Who brings the letter?", OPTIONS, policy="ace", backbone=b,
+                base="subtitles", candidates=3, temperature=0.6)
+    assert len(inner.calls) == 4 and again.choice == "B"  # every candidate and the selection replayed
+
+
+def test_ace_agreement_skips_the_selector_and_bad_selection_is_invalid(film):
+    agree = scripted(['{"answer": "C", "confidence": 3}'] * 3)
+    ans = ask(film, "Q?", OPTIONS, policy="ace", backbone=agree, base="closed-book")
+    assert ans.choice == "C" and len(agree.calls) == 3
+    assert any("agree" in s.data.get("text", "") for s in ans.trace if s.kind == "note")
+
+    bad = scripted(['{"answer": "A", "confidence": 3}', '{"answer": "B", "confidence": 3}', '{"best": 7}'])
+    ans = ask(film, "Q?", OPTIONS, policy="ace", backbone=bad, base="closed-book", candidates=2)
+    assert ans.invalid and ans.choice is None and ans.error  # never a default pick
+    assert len(bad.calls) == 3
+
+    selector = scripted(['{"best": 1}'])
+    two = scripted(['{"answer": "A", "confidence": 3}', '{"answer": "D", "confidence": 1}'])
+    ans = ask(film, "Q?", OPTIONS, policy="ace", backbone=two, base="closed-book", candidates=2, selector=selector)
+    assert ans.choice == "A" and len(selector.calls) == 1
+
+
+def test_ace_open_answers_and_settings(film):
+    b = scripted(['{"answer": "He wants the money.", "confidence": 2}', '{"answer": "Out of love.", "confidence": 2}',
+                  '{"best": 2}'])
+    ans = ask(film, "Why does Tom stay?", kind="open", policy="ace", backbone=b, base="closed-book", candidates=2)
+    assert ans.text == "Out of love." and ans.choice is None
+    assert "2. Out of love." in b.calls[-1].messages[-1].text
+    for bad, msg in (({"candidates": 1}, "at least 2"), ({"temperature": 0}, "above 0"), ({"base": "ace"}, "itself"),
+                     ({"base": "telepathy"}, "unknown policy"), ({"base_settings": {"nope": 1}}, "no setting")):
+        with pytest.raises(MovieMemError, match=msg):
+            get_policy("ace", **bad)
+
+
+# ----------------------------------------------------------------------------- films without video
+
+
+@pytest.fixture(scope="module")
+def text_films(synth_film, tmp_path_factory):
+    """The synthetic film's dialogue as a text-only film (with its true events committed), and its
+    description track as a second text-only film: what MF2- and Movie101-style releases give."""
+    from events_rows import add_truth_events
+
+    from moviemem import Library
+
+    lib = Library(tmp_path_factory.mktemp("textfilms") / "lib", synth_film.lib.settings)
+    dialogue = lib.ingest_text(synth_film.dir / "subtitles.srt", film_id="dialogue", title="Synthetic", year=2026)
+    add_truth_events(lib, dialogue.film_id, synth_film.truth)
+    described = lib.ingest_text(synth_film.dir / "captions.srt", film_id="described", as_="captions")
+    return lib.film("dialogue"), described
+
+
+TEXT_FILM_POLICIES = [("closed-book", "dialogue"), ("subtitles", "dialogue"), ("archival", "dialogue"),
+                      ("graph", "dialogue"), ("hybrid", "dialogue"), ("socratic-clip", "described"),
+                      ("socratic-frame", "described"), ("hybrid", "described"), ("archival", "described")]
+
+
+@pytest.mark.parametrize(("policy", "which"), TEXT_FILM_POLICIES)
+def test_text_policies_on_text_only_films_with_local_small(text_films, policy, which):
+    from moviemem.backbones import load
+
+    dialogue, described = text_films
+    f = dialogue if which == "dialogue" else described
+    assert not f.info.has_video
+    extra = {"max_steps": 2, "step_max_tokens": 48} if policy == "archival" else {}
+    ans = ask(f, "Who brings the letter?", OPTIONS, policy=policy, backbone=load("local-small"), max_tokens=24, **extra)
+    assert ans.policy == policy and ans.usage.input_tokens > 0
+    assert ans.invalid or ans.choice in "ABCD"
+    if policy not in ("closed-book", "archival"):  # archival searches only if the model decides to
+        assert ans.evidence and all(e.film_id == f.film_id for e in ans.evidence)
+        assert not any(e.kind in ("frame", "onscreen") for e in ans.evidence)
