@@ -63,11 +63,17 @@ class FilmMemory:
         return min(self.info.duration_s, self.t1)
 
     # -- filtering ---------------------------------------------------------
-    def _where(self, table: str) -> str | None:
+    def run_filter(self, table: str) -> str | None:
+        """The film's finished run of the table's owning stage, without any time restriction
+        (None when that stage has not finished). Retrievers key caches on it: it changes
+        whenever a stage is rerun, so a cache can never serve rows of a replaced run."""
         run = self._runs.get(_OWNER[table])
         if run is None or run.status != "done":
             return None
-        clauses = [f"film_id = {sql_str(self.film_id)}", f"run_id = {sql_str(run.run_id)}"]
+        return f"film_id = {sql_str(self.film_id)} AND run_id = {sql_str(run.run_id)}"
+
+    def _time_clauses(self, table: str) -> list[str]:
+        clauses = []
         if table in TIMED_TABLES:
             if self._until:
                 clauses.append(f"`end` <= {self.t1!r}")
@@ -80,7 +86,27 @@ class FilmMemory:
                 clauses.append(f"t <= {self.t1!r}" if self._until else f"t < {self.t1!r}")
             if self.t0 > 0:
                 clauses.append(f"t >= {self.t0!r}")
-        return " AND ".join(clauses)
+        return clauses
+
+    def time_mask(self, table: str, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+        """Which of a timed table's rows (by their start and end) this view's time restriction
+        shows: the same rule as the SQL filter, for rows already in memory."""
+        if table not in TIMED_TABLES:
+            raise MovieMemError(f"{table} is not a table of timed rows")
+        keep = np.ones(len(start), dtype=bool)
+        if self._until:
+            keep &= end <= self.t1
+        elif self.t1 != math.inf:
+            keep &= start < self.t1
+        if self.t0 > 0:
+            keep &= end > self.t0
+        return keep
+
+    def _where(self, table: str) -> str | None:
+        base = self.run_filter(table)
+        if base is None:
+            return None
+        return " AND ".join([base, *self._time_clauses(table)])
 
     def arrow(self, table: str) -> pa.Table:
         """The visible rows of one table as Arrow (for pandas/polars users)."""

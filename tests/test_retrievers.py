@@ -85,6 +85,43 @@ def test_filters_by_film_and_time(lib_film, film):
         TextRetriever().retrieve(film, "x", k=0)
 
 
+def test_cached_vector_search_equals_exact_cosine_in_every_view(film):
+    """The in-memory vector ranking must be what exact cosine over the visible rows gives, in a
+    window, under an until-cutoff and for a caption kind, with the cache already warm."""
+    import numpy as np
+
+    from moviemem.retrievers.text import embed_query
+
+    query = "someone reads a letter by the window"
+    q = embed_query("minilm", query)
+    for view, rows in ((film, film.utterances()), (film.window(40, 100), film.window(40, 100).utterances()),
+                       (film.until(75), film.until(75).utterances())):
+        hits = TextRetriever("vector", ["utterance"], candidates=5).retrieve(view, query, k=5)
+        sims = sorted(((float(np.dot(r.vector, q) / np.linalg.norm(r.vector) / np.linalg.norm(q)), r.idx)
+                       for r in rows), reverse=True)[:5]
+        assert [h.id for h in hits] == [f"utterance:{i}" for _, i in sims]
+        assert [h.score for h in hits] == pytest.approx([s for s, _ in sims], abs=1e-5)
+    kinds = {c.kind for c in film.captions()}
+    for kind in kinds:
+        hits = TextRetriever("vector", ["caption"], caption_kinds=[kind]).retrieve(film, query, k=50)
+        assert hits and {h.id for h in hits} == {f"caption:{c.idx}" for c in film.captions() if c.kind == kind}
+
+
+def test_a_rerun_stage_is_never_served_from_the_vector_cache(synth_film, tmp_path):
+    from events_rows import add_truth_events
+
+    lib, f = synth_film.copy_to(tmp_path / "lib")
+    truth = synth_film.truth
+    add_truth_events(lib, f.film_id, truth)
+    f = lib.film(f.film_id)
+    first = TextRetriever("vector", ["event"]).retrieve(f, truth["events"][0]["description"], k=3)
+    truth2 = {**truth, "events": [{**e, "description": "A dog barks at a passing train."} for e in truth["events"][:1]],
+              "relations": []}
+    add_truth_events(lib, f.film_id, truth2)  # a new finished run of the events stage replaces the old one
+    again = TextRetriever("vector", ["event"]).retrieve(lib.film(f.film_id), truth["events"][0]["description"], k=3)
+    assert len(first) == 3 and len(again) == 1 and again[0].text == "A dog barks at a passing train."
+
+
 def test_rows_added_after_indexing_are_found(synth_film, tmp_path):
     lib, film = synth_film.copy_to(tmp_path / "lib")
     u, word = distinctive(film)
