@@ -61,6 +61,24 @@ def _close_all() -> None:
         _models.clear()
 
 
+def _state_bytes(state: Any) -> int:
+    """What a saved prompt state really holds: the KV state plus the copied logits (up to
+    n_batch x vocabulary floats, ~300 MB for a 150k vocabulary) and token ids."""
+    return int(state.llama_state_size) + int(getattr(state.scores, "nbytes", 0)) + int(getattr(state.input_ids, "nbytes", 0))
+
+
+def _RAMCache(base: type, capacity_bytes: int) -> Any:
+    """llama-cpp-python's RAM prompt cache, bounded by what its states really occupy: the stock
+    class counts only the KV state, so a run of a few dozen prompts grew past 16 GB."""
+
+    class RAMCache(base):  # type: ignore[misc, valid-type]
+        @property
+        def cache_size(self) -> int:
+            return sum(_state_bytes(v) for v in self.cache_state.values())
+
+    return RAMCache(capacity_bytes=capacity_bytes)
+
+
 def _load(path: Path, n_ctx: int, n_threads: int, cache_bytes: int) -> _Model:
     key = (str(path.resolve()), n_ctx, n_threads)
     with _models_lock:
@@ -79,7 +97,7 @@ def _load(path: Path, n_ctx: int, n_threads: int, cache_bytes: int) -> _Model:
         except (ValueError, RuntimeError) as exc:
             raise MovieMemError(f"cannot load {path.name}: {exc}") from None
         if cache_bytes > 0:
-            llm.set_cache(llama_cpp.LlamaRAMCache(capacity_bytes=cache_bytes))
+            llm.set_cache(_RAMCache(llama_cpp.LlamaRAMCache, cache_bytes))
         template = llm.metadata.get("tokenizer.chat_template") or _CHATML
 
         def token_text(tid: int) -> str:

@@ -94,3 +94,35 @@ def test_timeout_gives_an_invalid_reply_with_partial_text(small):
     reply = small.chat([user("Count from 1 to 100.")], max_tokens=64, timeout=1e-6)
     assert reply.invalid and reply.error.startswith("timed out") and reply.finish_reason == "timeout"
     assert reply.transient  # a time limit depends on machine load: the replay cache must not keep it
+
+
+def test_prompt_cache_is_bounded_by_what_its_states_really_hold():
+    """llama-cpp-python's RAM cache counts only the KV state; each state also copies up to
+    n_batch x vocabulary logits. Ours counts both, so a long run cannot grow without bound."""
+    import llama_cpp
+    import numpy as np
+
+    from moviemem.backbones.llamacpp_backend import _RAMCache
+
+    class State:
+        def __init__(self):
+            self.llama_state_size = 1_000
+            self.scores = np.zeros((512, 1_000), dtype=np.float32)  # 2,048,000 bytes
+            self.input_ids = np.zeros(512, dtype=np.intc)
+
+    cache = _RAMCache(llama_cpp.LlamaRAMCache, capacity_bytes=5_000_000)
+    for i in range(6):
+        cache[(i, i + 1)] = State()
+    assert len(cache.cache_state) == 2 and cache.cache_size <= 5_000_000  # the stock class kept all 6
+    assert list(cache.cache_state) == [(4, 5), (5, 6)]  # least recently used evicted first
+
+
+def test_real_model_prompt_cache_stays_within_capacity():
+    try:
+        b = LlamaCppBackbone(load("local-small").path, n_ctx=1024, cache_bytes=300_000_000)
+    except MovieMemError as exc:
+        pytest.skip(str(exc))
+    cache = b.model().llm.cache  # the llama.cpp cache this backbone set
+    for i in range(5):
+        b.chat([user(f"Count to {i + 3} in words, film number {i * 7919}.")], max_tokens=4)
+    assert cache is not None and 0 < len(cache.cache_state) and cache.cache_size <= 300_000_000
