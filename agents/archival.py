@@ -69,7 +69,7 @@ class ArchivalSearch:
             found = self.retriever.retrieve(self.film, query, k=max(1, min(MAX_TOP_K, k)), start=start, end=end)
         except (TypeError, ValueError, MovieMemError) as exc:
             return [], {"error": f"bad arguments: {exc}"}
-        found.sort(key=lambda e: e.start)
+        found.sort(key=lambda e: (e.start, e.id))
         return found, [{"start": round(e.start, 1), "end": round(e.end, 1), "time": f"{hms(e.start)}-{hms(e.end)}",
                         "kind": e.kind, "text": e.text} for e in found]
 

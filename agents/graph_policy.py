@@ -71,9 +71,9 @@ class GraphPolicy(BasePolicy):
             chosen = list(dict.fromkeys(chosen + path))
         flash = set(g.flashbacks())
         events = [event_evidence(film.film_id, g, e, 1.0 if e in seeds else 0.5) for e in chosen]
-        events.sort(key=lambda e: (e.start, e.end))
+        events.sort(key=lambda e: (e.start, e.end, e.id))
         links = link_evidence(film.film_id, g, chosen, s.types)
-        links.sort(key=lambda r: -r.score)
+        links.sort(key=lambda r: (-r.score, r.id))
         links = links[: s.max_links]
         story = {e: i for i, e in enumerate(g.story_order(), 1)}
         lines = []

@@ -88,7 +88,7 @@ class Hybrid(BasePolicy):
         ranked = interleave(lists)
         shown = fit_budget(ranked, s.budget_tokens)
         run.note(f"{len(shown)} of {len(ranked)} hits fit the budget of {s.budget_tokens} tokens")
-        shown.sort(key=lambda e: (e.start, e.end))
+        shown.sort(key=lambda e: (e.start, e.end, e.id))
         ids = {f"E{n}": e for n, e in enumerate(shown, 1)}
         context = "\n".join(f"[{eid}] {hms(e.start)}-{hms(e.end)} ({LABELS.get(e.kind, e.kind)}) {e.text}"
                             for eid, e in ids.items())

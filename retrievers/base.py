@@ -78,7 +78,7 @@ class Retriever(ABC):
         found = self._retrieve(film, query or "", k)
         for ev in found:
             ev.retriever = ev.retriever or self.name
-        found.sort(key=lambda e: (-e.score, e.start))
+        found.sort(key=lambda e: (-e.score, e.start, e.id))  # a total order: reruns replay from the cache
         return found[:k]
 
     @abstractmethod

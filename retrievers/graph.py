@@ -91,12 +91,12 @@ class GraphRetriever(Retriever):
         top = max(best.values())
         out = [event_evidence(film.film_id, g, e, best.get(e, top * DECAY ** dist.get(e, self.hops + 1)))
                for e in sub.nx.nodes]
-        out.sort(key=lambda e: -e.score)
+        out.sort(key=lambda e: (-e.score, e.start, e.id))  # ties in a fixed order: node sets iterate by hash
         out = out[: max(1, k - k // 3)] if self.links else out[:k]  # leave room for the links
         if self.links:
             low = min(e.score for e in out) * DECAY
             links = link_evidence(film.film_id, g, [e.id.split(":", 1)[1] for e in out], self.types)
-            for r in sorted(links, key=lambda r: -r.score)[: k - len(out)]:
+            for r in sorted(links, key=lambda r: (-r.score, r.id))[: k - len(out)]:
                 r.score = low * r.score  # below every event: links explain, they do not outrank
                 out.append(r)
         return out

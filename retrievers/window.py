@@ -29,7 +29,7 @@ def rows_as_evidence(film: FilmMemory, kinds: Sequence[str] = KINDS, caption_kin
             out += [Evidence("onscreen", film.film_id, r.start, r.end, r.text, id=f"onscreen:{r.idx}") for r in film.onscreen()]
         else:
             out += [Evidence("event", film.film_id, r.start, r.end, r.description, id=f"event:{r.event_id}") for r in film.events()]
-    out.sort(key=lambda e: (e.start, e.end))
+    out.sort(key=lambda e: (e.start, e.end, e.id))
     return out
 
 
@@ -64,5 +64,5 @@ def around(film: FilmMemory, t: float, *, radius: float = 15.0, kinds: Sequence[
         gap = 0.0 if ev.start <= t <= ev.end else min(abs(ev.start - t), abs(ev.end - t))
         ev.score = 1.0 / (1.0 + gap)
         ev.retriever = "window"
-    rows.sort(key=lambda e: (-e.score, e.start))
+    rows.sort(key=lambda e: (-e.score, e.start, e.id))
     return rows[:k]

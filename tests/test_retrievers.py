@@ -207,3 +207,25 @@ def test_graph_retrieval_follows_causes(synth_film, tmp_path):
     assert all(h.retriever == "graph" for h in hits)
     early = GraphRetriever(hops=2).retrieve(film.until(40), target["description"], k=20)
     assert early and all(h.end <= 40 for h in early)
+
+
+def test_graph_retrieval_is_the_same_in_every_process(synth_film, tmp_path):
+    """Node sets iterate in hash order, which changes per process; ties must still come out in one
+    order, or a rerun's prompts differ and the replay cache cannot answer them."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from events_rows import add_truth_events
+
+    lib, f = synth_film.copy_to(tmp_path / "lib")
+    add_truth_events(lib, f.film_id, synth_film.truth)
+    script = ("import sys, json; from moviemem import Library; from moviemem.retrievers.graph import GraphRetriever\n"
+              "f = Library(sys.argv[1]).film(sys.argv[2])\n"
+              "print(json.dumps([[e.id for e in GraphRetriever().retrieve(f, q, k=6)] for q in sys.argv[3:]]))")
+    queries = ["Which of these happens first in the film?", "Why is the tin box empty?", "Who opens the letter?"]
+    outs = {subprocess.run([sys.executable, "-c", script, str(lib.path), f.film_id, *queries], check=True,
+                           capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": seed}).stdout
+            for seed in ("1", "2", "3")}
+    assert len(outs) == 1 and all(ids for ids in json.loads(outs.pop()))
