@@ -3,6 +3,8 @@ JSON object on stdout (progress and warnings go to stderr)."""
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import sys
 from pathlib import Path
@@ -25,6 +27,7 @@ err = Console(stderr=True)
 
 LibraryOpt = Annotated[Optional[Path], typer.Option("--library", help="Library directory (default $MOVIEMEM_LIBRARY, else ~/.moviemem/library).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
+RayOpt = Annotated[Optional[str], typer.Option("--ray", help="Run on Ray: auto, local, ray://HOST:PORT or HOST:PORT (docs/scale.md).")]
 
 
 def _library(path: Path | None, **overrides: Any):
@@ -73,6 +76,8 @@ def ingest(
     replace: Annotated[bool, typer.Option("--replace", help="Replace a different source already under this film id.")] = False,
     captioner: Annotated[Optional[str], typer.Option(help="Backbone spec that captions frames and clips (e.g. gemini:gemini-3-flash).")] = None,
     backbone: Annotated[Optional[str], typer.Option(help="Text backbone for events, relations and narration; the events stage runs only when one is chosen.")] = None,
+    ray: RayOpt = None,
+    ray_resources: Annotated[Optional[str], typer.Option("--ray-resources", help='With --ray: JSON of Ray resources per stage, e.g. \'{"transcript": {"num_gpus": 0.5}}\'.')] = None,
     library: LibraryOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -86,6 +91,15 @@ def ingest(
         raise MovieMemError("--film-id, --subtitles and --captions apply to one film; give one path")
     lib = _library(library, captioner=captioner, backbone=backbone)
     stage_list = [s.strip() for s in stages.split(",") if s.strip()] if stages else None
+    if ray is not None or ray_resources is not None:
+        if text is not None:
+            raise MovieMemError("--ray ingests video files; --text films are ingested locally")
+        if ray is None:
+            raise MovieMemError("--ray-resources needs --ray ADDRESS")
+        jobs = [dict(path=p, film_id=film_id, title=title, year=year, subtitles=subtitles, captions=captions,
+                     encoding=encoding) for p in paths]
+        _ingest_on_ray(lib, jobs, ray, ray_resources, stages=stage_list, replace=replace, as_json=as_json)
+        return
     summaries = []
     if text is not None:
         films_done = [lib.ingest_text(text, film_id=film_id, title=title, year=year, as_=as_, duration_s=duration,
@@ -99,6 +113,39 @@ def ingest(
             _show_human(summaries[-1])
     if as_json:
         _print_json(summaries[0] if len(summaries) == 1 else {"films": summaries})
+
+
+def _ingest_on_ray(lib: Any, jobs: list[dict[str, Any]], address: str, resources: str | None, *,
+                   stages: list[str] | None, replace: bool, as_json: bool) -> None:
+    """`ingest --ray`: one chain of Ray tasks per film; failures are listed, the others go on."""
+    from .scale.cluster import parse_address, session
+
+    parse_address(address)
+    try:
+        res = json.loads(resources) if resources else None
+    except ValueError as exc:
+        raise MovieMemError(f"--ray-resources is not JSON: {exc}") from None
+    if res is not None and not isinstance(res, dict):
+        raise MovieMemError('--ray-resources must be a JSON object like {"transcript": {"num_cpus": 4}}')
+    from .scale.ray_ingest import FilmJob, IngestProgress, ingest_films
+
+    with session(address) as cluster:
+        err.print(cluster.line(), highlight=False)
+        with IngestProgress(err, len(jobs)) as show:
+            outcomes = ingest_films(lib.path, [FilmJob(**j) for j in jobs], settings=lib.settings, stages=stages,
+                                    replace=replace, resources=res, on_event=show.event, on_film=show.film)
+    # a fresh handle: tables opened before the workers committed would not see their rows
+    fresh = _library(Path(lib.path), captioner=lib.settings.captioner, backbone=lib.settings.backbone)
+    summaries = [fresh.film(o.film_id).summary() for o in outcomes if o.ok]
+    failed = [o for o in outcomes if not o.ok]
+    if as_json:
+        _print_json({"films": summaries, "failed": [o.to_dict() for o in failed]})
+    else:
+        for s in summaries:
+            _show_human(s)
+    if failed:
+        raise MovieMemError(f"{len(failed)} of {len(outcomes)} film(s) failed (rerun to resume them): "
+                            + "; ".join(f"{o.film_id}: {o.error}" for o in failed[:3]) + ("; ..." if len(failed) > 3 else ""))
 
 
 @app.command("import-collection")
@@ -393,6 +440,8 @@ def bench(
     max_tokens: Annotated[Optional[int], typer.Option("--max-tokens", help="Stop before spending more than this many tokens on model calls.")] = None,
     cache: Annotated[Optional[Path], typer.Option(help="Replay cache directory (default <library>/cache).")] = None,
     retry_invalid: Annotated[bool, typer.Option("--retry-invalid", help="Answer again the items recorded invalid.")] = False,
+    ray: RayOpt = None,
+    ray_workers: Annotated[Optional[int], typer.Option("--ray-workers", help="With --ray: answering workers (default one per CPU); --concurrency is then per worker.")] = None,
     library: LibraryOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -402,18 +451,32 @@ def bench(
     from .eval.formats import load_benchmark
     from .eval.runner import bench_json, run_bench
 
+    if ray_workers is not None and ray is None:
+        raise MovieMemError("--ray-workers needs --ray ADDRESS")
+    if ray is not None:
+        from .scale.cluster import parse_address
+
+        parse_address(ray)  # bad input fails before anything is read
     lib = _library(library)
     b = load_benchmark(file, format_, library=lib)
     pols, bbs = _csv(policies_), _csv(backbones_)
     run_dir = out_dir or Path("runs") / file.stem
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TextColumn("${task.fields[cost]:.4f}  {task.fields[calls]} calls, {task.fields[hits]} cached"),
-                  console=err, transient=True) as bar:
-        task = bar.add_task(f"bench {b.format}", total=None, cost=0.0, calls=0, hits=0)
-        res = run_bench(b, pols, bbs, run_dir, library=lib, concurrency=concurrency, max_cost_usd=max_cost,
-                        max_tokens=max_tokens, cache=cache, limit=limit, retry_invalid=retry_invalid,
-                        progress=lambda p: bar.update(task, completed=p.done, total=p.total, cost=p.spend.cost_usd,
-                                                      calls=p.spend.calls, hits=p.spend.cache_hits))
+    run: Any = functools.partial(run_bench, library=lib)
+    with contextlib.ExitStack() as stack:
+        if ray is not None:
+            from .scale.cluster import session
+            from .scale.ray_bench import bench_on_ray
+
+            err.print(stack.enter_context(session(ray)).line(), highlight=False)
+            run = functools.partial(bench_on_ray, library=lib.path, settings=lib.settings, workers=ray_workers)
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      TextColumn("${task.fields[cost]:.4f}  {task.fields[calls]} calls, {task.fields[hits]} cached"),
+                      console=err, transient=True) as bar:
+            task = bar.add_task(f"bench {b.format}", total=None, cost=0.0, calls=0, hits=0)
+            res = run(b, pols, bbs, run_dir, concurrency=concurrency, max_cost_usd=max_cost, max_tokens=max_tokens,
+                      cache=cache, limit=limit, retry_invalid=retry_invalid,
+                      progress=lambda p: bar.update(task, completed=p.done, total=p.total, cost=p.spend.cost_usd,
+                                                    calls=p.spend.calls, hits=p.spend.cache_hits))
     for w in res.warnings:
         err.print(f"[yellow]warning:[/] {w}", highlight=False)
     if res.stopped:

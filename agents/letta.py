@@ -11,8 +11,11 @@ conversation so questions never see each other.
 The agent's model is the backbone given to `answer()`, served to Letta by an in-process
 `moviemem serve` gateway on loopback (the same model object the other policies call, with
 its replay cache), which also embeds passages and queries with the configured embedder.
-Settings and prompts are the `archival` policy's; the differences that remain are listed in
-`DIFFERENCES`.
+Settings and prompts are the `archival` policy's (agents/prompts.py: LETTA_SYSTEM is
+ARCHIVAL_SYSTEM with the sentence on the tool's arguments changed); the system prompt goes
+with every request so that the prompt prefix (system prompt and tool schemas) stays the same
+across questions and steps and a local model reuses its KV cache. The differences that remain
+are listed in `DIFFERENCES`.
 """
 
 from __future__ import annotations
@@ -34,39 +37,30 @@ from ..retrievers.base import Evidence, hms
 from .archival import ArchivalSettings, archival_passages
 from .base import BasePolicy, Question, Run, Step, register_policy
 from .parsing import Parsed, parse_answer
-from .prompts import ARCHIVAL, ARCHIVAL_FINAL, Prompt, question_block
+from .prompts import LETTA, LETTA_FINAL, Prompt, question_block
 
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 TAG = "moviemem"
 BATCH = 128  # passages per insert request
 
-LETTA_SYSTEM = (
-    "You answer questions about a film. You cannot see the film; its captions (what is seen) and its transcript "
-    "(what is said) are stored in your archival memory, one passage per caption or line, each starting with its "
-    "time in the film as [HH:MM:SS-HH:MM:SS]. Call archival_memory_search to look things up: give a short query "
-    "and top_k (no tags: passages are not tagged by topic); to search a stretch of the film give start_datetime "
-    "and end_datetime as times on 1970-01-01 (the film starts at 1970-01-01T00:00:00, so 00:12:30 into the film "
-    "is 1970-01-01T00:12:30). Search as often as you need, then reply with one JSON object and nothing else.")
-
-LETTA = Prompt("letta", 1, LETTA_SYSTEM, ARCHIVAL.template)
-LETTA_FINAL = Prompt("letta-final", 1, LETTA_SYSTEM, ARCHIVAL_FINAL.template)
-
 DIFFERENCES = (
+    "prompts: the same system prompt, user turns and answer formats (agents/prompts.py), except the sentence on "
+    "the search tool's arguments (LETTA_TOOL_SENTENCE: Letta filters by timestamps, film time on 1970-01-01, and "
+    "takes tags); the system prompt is sent with every request (override_system) in place of the one Letta "
+    "compiles, which would add memory metadata that changes per conversation",
     "search: Letta ranks archival passages by embedding similarity only (PostgreSQL/pgvector); archival "
-    "defaults to hybrid (vector + full text), so compare with archival search='vector'",
-    "time filter: Letta's tool takes start_datetime/end_datetime (film time written on 1970-01-01); archival's "
-    "takes start/end in seconds",
-    "tool arguments: Letta's search also takes tags (passages are tagged moviemem, their kind and row id) and "
-    "tag_match_mode; its default top_k is 10 (archival: top_k "
-    "setting); the agent also has archival_memory_insert (its inserts are removed after each question)",
-    "context: Letta compiles its own system message (the shared system prompt plus memory metadata such as the "
-    "passage count) and adds its tool schemas; so input tokens per step are higher",
-    "search_first (letta only): a Letta tool rule can force the first step to be a search (without a tag filter); "
-    "archival has no such rule",
+    "defaults to hybrid (vector + full text), so compare with archival search='vector'; both default to top_k 5",
+    "tool schemas: Letta's own archival_memory_search (about 450 tokens of description and arguments: tags, "
+    "tag_match_mode, top_k, start_datetime, end_datetime) against archival's (about 150 tokens: query, top_k, "
+    "start, end); with insert_tool the agent also has archival_memory_insert (about 300 tokens; its inserts are "
+    "removed after each question), archival has no insert tool",
+    "search_first (letta only): a Letta tool rule can force the first step of every request to be a search "
+    "(no tag filter, top_k from the settings); archival has no such rule",
+    "steps: max_steps bounds Letta's agent steps per request; archival's bounds its model turns",
     "final answer: archival asks a last, schema-constrained turn when the loop ends without an answer; letta "
     "sends the same final prompt as a plain message (Letta does not pass a per-question JSON schema)",
-    "tool results: Letta returns passages with ids, tags and timestamps as JSON text; archival returns "
-    "start/end seconds and text",
+    "tool results: Letta returns passages with ids, tags and timestamps as JSON text inside its own "
+    "{status, message, time} wrapper; archival returns start/end seconds, time and text",
 )
 
 
@@ -216,10 +210,10 @@ class LettaPolicy(BasePolicy):
         with session.lock:
             archive_id = self._archive(session, film, passages, run)
             tools = ["archival_memory_search"] + (["archival_memory_insert"] if s.insert_tool else [])
-            # the forced first search runs without a tag filter: passages carry no topic tags, and
-            # small models fill in a topic tag that then matches nothing
-            rules = ([{"type": "run_first", "tool_name": "archival_memory_search", "args": {"tags": []}}]
-                     if s.search_first else [])
+            # the forced first search runs without a tag filter (passages carry no topic tags, and
+            # small models fill in a topic tag that then matches nothing) and with the top_k setting
+            first = {"type": "run_first", "tool_name": "archival_memory_search", "args": {"tags": [], "top_k": s.top_k}}
+            rules = [first] if s.search_first else []
             name = f"moviemem-{film.film_id}-" + _digest(archive_id, backbone.name, LETTA.system, tools,
                                                          s.context_window, s.step_max_tokens, s.temperature, rules)
             llm, emb = session.llm_config(backbone, s), session.embedding_config()
@@ -246,10 +240,15 @@ class LettaPolicy(BasePolicy):
 
     # ------------------------------------------------------------------ answering
 
-    def _send(self, session: _Session, conversation: str, text: str, max_steps: int) -> tuple[dict[str, Any], float]:
+    def _send(self, session: _Session, conversation: str, prompt: Prompt, text: str,
+              max_steps: int) -> tuple[dict[str, Any], float]:
+        """One request to the conversation. The system prompt goes with it (override_system):
+        Letta's compiled one adds ids, a timestamp and archive tags that differ per conversation,
+        which would make a local model re-read the system prompt and tool schemas every time."""
         started = time.perf_counter()
         raw = session.client.conversations.messages.with_raw_response.create(
-            conversation, messages=[{"role": "user", "content": text}], max_steps=max_steps, streaming=False)
+            conversation, messages=[{"role": "user", "content": text}], max_steps=max_steps, streaming=False,
+            override_system=prompt.system)
         body = json.loads(raw.http_response.read())
         return body, time.perf_counter() - started
 
@@ -322,13 +321,14 @@ class LettaPolicy(BasePolicy):
         conversation = session.client.conversations.create(agent_id=agent_id).id
         run.note("letta conversation", agent=agent_id, conversation=conversation, server=session.url)
         text = LETTA.render(duration=hms(film.duration_s), question=question_block(question))
-        body, latency = self._send(session, conversation, text, s.max_steps)
+        body, latency = self._send(session, conversation, LETTA, text, s.max_steps)
         final, searches, inserts = self._record(body, latency, run, by_id, LETTA)
         parsed = parse_answer(final, question)
         if parsed.invalid:
             run.note(f"asking for the final answer after {searches} search(es)")
             # a run_first rule forces a search at the start of every request: leave room for the answer
-            body, latency = self._send(session, conversation, LETTA_FINAL.render(question=question_block(question)),
+            body, latency = self._send(session, conversation, LETTA_FINAL,
+                                       LETTA_FINAL.render(question=question_block(question)),
                                        2 if s.search_first else 1)
             final, more, ins = self._record(body, latency, run, by_id, LETTA_FINAL)
             searches, inserts = searches + more, inserts + ins

@@ -159,6 +159,10 @@ class Budget:
                 fresh.unpriced_calls = 1
             else:
                 fresh.cost_usd = float(u.cost_usd)
+        self.add(fresh, item_spend)
+
+    def add(self, fresh: Spend, item_spend: Spend | None = None) -> None:
+        """Count spending measured elsewhere (a Ray worker's calls) against the run and the item."""
         with self._lock:
             self.now.add(fresh)
             if item_spend is not None:
@@ -186,6 +190,11 @@ class MeteredBackbone:
 
     def _item(self) -> Spend | None:
         return getattr(self._local, "spend", None)
+
+    def charge_spend(self, spend: Spend) -> None:
+        """Charge calls made with this backbone's spec in another process to the run and the
+        item being answered on this thread (scale/ray_bench.py answers items in Ray workers)."""
+        self.budget.add(spend, self._item())
 
     def chat(self, messages: Any, **kw: Any) -> Any:
         self.budget.check()

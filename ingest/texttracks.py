@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pysubs2
@@ -185,9 +187,37 @@ def _json(path: Path, text: str) -> tuple[list[Cue], list[str]]:
     return cues, warnings
 
 
+# (file, size, mtime, format, encoding) -> parsed track, while `remembered_tracks()` is active
+_memo: dict[tuple[str, int, int, str | None, str | None], TextTrack] | None = None
+
+
+@contextmanager
+def remembered_tracks() -> Iterator[None]:
+    """Inside the block each unchanged file is parsed once: a bulk import reads every track to
+    embed a batch of films together, and again in each film's own ingest."""
+    global _memo
+    outer, _memo = _memo, {} if _memo is None else _memo
+    try:
+        yield
+    finally:
+        _memo = outer
+
+
 def load_track(path: Path | str, fmt: str | None = None, encoding: str | None = None) -> TextTrack:
     """Parse a text track; refuse a file that holds no usable cue."""
     path = Path(path)
+    memo = _memo
+    if memo is None or not path.is_file():
+        return _load_track(path, fmt, encoding)
+    st = path.stat()
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns, fmt, encoding)
+    if key not in memo:
+        memo[key] = _load_track(path, fmt, encoding)
+    track = memo[key]
+    return replace(track, path=path, cues=list(track.cues), warnings=list(track.warnings))
+
+
+def _load_track(path: Path, fmt: str | None, encoding: str | None) -> TextTrack:
     text = _read_text(path, encoding)
     fmt = fmt or detect_format(path, text)
     if fmt not in FORMATS:

@@ -75,6 +75,57 @@ def _alive(pid: int | None, marker: str) -> bool:
     return marker in _cmdline(pid)
 
 
+def _procs() -> dict[int, tuple[int, int, str]]:
+    """Every live process (zombies are dead): pid -> (parent pid, process group, start time)."""
+    out = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()  # after "pid (comm) ": state, ppid, pgrp, session, ...
+        if len(fields) > 19 and fields[0] != "Z":
+            out[int(entry.name)] = (int(fields[1]), int(fields[2]), fields[19])
+    return out
+
+
+def _family(pid: int) -> dict[int, str]:
+    """`pid`, its descendants and its process group, each with its start time (so that a pid
+    reused later is never taken for one of them). PostgreSQL's workers start sessions of their
+    own, so they are found as descendants; what a component forks stays in its group."""
+    procs = _procs()
+    members = {pid} | {p for p, (_, group, _) in procs.items() if group == pid}
+    grew = True
+    while grew:
+        children = {p for p, (parent, _, _) in procs.items() if parent in members} - members
+        members |= children
+        grew = bool(children)
+    return {p: procs[p][2] for p in members if p in procs}
+
+
+def _still(family: dict[int, str]) -> list[int]:
+    """The members of a `_family` that still run."""
+    procs = _procs()
+    return sorted(p for p, started in family.items() if p in procs and procs[p][2] == started)
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _reap(pid: int) -> None:
+    """Collect the exit status of a component this process started (else it stays a zombie)."""
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass  # not our child (started by an earlier `moviemem letta up`): init reaps it
+
+
 def _tail(path: Path, lines: int = 15) -> str:
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
@@ -199,57 +250,94 @@ class Sidecar:
             time.sleep(0.5)
 
     def up(self, progress: Progress = _quiet, *, timeout: float = 300.0) -> dict[str, Any]:
-        """Start what is not running (idempotent) and return `status()`."""
+        """Start what is not running (idempotent) and return `status()`. The gateway (moviemem's
+        own environment, ~20 s to load the embedder) starts first and loads while the sidecar's
+        environment is checked or built and PostgreSQL starts; the server starts last, because
+        it lists the gateway's models when it starts. When a step fails, what this call started
+        is stopped again."""
         if os.environ.get(ENV_URL):
             progress(f"{ENV_URL} is set: using the Letta server at {os.environ[ENV_URL]}, starting nothing")
             return self.status()
         with self._lock():
-            started = time.monotonic()
-            built = self.ensure_venv(progress)
-            state = self._state()
-            state.update({"version": LETTA_VERSION, "venv": str(self.venv), "logs": str(self.logs)})
-            st = self.status()
-            if not st["postgres"]["running"]:
-                progress("starting PostgreSQL (pgvector)")
-                self.logs.mkdir(parents=True, exist_ok=True)
-                with (self.logs / "postgres-boot.log").open("a") as fh:
-                    done = subprocess.run([str(self.python), "-I", str(HERE / "_boot.py"), "--pgdata", str(self.pgdata)],
-                                          stdout=subprocess.PIPE, stderr=fh, stdin=subprocess.DEVNULL, text=True)
-                if done.returncode:
-                    raise MovieMemError(f"PostgreSQL for Letta did not start; see {self.logs / 'postgres-boot.log'}")
-                state["postgres"] = _last_json(done.stdout)
-                self._save(state)
-            if not st["gateway"]["running"]:
-                port = _free_port()
-                progress(f"starting the moviemem gateway on 127.0.0.1:{port} (backbone {self.backbone}, "
-                         f"embedder {self.embedder})")
-                pid = self._spawn("gateway", [sys.executable, "-m", "moviemem.cli", "serve", "--backbone", self.backbone,
-                                              "--embedder", self.embedder, "--host", "127.0.0.1", "--port", str(port)],
-                                  dict(os.environ))
-                url = f"http://127.0.0.1:{port}"
-                state["gateway"] = {"pid": pid, "url": url, "backbone": self.backbone, "embedder": self.embedder}
-                self._save(state)
-                self._wait("gateway", pid, lambda: _http_ok(f"{url}/health"), timeout)
-            if not st["server"]["running"]:
-                port = _free_port()
-                progress(f"starting the Letta server on 127.0.0.1:{port}")
-                home = self.root / "server-home"
-                home.mkdir(parents=True, exist_ok=True)
-                env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "GEMINI_",
-                                                                               "GOOGLE_", "LETTA_"))}
-                env.update({"HOME": str(home), "LETTA_PG_URI": state["postgres"]["uri"],
-                            "OPENAI_API_KEY": "moviemem-local", "OPENAI_API_BASE": state["gateway"]["url"] + "/v1",
-                            "PYTHONUNBUFFERED": "1"})
-                pid = self._spawn("server", [str(self.python), "-I", str(HERE / "_serve.py"), "--host", "127.0.0.1",
-                                             "--port", str(port)], env)
-                url = f"http://127.0.0.1:{port}"
-                state["server"] = {"pid": pid, "url": url}
-                self._save(state)
-                self._wait("server", pid, lambda: health(url) is not None, timeout)
-            state["up_seconds"] = round(time.monotonic() - started, 2)
-            state["venv_built"] = built
-            self._save(state)
+            before = {name: (self._state().get(name) or {}).get("pid") for name in COMPONENTS}
+            try:
+                self._up(progress, timeout)
+            except BaseException:
+                state = self._state()
+                for name in ("server", "gateway", "postgres"):
+                    pid = (state.get(name) or {}).get("pid")
+                    if pid and pid != before[name] and _alive(pid, self._markers()[name]):
+                        progress(f"stopping {name} (pid {pid}): up failed")
+                        self._stop(pid, self._markers()[name], signal.SIGINT if name == "postgres" else signal.SIGTERM,
+                                   30.0)
+                raise
         return self.status()
+
+    def _up(self, progress: Progress, timeout: float) -> None:
+        """The steps of `up` (under its lock)."""
+        started = time.monotonic()
+        phases: dict[str, float] = {}
+
+        def lap(name: str) -> None:
+            phases[name] = round(time.monotonic() - started - sum(phases.values()), 2)
+
+        state = self._state()
+        state.update({"version": LETTA_VERSION, "venv": str(self.venv), "logs": str(self.logs)})
+        st = self.status()
+        gateway_url = None
+        if not st["gateway"]["running"]:
+            port = _free_port()
+            progress(f"starting the moviemem gateway on 127.0.0.1:{port} (backbone {self.backbone}, "
+                     f"embedder {self.embedder})")
+            pid = self._spawn("gateway", [sys.executable, "-m", "moviemem.cli", "serve", "--backbone", self.backbone,
+                                          "--embedder", self.embedder, "--host", "127.0.0.1", "--port", str(port)],
+                              dict(os.environ))
+            gateway_url = f"http://127.0.0.1:{port}"
+            state["gateway"] = {"pid": pid, "url": gateway_url, "backbone": self.backbone, "embedder": self.embedder}
+            self._save(state)
+        built = self.ensure_venv(progress)
+        lap("venv")
+        if not st["postgres"]["running"]:
+            progress("starting PostgreSQL (pgvector)")
+            self.logs.mkdir(parents=True, exist_ok=True)
+            with (self.logs / "postgres-boot.log").open("a") as fh:
+                done = subprocess.run([str(self.python), "-I", str(HERE / "_boot.py"), "--pgdata", str(self.pgdata)],
+                                      stdout=subprocess.PIPE, stderr=fh, stdin=subprocess.DEVNULL, text=True)
+            if done.returncode:
+                stopped = self._stop_stray_postgres()
+                raise MovieMemError(f"PostgreSQL for Letta did not start{stopped}; see "
+                                    f"{self.logs / 'postgres-boot.log'}")
+            state["postgres"] = _last_json(done.stdout)
+            self._save(state)
+            lap("postgres")
+        if gateway_url:
+            self._wait("gateway", state["gateway"]["pid"], lambda: _http_ok(f"{gateway_url}/health"), timeout)
+            lap("gateway")
+            if st["server"]["running"]:  # it points at the gateway that is gone
+                progress("restarting the Letta server for the new gateway")
+                self._stop(st["server"]["pid"], self._markers()["server"], signal.SIGTERM, 30.0)
+                st["server"]["running"] = False
+        if not st["server"]["running"]:
+            port = _free_port()
+            progress(f"starting the Letta server on 127.0.0.1:{port}")
+            home = self.root / "server-home"
+            home.mkdir(parents=True, exist_ok=True)
+            env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "GEMINI_",
+                                                                           "GOOGLE_", "LETTA_"))}
+            env.update({"HOME": str(home), "LETTA_PG_URI": state["postgres"]["uri"],
+                        "OPENAI_API_KEY": "moviemem-local", "OPENAI_API_BASE": state["gateway"]["url"] + "/v1",
+                        "PYTHONUNBUFFERED": "1"})
+            pid = self._spawn("server", [str(self.python), "-I", str(HERE / "_serve.py"), "--host", "127.0.0.1",
+                                         "--port", str(port)], env)
+            url = f"http://127.0.0.1:{port}"
+            state["server"] = {"pid": pid, "url": url}
+            self._save(state)
+            self._wait("server", pid, lambda: health(url) is not None, timeout)
+            lap("server")
+        state["up_seconds"] = round(time.monotonic() - started, 2)
+        state["up_phases"] = phases  # seconds per step (venv: checking or building it)
+        state["venv_built"] = built
+        self._save(state)
 
     def down(self, progress: Progress = _quiet, *, timeout: float = 30.0) -> dict[str, Any]:
         """Stop the processes `up` started (and only those); returns what was stopped."""
@@ -264,15 +352,55 @@ class Sidecar:
                 if not _alive(pid, self._markers()[name]):
                     continue
                 progress(f"stopping {name} (pid {pid})")
-                os.kill(pid, sig)  # postgres: SIGINT is its "fast" shutdown
-                deadline = time.monotonic() + timeout
-                while _alive(pid, self._markers()[name]) and time.monotonic() < deadline:
-                    time.sleep(0.2)
-                if _alive(pid, self._markers()[name]):
-                    os.kill(pid, signal.SIGKILL)
+                self._stop(pid, self._markers()[name], sig, timeout)  # postgres: SIGINT is its "fast" shutdown
                 stopped.append(name)
             self.state_file.unlink(missing_ok=True)
         return {"stopped": stopped}
+
+    @staticmethod
+    def _stop(pid: int, marker: str, sig: int, timeout: float) -> None:
+        """Stop one component, then whatever it started that outlived it."""
+        family = _family(pid)
+        _signal(pid, sig)
+        deadline = time.monotonic() + timeout
+        while _alive(pid, marker) and time.monotonic() < deadline:
+            _reap(pid)
+            time.sleep(0.2)
+        if _alive(pid, marker):
+            _signal(pid, signal.SIGKILL)
+        _reap(pid)
+        deadline = time.monotonic() + 5.0
+        while _still(family) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        for p in _still(family):
+            _signal(p, signal.SIGKILL)
+
+    def _stop_stray_postgres(self) -> str:
+        """After a failed boot: stop a PostgreSQL that `_boot.py` started on our data folder."""
+        try:
+            pid = int((self.pgdata / "postmaster.pid").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return ""
+        if not _alive(pid, self._markers()["postgres"]):
+            return ""
+        self._stop(pid, self._markers()["postgres"], signal.SIGINT, 30.0)
+        return f" (stopped the PostgreSQL it had started, pid {pid})"
+
+    def processes(self) -> dict[str, dict[int, str]]:
+        """The live processes of each running component (it, its descendants and its process
+        group), each pid with its start time; `still_running()` tells which of them remain."""
+        state = self._state()
+        out: dict[str, dict[int, str]] = {}
+        for name in COMPONENTS:
+            pid = (state.get(name) or {}).get("pid")
+            if _alive(pid, self._markers()[name]):
+                out[name] = _family(pid)
+        return out
+
+    @staticmethod
+    def still_running(processes: dict[str, dict[int, str]]) -> list[int]:
+        """Which processes from an earlier `processes()` still run."""
+        return sorted(p for family in processes.values() for p in _still(family))
 
     def status(self) -> dict[str, Any]:
         """{"running", "url", "version", "postgres", "gateway", "server", "crashed"}: a component
@@ -295,7 +423,7 @@ class Sidecar:
         url = out["server"].get("url")
         h = health(url) if url and out["server"]["running"] else None
         out.update({"running": h is not None and not crashed, "url": url, "version": (h or {}).get("version"),
-                    "crashed": crashed})
+                    "crashed": crashed, "up_seconds": state.get("up_seconds"), "up_phases": state.get("up_phases")})
         return out
 
 

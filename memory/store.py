@@ -8,6 +8,7 @@ crashed or superseded run left behind is invisible and removed on the next run.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import json
@@ -19,6 +20,7 @@ from typing import Any
 
 import lancedb
 import pyarrow as pa
+from filelock import FileLock
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from ..errors import MovieMemError
@@ -45,10 +47,18 @@ def _is_conflict(exc: BaseException) -> bool:
     return "conflict" in text or "commit" in text and "retry" in text
 
 
+def _reopen(state: Any) -> None:
+    """Before a retry: forget the open tables, so the next attempt starts from each table's
+    latest version (a conflict against a version this process never saw repeats forever otherwise)."""
+    store = state.args[0] if state.args else None
+    if isinstance(store, MemoryStore):
+        store._tables.clear()
+
+
 # concurrent writers (other films' ingests, Ray workers) can collide on a table commit
 _retry_conflicts = retry(
     retry=retry_if_exception(_is_conflict), stop=stop_after_attempt(8),
-    wait=wait_random_exponential(multiplier=0.05, max=2.0), reraise=True,
+    wait=wait_random_exponential(multiplier=0.05, max=2.0), before_sleep=_reopen, reraise=True,
 )
 
 
@@ -110,12 +120,20 @@ class MemoryStore:
             return tbl
         needs_dim = bool(vector_columns(model))
         schema = arrow_schema(model, dim if needs_dim else None)
-        try:
-            tbl = self.db.create_table(name, schema=schema)
-        except (ValueError, OSError) as exc:  # created meanwhile by another process
-            if "exist" not in str(exc).lower():
-                raise
-            tbl = self.db.open_table(name)
+        # Two processes creating one table at once both commit a first version, and LanceDB
+        # lands the second as an overwrite that drops the rows appended meanwhile: create
+        # under the library's lock, after looking again ("_": no film id's lock file can be named so).
+        guard = FileLock(str(self.locks_dir() / "_tables.lock")) if self.is_local else contextlib.nullcontext()
+        with guard:
+            tbl = self.table(name)
+            if tbl is not None:
+                return self._ensure(name, dim)
+            try:
+                tbl = self.db.create_table(name, schema=schema)
+            except (ValueError, OSError) as exc:  # created meanwhile by a process outside this lock
+                if "exist" not in str(exc).lower():
+                    raise
+                tbl = self.db.open_table(name)
         self._tables[name] = tbl
         return tbl
 
@@ -137,6 +155,13 @@ class MemoryStore:
         tbl = self.table(name)
         if tbl is not None:
             tbl.delete(where)
+
+    def _delete_any(self, name: str, where: str) -> None:
+        """Delete only where a row matches: every delete commits a table version, a fresh film's
+        sweeps match nothing, and piled-up versions slow later writes and reads."""
+        tbl = self.table(name)
+        if tbl is not None and tbl.count_rows(where) > 0:
+            self.delete(name, where)
 
     def query(self, name: str, where: str | None = None, columns: list[str] | None = None) -> pa.Table:
         tbl = self.table(name)
@@ -199,8 +224,8 @@ class MemoryStore:
         fid = sql_str(film_id)
         other = f" AND run_id != {sql_str(keep)}" if keep else ""
         for name in owned:
-            self.delete(name, f"film_id = {fid}{other}")
-        self.delete("stages", f"film_id = {fid} AND stage = {sql_str(stage)}{other}")
+            self._delete_any(name, f"film_id = {fid}{other}")
+        self._delete_any("stages", f"film_id = {fid} AND stage = {sql_str(stage)}{other}")
         if self.is_local:
             runs_dir = self.media_dir(film_id) / stage
             if runs_dir.is_dir():
@@ -244,9 +269,9 @@ class MemoryStore:
         if self.is_local:
             shutil.rmtree(self.media_dir(film_id), ignore_errors=True)
 
-    def optimize(self) -> None:
-        """Compact the small fragments that many appends leave (keeps reads fast)."""
-        for name in ROW_MODELS:
+    def optimize(self, names: Iterable[str] | None = None) -> None:
+        """Compact the small fragments that many appends leave (keeps reads fast); all tables by default."""
+        for name in ROW_MODELS if names is None else names:
             tbl = self.table(name)
             if tbl is not None:
                 try:

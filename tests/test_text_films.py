@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from moviemem import Library, MovieMemError
@@ -93,3 +97,190 @@ def test_import_collections(tmp_path: Path, cli) -> None:
     assert again.code == 0 and len(again.json()["films"]) == 3
     assert cli("import-collection", "mf2", str(tmp_path / "m101")).code == 2
     assert cli("import-collection", "nope", str(tmp_path)).code == 2
+
+
+# -- bulk import speed path: ONNX Runtime embedder, chunked preloading, crash safety -------------
+
+def _write_films(root: Path, n: int, cues: int = 3) -> dict[str, list[str]]:
+    """An MF²-like release whose every line is distinct, so vectors cannot be mixed up unseen."""
+    (root / "transcripts").mkdir(parents=True)
+    texts = {}
+    for f in range(1, n + 1):
+        lines = [f"Film {f} says line {i}: the reporters hide Williams." for i in range(1, cues + 1)]
+        (root / "transcripts" / f"{f}.srt").write_text("".join(
+            f"{i}\n00:00:{2 * i:02d},000 --> 00:00:{2 * i + 1:02d},500\n{t}\n\n" for i, t in enumerate(lines, 1)))
+        texts[f"mf2-{f}"] = lines
+    return texts
+
+
+def test_onnx_embedder_gives_the_torch_vectors() -> None:
+    from sentence_transformers import SentenceTransformer
+
+    from moviemem.models.embedder import get_embedder
+
+    emb = get_embedder("minilm")
+    assert emb.backend == "onnxruntime" and emb.dim == 384
+    texts = ["Where is Williams?", "", "  padded  ", "ÉCOLE Straße 東京 😀", "a\nb\tc", "word " * 400,
+             *[f"Line {i} of a film, " * (i % 7 + 1) for i in range(40)], "Where is Williams?"]
+    torch_vecs = SentenceTransformer(str(emb.path), device="cpu").encode(texts, normalize_embeddings=True)
+    got = emb.embed(texts)
+    assert got.shape == (len(texts), 384) and got.dtype == np.float32
+    assert np.abs(got - torch_vecs).max() < 1e-5  # same model: a long text is cut at 256 tokens as torch cuts it
+    assert np.array_equal(got[0], got[-1])
+
+
+def test_preloaded_texts_are_served_without_encoding(monkeypatch: pytest.MonkeyPatch) -> None:
+    from moviemem.models.embedder import get_embedder
+
+    emb = get_embedder("minilm")
+    a, b = ["Preload one.", "Shared line."], ["Shared line.", "Preload two."]
+    want = emb.embed(a + b)
+    assert emb.preload(a) == 2 and emb.preload(b) == 1  # the shared line is encoded once
+    monkeypatch.setattr(emb, "_encode", lambda *_: pytest.fail("a preloaded text was encoded again"))
+    assert np.allclose(emb.embed(a + b), want, atol=1e-6)
+    emb.release(a)
+    assert np.allclose(emb.embed(b), want[2:], atol=1e-6)  # b still holds the shared line
+    emb.release(b)
+    monkeypatch.undo()
+    assert not emb._cache and not emb._refs
+    with emb.preloaded(a + a) as n:
+        assert n == 2 and set(emb._cache) == set(a)
+    assert not emb._cache
+
+
+def test_onnx_export_is_checked_and_redone_when_stale(tmp_path: Path) -> None:
+    from moviemem.config import get_settings
+    from moviemem.models import offline
+
+    settings = get_settings()
+    src = offline.model_path("minilm", settings)
+    models = tmp_path / "models"
+    (models / "minilm").mkdir(parents=True)
+    for f in src.rglob("*"):  # the prepared weights, linked rather than copied
+        dest = models / "minilm" / f.relative_to(src)
+        if f.is_dir() or offline.ONNX_DIR in f.relative_to(src).parts:
+            continue
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.symlink_to(f)
+    mine = get_settings(models_dir=models)
+    assert offline.onnx_file("minilm", mine) is None and offline.onnx_file("whisper-base", mine) is None
+    path = offline.export_onnx("minilm", mine)
+    assert path == offline.onnx_file("minilm", mine)
+    marker = json.loads((path.parent / offline.ONNX_MARKER).read_text())
+    assert marker["recipe"] == offline.ONNX_RECIPE and marker["max_abs_diff"] < 1e-4
+    (path.parent / offline.ONNX_MARKER).write_text(json.dumps({**marker, "recipe": -1}))
+    assert offline.onnx_file("minilm", mine) is None  # stale: the next export redoes it
+    assert offline.export_onnx("minilm", mine) == path and offline.onnx_file("minilm", mine) == path
+    with pytest.raises(MovieMemError, match="no ONNX export"):
+        offline.export_onnx("whisper-base", mine)
+
+
+def test_remembered_tracks_parse_each_file_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from moviemem.ingest import texttracks
+
+    srt = tmp_path / "a.srt"
+    srt.write_text(SRT)
+    calls = []
+    real = texttracks._load_track
+    monkeypatch.setattr(texttracks, "_load_track", lambda *a: calls.append(a) or real(*a))
+    with texttracks.remembered_tracks():
+        first = texttracks.load_track(srt)
+        first.cues.clear()  # a caller's changes do not reach the next caller
+        again = texttracks.load_track(srt)
+        assert len(calls) == 1 and len(again.cues) == 3
+        srt.write_text(SRT.replace("Quiet!", "Quiet, please!"))  # a changed file is read again
+        assert texttracks.load_track(srt).cues[-1].text == "Quiet, please!" and len(calls) == 2
+    texttracks.load_track(srt)
+    assert len(calls) == 3 and texttracks._memo is None
+
+
+def test_sweep_commits_no_version_when_nothing_matches(tmp_path: Path) -> None:
+    from moviemem.memory.schema import UtteranceRow
+    from moviemem.memory.store import MemoryStore
+
+    store = MemoryStore(tmp_path / "lib")
+    store.append([UtteranceRow(film_id="f", run_id="old", idx=0, start=0, end=1, text="x", vector=[0.0] * 4)])
+    tbl = store.table("utterances")
+    before = tbl.version
+    store.sweep("f", "transcript", ["utterances"], keep="old")
+    assert tbl.version == before
+    store.sweep("f", "transcript", ["utterances"], keep="new")
+    assert tbl.version > before and store.query("utterances").num_rows == 0
+
+
+def test_chunked_import_equals_film_by_film_ingest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import moviemem.library as library
+
+    texts = _write_films(tmp_path / "mf2", 4)
+    monkeypatch.setattr(library, "IMPORT_CHUNK_CUES", 5)  # two films a chunk: the helper thread runs ahead
+    bulk = Library(tmp_path / "bulk")
+    timings: dict[str, float] = {}
+    films = bulk.import_collection("mf2", tmp_path / "mf2", timings=timings)
+    assert [f.film_id for f in films] == list(texts)
+    assert timings["cues"] == 12 and timings["embedded"] == 12 and timings["embed_s"] > 0
+    one = Library(tmp_path / "one")
+    for fid in texts:
+        n = fid.split("-")[1]
+        one.ingest_text(tmp_path / "mf2" / "transcripts" / f"{n}.srt", film_id=fid, title=f"MF² film {n}",
+                        meta={"collection": "mf2", "collection_id": n})
+    for fid, lines in texts.items():
+        a, b = bulk.film(fid).utterances(), one.film(fid).utterances()
+        assert [u.text for u in a] == [u.text for u in b] == lines
+        fields = [[(u.idx, u.start, u.end, u.source, u.speaker) for u in rows] for rows in (a, b)]
+        assert fields[0] == fields[1]
+        assert np.allclose([u.vector for u in a], [u.vector for u in b], atol=1e-6)
+        assert bulk.film(fid).summary()["counts"] == one.film(fid).summary()["counts"]
+    again: dict[str, float] = {}
+    bulk.import_collection("mf2", tmp_path / "mf2", timings=again)  # rerun: all cached, nothing embedded
+    assert again["embedded"] == 0 and again["cues"] == 12
+
+
+KILLER = """
+import os, signal, sys
+import moviemem.library as library
+from moviemem.memory.schema import UtteranceRow
+from moviemem.memory.store import MemoryStore
+
+mode, root, lib = sys.argv[1:4]
+library.IMPORT_CHUNK_CUES = 2  # one film a chunk
+append = MemoryStore.append
+
+def killing_append(self, rows, dim=None):
+    n = append(self, rows, dim)
+    if mode == "mid-film" and rows and isinstance(rows[0], UtteranceRow) and rows[0].film_id == "mf2-3":
+        os.kill(os.getpid(), signal.SIGKILL)  # its rows are written, its run is not marked done
+    return n
+
+def on_film(i, n, film_id):
+    if mode == "after-first" and i == 1:
+        os.kill(os.getpid(), signal.SIGKILL)  # the next film is being embedded meanwhile
+
+MemoryStore.append = killing_append
+library.Library(lib).import_collection("mf2", root, on_film=on_film)
+"""
+
+
+def test_killed_import_loses_no_finished_film_and_duplicates_nothing(tmp_path: Path) -> None:
+    from moviemem.memory.store import MemoryStore
+
+    texts = _write_films(tmp_path / "mf2", 4)
+    lib = tmp_path / "lib"
+    for mode, committed in (("after-first", ["mf2-1"]), ("mid-film", ["mf2-1", "mf2-2"])):
+        proc = subprocess.run([sys.executable, "-c", KILLER, mode, str(tmp_path / "mf2"), str(lib)],
+                              capture_output=True, text=True, timeout=600)
+        assert proc.returncode == -signal.SIGKILL, proc.stderr
+        store = MemoryStore(lib)
+        done = [fid for fid in texts if "transcript" in store.finished_runs(fid)]
+        assert done == committed
+        for fid in committed:
+            assert [u.text for u in Library(lib).film(fid).utterances()] == texts[fid]
+    assert MemoryStore(lib).query("utterances").num_rows == 9  # film 3's rows are written but not committed
+    assert Library(lib).film("mf2-3").utterances() == []  # so no reader sees them
+    films = Library(lib).import_collection("mf2", tmp_path / "mf2")
+    assert [f.film_id for f in films] == list(texts)
+    for f in films:
+        assert [u.text for u in f.utterances()] == texts[f.film_id]
+    store = MemoryStore(lib)
+    assert store.query("utterances").num_rows == 12  # no duplicate, no leftover
+    stages = store.query("stages", columns=["film_id", "stage"]).to_pylist()
+    assert len(stages) == len({(r["film_id"], r["stage"]) for r in stages})  # one run per film and stage
