@@ -111,6 +111,12 @@ def _still(family: dict[int, str]) -> list[int]:
     return sorted(p for p, started in family.items() if p in procs and procs[p][2] == started)
 
 
+def _wait_gone(family: dict[int, str], seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while _still(family) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def _signal(pid: int, sig: int) -> None:
     try:
         os.kill(pid, sig)
@@ -369,11 +375,10 @@ class Sidecar:
         if _alive(pid, marker):
             _signal(pid, signal.SIGKILL)
         _reap(pid)
-        deadline = time.monotonic() + 5.0
-        while _still(family) and time.monotonic() < deadline:
-            time.sleep(0.2)
+        _wait_gone(family, 5.0)
         for p in _still(family):
             _signal(p, signal.SIGKILL)
+        _wait_gone(family, 5.0)  # SIGKILL is delivered asynchronously: return once they are gone
 
     def _stop_stray_postgres(self) -> str:
         """After a failed boot: stop a PostgreSQL that `_boot.py` started on our data folder."""
