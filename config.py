@@ -25,6 +25,7 @@ class Settings(BaseSettings):
 
     # text embeddings (utterances, captions, on-screen text, events)
     embedder: str = "minilm"
+    vector_cache_mb: int = 512  # films' text vectors held in memory for retrieval (about 3 MB per feature film)
     # ASR
     asr_model: str = "base"
     asr_language: str | None = None

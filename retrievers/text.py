@@ -132,8 +132,6 @@ def rrf(rankings: Sequence[Sequence[str]], k: int = RRF_K) -> dict[str, float]:
 
 # ----------------------------------------------------------------------------- film vectors
 
-VECTOR_CACHE_ENTRIES = 64  # (film, run, table) entries: about 3 MB each for a feature film's utterances
-
 
 @dataclass
 class FilmVectors:
@@ -144,6 +142,12 @@ class FilmVectors:
     end: np.ndarray
     kind: np.ndarray | None  # caption kinds
     matrix: np.ndarray  # (n, dim) float32, rows scaled to unit length
+
+    @functools.cached_property
+    def nbytes(self) -> int:
+        """Roughly what the entry holds: vectors, times and ~200 bytes of Python per row plus its text."""
+        text = sum(len(v) for r in self.rows for v in r.values() if isinstance(v, str))
+        return self.matrix.nbytes + self.start.nbytes + self.end.nbytes + 200 * len(self.rows) + text
 
     def search(self, vec: np.ndarray, mask: np.ndarray, n: int) -> list[tuple[dict[str, Any], float]]:
         visible = int(mask.sum())
@@ -159,6 +163,15 @@ class FilmVectors:
 
 _vec_lock = threading.Lock()
 _vec_cache: OrderedDict[tuple[str, str, str], FilmVectors] = OrderedDict()
+_vec_bytes = 0
+
+
+def vector_cache_budget() -> int:
+    """Bytes the cache may hold (`MOVIEMEM_VECTOR_CACHE_MB`, 512 by default): bounded by size, not by
+    entries, so that a bench cycling over 20 films x 4 kinds still hits (an entry count of 64 did not)."""
+    from ..config import Settings
+
+    return max(0, Settings().vector_cache_mb) * 2**20
 
 
 def _cols(src: Source) -> list[str]:
@@ -188,10 +201,14 @@ def film_vectors(store: MemoryStore, tbl: Any, src: Source, base: str) -> FilmVe
             _vec_cache.move_to_end(key)
             return hit
     fv = _LOOP.run(_load_vectors(tbl, src, base))
+    size, budget = fv.nbytes, vector_cache_budget()  # read on a miss only: a miss costs milliseconds anyway
+    global _vec_bytes
     with _vec_lock:
-        _vec_cache[key] = fv
-        while len(_vec_cache) > VECTOR_CACHE_ENTRIES:
-            _vec_cache.popitem(last=False)
+        if key not in _vec_cache and size <= budget:
+            _vec_cache[key] = fv
+            _vec_bytes += size
+        while _vec_bytes > budget and _vec_cache:
+            _vec_bytes -= _vec_cache.popitem(last=False)[1].nbytes
     return fv
 
 

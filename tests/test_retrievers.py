@@ -122,6 +122,31 @@ def test_a_rerun_stage_is_never_served_from_the_vector_cache(synth_film, tmp_pat
     assert len(first) == 3 and len(again) == 1 and again[0].text == "A dog barks at a passing train."
 
 
+def test_vector_cache_is_bounded_by_bytes_and_still_answers_when_off(lib_film, film, monkeypatch):
+    """The cache holds films up to its byte budget (least recently used go first); with a budget of
+    0 nothing is kept and every query reads the rows again, with the same ranking."""
+    from moviemem.retrievers import text
+
+    lib, _ = lib_film
+    query = "someone reads a letter by the window"
+    retriever = TextRetriever("vector", ["utterance"])
+    monkeypatch.setattr(text, "_vec_cache", type(text._vec_cache)())
+    monkeypatch.setattr(text, "_vec_bytes", 0)
+    expected = [h.id for h in retriever.retrieve(film, query, k=5)]
+    one = next(iter(text._vec_cache.values())).nbytes
+    assert one > 0 and text._vec_bytes == one
+    monkeypatch.setenv("MOVIEMEM_VECTOR_CACHE_MB", "0")
+    monkeypatch.setattr(text, "_vec_cache", type(text._vec_cache)())
+    monkeypatch.setattr(text, "_vec_bytes", 0)
+    assert [h.id for h in retriever.retrieve(film, query, k=5)] == expected
+    assert not text._vec_cache and text._vec_bytes == 0
+    monkeypatch.setattr(text, "vector_cache_budget", lambda: one)  # room for one film's utterances
+    retriever.retrieve(film, query, k=5)
+    retriever.retrieve(lib.film("twin"), query, k=5)
+    assert [key[2] for key in text._vec_cache] == [lib.film("twin").run_filter("utterances")]
+    assert text._vec_bytes <= one
+
+
 def test_rows_added_after_indexing_are_found(synth_film, tmp_path):
     lib, film = synth_film.copy_to(tmp_path / "lib")
     u, word = distinctive(film)
