@@ -252,24 +252,25 @@ class TextRetriever(Retriever):
 
     def _retrieve(self, film: FilmMemory, query: str, k: int) -> list[Evidence]:
         n = max(k, self.candidates)
-        jobs: list[tuple[Source, str, str]] = []
+        vector: list[Source] = []
+        fts_where: list[tuple[Source, str]] = []  # BM25 filters in SQL; vector search masks cached rows instead
         for kind in self.kinds:
             src = SOURCES[kind]
             where = self._filter(film, src)
             if where is None or not ensure_indexes(film.store, src):
                 continue
             if self.mode in ("vector", "hybrid"):
-                jobs.append((src, "vector", where))
+                vector.append(src)
             if self.mode in ("fts", "hybrid") and fts_terms(query):
-                jobs.append((src, "fts", where))
-        if not jobs:
+                fts_where.append((src, where))
+        if not vector and not fts_where:
             return []
         # open the tables here: opening one inside a coroutine would wait on LanceDB's loop from that loop
-        tables = {src.table: film.store.table(src.table)._table for src, _, _ in jobs}  # AsyncTable handles
-        fts = [self._fts(tables[src.table], src, where, query, n) for src, how, where in jobs if how == "fts"]
+        tables = {src.table: film.store.table(src.table)._table for src in vector + [s for s, _ in fts_where]}
+        fts = [self._fts(tables[src.table], src, where, query, n) for src, where in fts_where]
         # BM25 runs on LanceDB's loop while the vector rankings are scored here, in numpy
         pending = asyncio.run_coroutine_threadsafe(_gather(fts), _LOOP.loop) if fts and self.parallel else None
-        results = [self._vector(film, tables[src.table], src, query, n) for src, how, _ in jobs if how == "vector"]
+        results = [self._vector(film, tables[src.table], src, query, n) for src in vector]
         if pending is not None:
             results += pending.result()
         else:
