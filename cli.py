@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
-import click
+import typer._click.exceptions as click_errors  # typer 0.29 vendors click: the `click` package's classes never match
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -745,17 +745,22 @@ def letta_status(library: LibraryOpt = None, as_json: JsonOpt = False) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     try:
-        app(args=argv, standalone_mode=False)
+        app(args=argv, standalone_mode=False, prog_name="moviemem")
     except MovieMemError as exc:
         one_line = "; ".join(part.strip() for part in str(exc).splitlines() if part.strip())
         err.print(f"error: {one_line}", highlight=False, markup=False, soft_wrap=True)
         sys.exit(2)
-    except click.exceptions.Exit as exc:
+    except typer.Exit as exc:
         sys.exit(exc.exit_code)
-    except click.ClickException as exc:
-        exc.show()
+    except click_errors.NoArgsIsHelpError as exc:
+        exc.show()  # the help text
         sys.exit(2)
-    except click.exceptions.Abort:
+    except click_errors.ClickException as exc:  # a usage error: unknown option, missing argument, bad value
+        command = exc.ctx.command_path if isinstance(exc, click_errors.UsageError) and exc.ctx else "moviemem"
+        err.print(f"error: {exc.format_message()} (see `{command} --help`)", highlight=False, markup=False,
+                  soft_wrap=True)
+        sys.exit(2)
+    except typer.Abort:
         err.print("aborted")
         sys.exit(130)
     except KeyboardInterrupt:

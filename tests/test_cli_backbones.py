@@ -9,6 +9,7 @@ import sys
 import time
 
 import httpx
+import pytest
 
 
 def test_backbones_json_lists_builtins_with_capabilities(cli) -> None:
@@ -27,6 +28,20 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("args, message", [
+    (("synth", "--out", "x"), "error: No such option: --out (see `moviemem synth --help`)"),
+    (("no-such-command",), "error: No such command 'no-such-command'."),
+    (("ask",), "error: Missing argument 'film'."),
+    (("bench", "x.jsonl", "--concurrency", "many"), "error: Invalid value for '--concurrency'"),
+])
+def test_usage_errors_are_one_line_with_exit_code_2(cli, args, message) -> None:
+    """typer vendors click, so its usage errors are not the `click` package's: each must still be one
+    line on stderr with exit code 2, never a traceback."""
+    res = cli(*args, library=False)
+    assert res.code == 2 and res.out == ""
+    assert res.err.startswith(message) and len(res.err.strip().splitlines()) == 1, res.err
 
 
 def test_serve_answers_openai_requests_on_loopback(tmp_path) -> None:
