@@ -141,7 +141,7 @@ class EventsStage(Stage):
                 "max_lines": MAX_LINES, "pairs": asdict(self.pairs)}
 
     def skip_reason(self, ctx: Ctx) -> str | None:
-        if not any(ctx.rows(t) for t in ("captions", "utterances", "onscreen")):
+        if not any(ctx.has_rows(t) for t in ("captions", "utterances", "onscreen")):
             return "no captions, utterances or on-screen text to extract events from"
         if self.backbone_spec(ctx) is None:
             return "no text backbone chosen for events (pass --backbone SPEC, e.g. local, or set MOVIEMEM_BACKBONE)"

@@ -65,11 +65,19 @@ class Ctx:
         self.written += n
         return n
 
-    def rows(self, table: str) -> list[Any]:
-        """Rows of an upstream stage's finished run."""
+    def _upstream_filter(self, table: str) -> str:
         owner = next(s for s, ts in OWNED_TABLES.items() if table in ts)
         run = self.upstream[owner]
-        return self.store.rows(table, f"film_id = {sql_str(self.film_id)} AND run_id = {sql_str(run.run_id)}")
+        return f"film_id = {sql_str(self.film_id)} AND run_id = {sql_str(run.run_id)}"
+
+    def rows(self, table: str) -> list[Any]:
+        """Rows of an upstream stage's finished run."""
+        return self.store.rows(table, self._upstream_filter(table))
+
+    def has_rows(self, table: str) -> bool:
+        """Whether an upstream stage's finished run wrote any row, without reading them (a film's
+        utterances with their vectors take ~40 ms to read and validate)."""
+        return self.store.count(table, self._upstream_filter(table)) > 0
 
     def run_dir(self, stage: str) -> Path:
         return self.store.media_dir(self.film_id) / stage / self.run_id

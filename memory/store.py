@@ -156,11 +156,14 @@ class MemoryStore:
         if tbl is not None:
             tbl.delete(where)
 
+    def count(self, name: str, where: str | None = None) -> int:
+        tbl = self.table(name)
+        return 0 if tbl is None else tbl.count_rows(where)
+
     def _delete_any(self, name: str, where: str) -> None:
         """Delete only where a row matches: every delete commits a table version, a fresh film's
         sweeps match nothing, and piled-up versions slow later writes and reads."""
-        tbl = self.table(name)
-        if tbl is not None and tbl.count_rows(where) > 0:
+        if self.count(name, where) > 0:
             self.delete(name, where)
 
     def query(self, name: str, where: str | None = None, columns: list[str] | None = None) -> pa.Table:
