@@ -136,9 +136,9 @@ class Library:
         stats = timings if timings is not None else {}
         for key in ("parse_s", "embed_s", "commit_s", "wait_s", "cues", "embedded"):
             stats.setdefault(key, 0.0)
-        fresh = {it.film_id for it in todo if self._imported(it)}
+        imported = {it.film_id for it in todo if self._imported(it)}
         done: list[Film] = []
-        with remembered_tracks(), _Ahead(self._embedded_chunks(todo, fresh, stats)) as chunks:
+        with remembered_tracks(), _Ahead(self._embedded_chunks(todo, imported, stats)) as chunks:
             for chunk in chunks:
                 t0 = time.perf_counter()
                 for it in chunk:
@@ -163,10 +163,10 @@ class Library:
         params = json.loads(run.params or "{}")
         return params.get("sha256") == file_sha256(it.path) and params.get("embedder") == self.settings.embedder
 
-    def _embedded_chunks(self, todo: list[CollectionItem], fresh: set[str],
+    def _embedded_chunks(self, todo: list[CollectionItem], imported: set[str],
                          stats: dict[str, float]) -> Iterator[tuple[list[CollectionItem], Callable[[], None]]]:
         """Consecutive films of about IMPORT_CHUNK_CUES cues, their texts embedded and held by the
-        embedder until the callback given with them releases them. Films in `fresh` add no text;
+        embedder until the callback given with them releases them. Films in `imported` add no text;
         an unreadable track adds none either and fails in its own ingest, in film order."""
         from .ingest.texttracks import load_track
         from .models.embedder import get_embedder
@@ -182,7 +182,7 @@ class Library:
                 track = None
             if track is not None:
                 stats["cues"] += len(track.cues)
-                if it.film_id not in fresh:
+                if it.film_id not in imported:
                     texts.extend(c.text for c in track.cues)
             stats["parse_s"] += time.perf_counter() - t0
             if len(texts) >= IMPORT_CHUNK_CUES or n == len(todo):

@@ -40,6 +40,7 @@ HERE = Path(__file__).resolve().parent
 REQUIREMENTS = HERE / "requirements.txt"
 PIP = "pip==26.3"  # the pip bundled with Python 3.11 fails to resolve letta's extras
 COMPONENTS = ("postgres", "gateway", "server")
+STOP_SIGNALS = {"postgres": signal.SIGINT, "gateway": signal.SIGTERM, "server": signal.SIGTERM}  # SIGINT: PostgreSQL's fast shutdown
 
 Progress = Callable[[str], None]
 
@@ -274,8 +275,7 @@ class Sidecar:
                     pid = (state.get(name) or {}).get("pid")
                     if pid and pid != before[name] and _alive(pid, self._markers()[name]):
                         progress(f"stopping {name} (pid {pid}): up failed")
-                        self._stop(pid, self._markers()[name], signal.SIGINT if name == "postgres" else signal.SIGTERM,
-                                   30.0)
+                        self._stop(name, pid)
                 raise
         return self.status()
 
@@ -321,7 +321,7 @@ class Sidecar:
             lap("gateway")
             if st["server"]["running"]:  # it points at the gateway that is gone
                 progress("restarting the Letta server for the new gateway")
-                self._stop(st["server"]["pid"], self._markers()["server"], signal.SIGTERM, 30.0)
+                self._stop("server", st["server"]["pid"])
                 st["server"]["running"] = False
         if not st["server"]["running"]:
             port = _free_port()
@@ -353,21 +353,21 @@ class Sidecar:
         stopped: list[str] = []
         with self._lock():
             state = self._state()
-            for name, sig in (("server", signal.SIGTERM), ("gateway", signal.SIGTERM), ("postgres", signal.SIGINT)):
+            for name in ("server", "gateway", "postgres"):
                 pid = (state.get(name) or {}).get("pid")
                 if not _alive(pid, self._markers()[name]):
                     continue
                 progress(f"stopping {name} (pid {pid})")
-                self._stop(pid, self._markers()[name], sig, timeout)  # postgres: SIGINT is its "fast" shutdown
+                self._stop(name, pid, timeout)
                 stopped.append(name)
             self.state_file.unlink(missing_ok=True)
         return {"stopped": stopped}
 
-    @staticmethod
-    def _stop(pid: int, marker: str, sig: int, timeout: float) -> None:
+    def _stop(self, name: str, pid: int, timeout: float = 30.0) -> None:
         """Stop one component, then whatever it started that outlived it."""
+        marker = self._markers()[name]
         family = _family(pid)
-        _signal(pid, sig)
+        _signal(pid, STOP_SIGNALS[name])
         deadline = time.monotonic() + timeout
         while _alive(pid, marker) and time.monotonic() < deadline:
             _reap(pid)
@@ -388,7 +388,7 @@ class Sidecar:
             return ""
         if not _alive(pid, self._markers()["postgres"]):
             return ""
-        self._stop(pid, self._markers()["postgres"], signal.SIGINT, 30.0)
+        self._stop("postgres", pid)
         return f" (stopped the PostgreSQL it had started, pid {pid})"
 
     def processes(self) -> dict[str, dict[int, str]]:

@@ -108,18 +108,18 @@ class MemoryStore:
         return None
 
     def _ensure(self, name: str, dim: int | None) -> Any:
-        tbl = self.table(name)
+        tbl = self.table(name) or self._create(name, dim)
+        existing = self.vector_dim(name)
+        if dim is not None and existing is not None and existing != dim:
+            raise MovieMemError(
+                f"table {name} holds {existing}-d vectors but this model makes {dim}-d ones; "
+                "use the same embedding model for the whole library or a new library"
+            )
+        return tbl
+
+    def _create(self, name: str, dim: int | None) -> Any:
         model = ROW_MODELS[name]
-        if tbl is not None:
-            existing = self.vector_dim(name)
-            if dim is not None and existing is not None and existing != dim:
-                raise MovieMemError(
-                    f"table {name} holds {existing}-d vectors but this model makes {dim}-d ones; "
-                    "use the same embedding model for the whole library or a new library"
-                )
-            return tbl
-        needs_dim = bool(vector_columns(model))
-        schema = arrow_schema(model, dim if needs_dim else None)
+        schema = arrow_schema(model, dim if vector_columns(model) else None)
         # Two processes creating one table at once both commit a first version, and LanceDB
         # lands the second as an overwrite that drops the rows appended meanwhile: create
         # under the library's lock, after looking again ("_": no film id's lock file can be named so).
@@ -127,7 +127,7 @@ class MemoryStore:
         with guard:
             tbl = self.table(name)
             if tbl is not None:
-                return self._ensure(name, dim)
+                return tbl
             try:
                 tbl = self.db.create_table(name, schema=schema)
             except (ValueError, OSError) as exc:  # created meanwhile by a process outside this lock

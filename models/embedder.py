@@ -3,7 +3,8 @@
 Two engines compute the same vectors: ONNX Runtime over the encoder's ONNX export (made once by
 `moviemem models prepare`, checked against torch), spread over the cores in parallel batches of
 similar length; or sentence-transformers on torch where no export exists. Bulk imports call
-`preloaded()` so that a whole collection is embedded in a few large sorted passes.
+`preload()` (and `release()` once committed) so that a whole collection is embedded in a few large
+sorted passes.
 """
 
 from __future__ import annotations
