@@ -567,6 +567,49 @@ def judge(
               f"{counts['skipped_invalid']} invalid answers not judged; `moviemem report {run_dir}` shows the scores")
 
 
+@app.command("retrieval-eval")
+def retrieval_eval_cmd(
+    file: Annotated[Path, typer.Argument(help="Benchmark JSONL whose items carry gold `evidence` spans (mcq or claims).")],
+    retrievers: Annotated[str, typer.Option("--retrievers", help="Comma-separated retrievers (see --list); `hybrid` is the hybrid policy's default.")] = "hybrid",
+    budgets: Annotated[str, typer.Option("--budgets", help="Comma-separated evidence token budgets.")] = "250,500,1000,2000,4000",
+    plot_path: Annotated[Optional[Path], typer.Option("--plot", help="Write recall and coverage against budget as a PNG.")] = None,
+    list_: Annotated[bool, typer.Option("--list", help="List the retrievers and exit.")] = False,
+    library: LibraryOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Retrieval alone, no backbone: evidence recall and coverage at token budgets, recall@k, MRR."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from .eval.formats import load_benchmark
+    from .eval.retrieval_eval import RETRIEVERS, plot, retrieval_eval
+
+    if list_:
+        for name, (desc, _) in RETRIEVERS.items():
+            out.print(f"{escape(name):20s} {escape(desc)}", highlight=False)
+        return
+    try:
+        sizes = [int(b) for b in budgets.split(",") if b.strip()]
+    except ValueError:
+        raise MovieMemError(f"--budgets takes comma-separated integers, not {budgets!r}") from None
+    lib = _library(library)
+    result = retrieval_eval(lib, load_benchmark(file, library=lib), [r.strip() for r in retrievers.split(",") if r.strip()],
+                            sizes)
+    if plot_path is not None:
+        plot(result, str(plot_path))
+    if as_json:
+        _print_json(result)
+        return
+    table = Table(title=f"{result['items']} queries with gold evidence")
+    for col in ["retriever", *(f"R@{b}" for b in sizes), *(f"C@{b}" for b in sizes), "MRR"]:
+        table.add_column(col)
+    for r in result["retrievers"]:
+        table.add_row(escape(r["name"] + (" (default)" if r["default"] else "")),
+                      *(f"{r['recall_at_budget'][str(b)]:.2f}" for b in sizes),
+                      *(f"{r['coverage_at_budget'][str(b)]:.2f}" for b in sizes), f"{r['mrr']:.2f}")
+    out.print(table)
+
+
 @app.command("filter")
 def filter_cmd(
     file: Annotated[Path, typer.Argument(help="An mcq benchmark.")],

@@ -9,6 +9,8 @@ tool, so the two differ only in who runs the loop.
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +23,15 @@ from ..retrievers.window import rows_as_evidence
 from .base import BasePolicy, Question, Run, Step, register_policy
 from .calls import default_max_tokens
 from .parsing import Parsed, parse_answer
-from .prompts import ARCHIVAL, ARCHIVAL_FINAL, ARCHIVAL_SEARCH_TOOL, answer_schema, question_block
+from .prompts import (
+    ARCHIVAL,
+    ARCHIVAL_FINAL,
+    ARCHIVAL_SEARCH_TOOL,
+    ARCHIVAL_TEXT,
+    ARCHIVAL_TEXT_FINAL,
+    answer_schema,
+    question_block,
+)
 
 MAX_TOP_K = 20
 
@@ -32,6 +42,7 @@ class ArchivalSettings:
     search: str = "hybrid"  # vector | fts | hybrid
     top_k: int = 5  # default when the model gives none
     max_steps: int = 6  # model turns before it must answer
+    search_first: bool = True  # the first model turn must be a search (weak models otherwise never search)
     step_max_tokens: int = 256
     max_tokens: int | None = None
     temperature: float = 0.0
@@ -74,51 +85,84 @@ class ArchivalSearch:
                         "kind": e.kind, "text": e.text} for e in found]
 
 
+SEARCH_LINE = re.compile(r"^\s*`?SEARCH:\s*(.+?)`?\s*$", re.I | re.M)
+
+
+def protocol_for(backbone: Any) -> str:
+    """tools (the backbone calls tools) or text (it writes `SEARCH: query` lines)."""
+    return "tools" if backbone.capabilities.tools else "text"
+
+
 @register_policy("archival", needs=("captions", "transcript"))
 class Archival(BasePolicy):
-    """Captions and transcript in an archival store; the backbone searches it in a tool loop."""
+    """Captions and transcript in an archival store; the backbone searches it in a tool loop.
+
+    Small and open models often answer at once without searching (Letta #743), which makes the
+    policy closed-book under another name. With `search_first` (the default) the first model turn
+    must be a search: a required tool call, or for a backbone without tool calling, a `SEARCH:`
+    line (the question itself is searched when the model writes none). The trace records the
+    protocol and every search; the answer records how many searches it made."""
 
     Settings = ArchivalSettings
 
     def _answer(self, film: FilmMemory, question: Question, run: Run) -> Parsed:
         s = self.settings
-        if not run.backbone.capabilities.tools:
-            raise MovieMemError(f"backbone {run.backbone.name} cannot call tools; archival needs one that can")
         if s.max_steps < 1:
             raise MovieMemError("max_steps must be at least 1")
+        protocol = protocol_for(run.backbone)
         search = ArchivalSearch(film, s)
-        text = ARCHIVAL.render(duration=hms(film.duration_s), question=question_block(question))
-        messages: list[Any] = [system(ARCHIVAL.system), user(text)]
+        prompt = ARCHIVAL if protocol == "tools" else ARCHIVAL_TEXT
+        text = prompt.render(duration=hms(film.duration_s), question=question_block(question))
+        messages: list[Any] = [system(prompt.system), user(text)]
         searches = 0
-        for _ in range(s.max_steps):
-            reply = run.chat(ARCHIVAL, messages, tools=[search.tool], max_tokens=s.step_max_tokens,
-                             temperature=s.temperature)
+        parsed: Parsed | None = None
+        for step in range(s.max_steps):
+            force = s.search_first and searches == 0 and step == 0
+            if protocol == "tools":
+                reply = run.chat(prompt, messages, tools=[search.tool], tool_choice="required" if force else None,
+                                 max_tokens=s.step_max_tokens, temperature=s.temperature)
+                calls = [(c.name, c.arguments, c) for c in reply.tool_calls]
+            else:
+                reply = run.chat(prompt, messages, max_tokens=s.step_max_tokens, temperature=s.temperature)
+                m = SEARCH_LINE.search(reply.text or "")
+                query = m.group(1).strip() if m else (question.text if force and not reply.invalid else "")
+                if force and not m and query:
+                    run.note("no SEARCH line in the first turn: the question itself is searched")
+                calls = [(search.tool.name, {"query": query}, None)] if query else []
             if reply.invalid and reply.transient:
                 return Parsed.fail(reply.error or "backbone failed")
-            if not reply.tool_calls:
+            if not calls:
                 parsed = parse_answer(reply, question)
                 if not parsed.invalid:
-                    if searches == 0:
-                        run.note("the backbone answered without searching the archival memory")
-                    run.trace.append(Step("parse", {"choice": parsed.choice, "invalid": False, "how": parsed.how}))
-                    return parsed
+                    break
                 messages.append(assistant(reply.text))
+                parsed = None
                 break
-            messages.append(assistant(reply.text, reply.tool_calls))
-            for call in reply.tool_calls:
-                if call.name != search.tool.name:
-                    found, result = [], {"error": f"unknown tool {call.name!r}; use {search.tool.name}"}
+            messages.append(assistant(reply.text, [c for _, _, c in calls if c is not None]))
+            for name, arguments, call in calls:
+                if name != search.tool.name:
+                    found, result = [], {"error": f"unknown tool {name!r}; use {search.tool.name}"}
                 else:
                     searches += 1
-                    found, result = search(call.arguments)
+                    found, result = search(arguments)
                     run.show(found)
-                run.trace.append(Step("tool", {"name": call.name, "arguments": call.arguments,
-                                               "found": [e.id for e in found],
+                run.trace.append(Step("tool", {"name": name, "arguments": arguments, "found": [e.id for e in found],
+                                               "forced": force, "protocol": protocol,
                                                "error": result.get("error") if isinstance(result, dict) else None}))
-                messages.append(tool_result(call.id, result, name=call.name))
+                if call is not None:
+                    messages.append(tool_result(call.id, result, name=name))
+                else:
+                    messages.append(user(f"Search results for {arguments.get('query')!r}:\n{json.dumps(result, ensure_ascii=False)}"))
+        run.trace.append(Step("searches", {"n": searches, "protocol": protocol, "search_first": s.search_first}))
+        if parsed is not None:
+            if searches == 0:
+                run.note("the backbone answered without searching the archival memory")
+            run.trace.append(Step("parse", {"choice": parsed.choice, "invalid": False, "how": parsed.how}))
+            return parsed
         run.note(f"asking for the final answer after {searches} search(es)")
-        messages.append(user(ARCHIVAL_FINAL.render(question=question_block(question))))
-        reply = run.chat(ARCHIVAL_FINAL, messages, json_schema=answer_schema(question),
+        final = ARCHIVAL_FINAL if protocol == "tools" else ARCHIVAL_TEXT_FINAL
+        messages.append(user(final.render(question=question_block(question))))
+        reply = run.chat(final, messages, json_schema=answer_schema(question),
                          max_tokens=s.max_tokens or default_max_tokens(question), temperature=s.temperature)
         parsed = parse_answer(reply, question)
         run.trace.append(Step("parse", {"choice": parsed.choice, "invalid": parsed.invalid, "how": parsed.how,

@@ -88,7 +88,8 @@ class Answer:
             "choice": self.choice, "text": self.text, "confidence": self.confidence, "invalid": self.invalid,
             "policy": self.policy, "backbone": self.backbone,
             "evidence": [{"kind": e.kind, "start": round(e.start, 3), "end": round(e.end, 3), "text": e.text,
-                          "score": round(e.score, 6), "retriever": e.retriever} for e in self.evidence],
+                          "score": round(e.score, 6), "retriever": e.retriever, "id": e.id, "cited": e.cited}
+                         for e in self.evidence],
             "usage": {"input_tokens": u.input_tokens, "output_tokens": u.output_tokens, "images": u.images,
                       "latency_s": round(u.latency_s, 3), "cost_usd": u.cost_usd},
             "trace": [s.to_dict() for s in self.trace],

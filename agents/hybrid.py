@@ -11,14 +11,16 @@ budget in rank order, shown in time order with ids, and the backbone cites the i
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from ..backbones.base import estimate_tokens
+from ..errors import MovieMemError
 from ..memory.view import FilmMemory
 from ..retrievers.base import Evidence, hms
 from ..retrievers.text import TextRetriever
 from .base import BasePolicy, Question, Run, Step, register_policy
 from .calls import answer_once, body
+from .reader import can_read, read
+from .packing import Lines, fit_budget, fuse, informative_first, interleave
 from .parsing import Parsed
 from .prompts import HYBRID
 
@@ -44,7 +46,7 @@ CHANNELS: dict[str, tuple[tuple[str, int], ...]] = {
 }
 
 LABELS = {"utterance": "said", "caption": "seen", "onscreen": "on screen", "event": "event", "relation": "link",
-          "frame": "frame"}
+          "frame": "frame", "passage": "passage"}
 
 
 def classify(question: Question) -> str:
@@ -55,59 +57,120 @@ def classify(question: Question) -> str:
     return "other"
 
 
+@dataclass
+class GatherSettings:
+    """How evidence is gathered for a question: which channels, which unit, how rankings combine."""
+
+    search: str = "fts"  # vector | fts | hybrid (BM25 alone measured best on real films with MiniLM vectors)
+    channels: dict[str, tuple[tuple[str, int], ...]] = field(default_factory=lambda: dict(CHANNELS))
+    units: str = "passages"  # passages (grouped lines, when the film has them) | lines | mixed (both, fused)
+    per_option: int = 1  # also search with each multiple-choice option (0: the question alone)
+    fusion: str = "rrf"  # rrf | interleave
+    candidates: int = 20  # hits per query and channel before fusion
+    informative: bool = True  # lines with no content of their own go after informative hits
+    context_lines: int = 0  # a transcript/caption line hit is shown with this many neighbours on each side
+    graph_hops: int = 1
+
+
+def channels_for(film: FilmMemory, question: Question, s: GatherSettings, run: Run | None = None) -> tuple[str, list[tuple[str, int]]]:
+    """The question type and its channels; with passages, transcript (and caption) rows are read as passages."""
+    qtype = classify(question)
+    channels = list(s.channels.get(qtype) or s.channels.get("other") or CHANNELS["other"])
+    if s.units in ("passages", "mixed"):
+        sources = {p.source for p in film.passages()} if film.run_filter("passages") else set()
+        if not sources:
+            if run is not None:
+                run.note("no passages in this film's memory (passages stage not run): searching single lines")
+        else:
+            out: list[tuple[str, int]] = []
+            for kind, k in channels:
+                kinds = ["passage"] + ([kind] if s.units == "mixed" else []) if kind in sources else [kind]
+                out += [(kk, k) for kk in kinds if kk not in (c for c, _ in out)]
+            channels = out
+    return qtype, channels
+
+
+def queries_for(question: Question, per_option: int) -> list[str]:
+    return [question.text] + ([f"{question.text} {o}" for o in question.options] if per_option else [])
+
+
+def gather(film: FilmMemory, question: Question, s: GatherSettings, run: Run | None = None) -> list[Evidence]:
+    """Every channel searched with every query, fused into one ranking, informative hits first."""
+    qtype, channels = channels_for(film, question, s, run)
+    if run is not None:
+        run.trace.append(Step("route", {"type": qtype, "channels": [list(c) for c in channels]}))
+    lists: list[list[Evidence]] = []
+    for kind, k in channels:
+        if kind == "event" and not film.events():
+            if run is not None:
+                run.note("no events in this film's memory: the event channel is skipped")
+            continue
+        for i, query in enumerate(queries_for(question, s.per_option)):
+            n = max(k, s.candidates) if s.fusion == "rrf" else (k if i == 0 else s.per_option)
+            if kind == "event":
+                found = graph_hits(film, run, query, n, s.graph_hops)
+            else:
+                found = TextRetriever(s.search, [kind]).retrieve(film, query, k=n)  # type: ignore[arg-type]
+            if run is not None:
+                run.retrieved(f"{kind}:{s.search}", query, found)
+            lists.append(found)
+    ranked = fuse(lists) if s.fusion == "rrf" else interleave(lists)
+    ranked = informative_first(ranked) if s.informative else ranked
+    return [widen(e, s.context_lines) for e in ranked] if s.context_lines else ranked
+
+
+def widen(e: Evidence, n: int) -> Evidence:
+    """A line hit as the stretch of n rows either side of it (merged and charged like a passage)."""
+    if e.kind not in ("utterance", "caption") or e.rows is not None:
+        return e
+    idx = int(e.id.split(":", 1)[1])
+    return replace(e, rows=(e.kind, max(0, idx - n), idx + n))
+
+
 @register_policy("hybrid", needs=("transcript", "captions"))
 class Hybrid(BasePolicy):
-    """Routes by question type across transcript, captions, on-screen text and events, under a token budget."""
+    """Routes by question type across transcript passages, captions, on-screen text and events, under a token budget."""
 
     @dataclass
-    class Settings:
-        budget_tokens: int = 450  # evidence text shown to the model (the prompt adds the question)
-        per_option: int = 1  # extra hits per multiple-choice option and channel
-        search: str = "hybrid"  # vector | fts | hybrid
-        channels: dict[str, tuple[tuple[str, int], ...]] = field(default_factory=lambda: dict(CHANNELS))
-        graph_hops: int = 1
+    class Settings(GatherSettings):
+        budget_tokens: int = 1000  # evidence text shown to the model (the prompt adds the question)
+        reader: str = "auto"  # json | logprobs | auto (logprobs where the backbone gives them, for mcq and claims)
         max_tokens: int | None = None
         temperature: float = 0.0
 
     def _answer(self, film: FilmMemory, question: Question, run: Run) -> Parsed:
         s = self.settings
-        qtype = classify(question)
-        channels = s.channels.get(qtype) or s.channels.get("other") or CHANNELS["other"]
-        run.trace.append(Step("route", {"type": qtype, "channels": [list(c) for c in channels]}))
-        lists: list[list[Evidence]] = []
-        queries = [question.text] + [f"{question.text} {o}" for o in question.options] if s.per_option else [question.text]
-        for kind, k in channels:
-            if kind == "event" and not film.events():
-                run.note("no events in this film's memory: the event channel is skipped")
-                continue
-            for i, query in enumerate(queries):
-                kk = k if i == 0 else s.per_option
-                found = self._search(film, run, kind, query, kk)
-                run.retrieved(f"{kind}:{s.search}", query, found)
-                lists.append(found)
-        ranked = interleave(lists)
-        shown = fit_budget(ranked, s.budget_tokens)
-        run.note(f"{len(shown)} of {len(ranked)} hits fit the budget of {s.budget_tokens} tokens")
+        ranked = gather(film, question, s, run)
+        shown = fit_budget(ranked, s.budget_tokens, Lines(film))
+        run.note(f"{len(shown)} blocks from {len(ranked)} hits fit the budget of {s.budget_tokens} tokens")
         shown.sort(key=lambda e: (e.start, e.end, e.id))
         ids = {f"E{n}": e for n, e in enumerate(shown, 1)}
-        context = "\n".join(f"[{eid}] {hms(e.start)}-{hms(e.end)} ({LABELS.get(e.kind, e.kind)}) {e.text}"
-                            for eid, e in ids.items())
+        context = "\n".join(render(eid, e) for eid, e in ids.items())
+        if s.reader not in ("auto", "json", "logprobs"):
+            raise MovieMemError(f"unknown reader {s.reader!r}; use auto, json or logprobs")
+        if s.reader == "logprobs" or (s.reader == "auto" and can_read(run, question)):
+            run.note("reader: answer-token log-probabilities")
+            run.show(shown)
+            return read(run, question, context or "(nothing found)")
         parsed = answer_once(run, HYBRID, question, body(HYBRID, question, cite=True, context=context or "(nothing found)"),
                              cite=True, max_tokens=s.max_tokens, temperature=s.temperature)
         cited = [c for c in parsed.data.get("evidence", []) if isinstance(c, str)] if parsed.data else []
         cited_ev = [ids[c] for c in cited if c in ids]
         run.trace.append(Step("cite", {"cited": [c for c in cited if c in ids], "unknown": [c for c in cited if c not in ids],
                                        "ids": {k: e.id for k, e in ids.items()}}))
+        for e in cited_ev:
+            e.cited = True
         run.show(cited_ev + [e for e in shown if e not in cited_ev])
         return parsed
 
-    def _search(self, film: FilmMemory, run: Run, kind: str, query: str, k: int) -> list[Evidence]:
-        if kind == "event":
-            return graph_hits(film, run, query, k, self.settings.graph_hops)
-        return TextRetriever(self.settings.search, [kind]).retrieve(film, query, k=k)  # type: ignore[arg-type]
+
+def render(eid: str, e: Evidence) -> str:
+    """One evidence block: id, times, what kind of memory, text (a passage's lines indented under it)."""
+    head = f"[{eid}] {hms(e.start)}-{hms(e.end)} ({LABELS.get(e.rows[0] if e.rows else e.kind, e.kind)})"
+    return f"{head}:\n    " + e.text.replace("\n", "\n    ") if "\n" in e.text else f"{head} {e.text}"
 
 
-def graph_hits(film: FilmMemory, run: Run, query: str, k: int, hops: int) -> list[Evidence]:
+def graph_hits(film: FilmMemory, run: Run | None, query: str, k: int, hops: int) -> list[Evidence]:
     """Matched events plus their graph neighbours; matched events alone (said in the trace)
     where the graph layer is not installed."""
     try:
@@ -115,32 +178,6 @@ def graph_hits(film: FilmMemory, run: Run, query: str, k: int, hops: int) -> lis
 
         return GraphRetriever(hops=hops).retrieve(film, query, k=k)
     except ImportError as exc:
-        run.note(f"graph layer unavailable ({exc}); events matched by text only")
+        if run is not None:
+            run.note(f"graph layer unavailable ({exc}); events matched by text only")
         return TextRetriever("hybrid", ["event"]).retrieve(film, query, k=k)
-
-
-def interleave(lists: list[list[Evidence]]) -> list[Evidence]:
-    """Round-robin over the ranked lists so every channel and option gets its best hits in first."""
-    out: list[Evidence] = []
-    for rank in range(max((len(x) for x in lists), default=0)):
-        out += [x[rank] for x in lists if rank < len(x)]
-    return out
-
-
-def fit_budget(ranked: list[Evidence], budget: int) -> list[Evidence]:
-    """De-duplicate (same row, or the same text at the same time), then keep hits in rank order
-    while their text fits the budget."""
-    seen: set[str] = set()
-    out: list[Evidence] = []
-    used = 0
-    for e in ranked:
-        key2 = f"{e.kind}:{round(e.start)}:{e.text.strip().lower()}"
-        if e.key in seen or key2 in seen:
-            continue
-        cost = estimate_tokens(e.text) + 8  # the id, times and label
-        if used + cost > budget:
-            continue
-        seen.update((e.key, key2))
-        out.append(e)
-        used += cost
-    return out

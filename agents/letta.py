@@ -54,8 +54,9 @@ DIFFERENCES = (
     "tag_match_mode, top_k, start_datetime, end_datetime) against archival's (about 150 tokens: query, top_k, "
     "start, end); with insert_tool the agent also has archival_memory_insert (about 300 tokens; its inserts are "
     "removed after each question), archival has no insert tool",
-    "search_first (letta only): a Letta tool rule can force the first step of every request to be a search "
-    "(no tag filter, top_k from the settings); archival has no such rule",
+    "search_first: letta forces the first step of every request to be a search with a Letta tool rule (no tag "
+    "filter, top_k from the settings); archival forces its first model turn to be a search call (tool_choice "
+    "required, or a SEARCH line for backbones without tool calling)",
     "steps: max_steps bounds Letta's agent steps per request; archival's bounds its model turns",
     "final answer: archival asks a last, schema-constrained turn when the loop ends without an answer; letta "
     "sends the same final prompt as a plain message (Letta does not pass a per-question JSON schema)",
@@ -68,7 +69,6 @@ DIFFERENCES = (
 class LettaSettings(ArchivalSettings):
     search: str = "vector"  # Letta's archival search on PostgreSQL: embeddings only
     insert_tool: bool = True  # the agent also gets archival_memory_insert
-    search_first: bool = False  # a Letta tool rule makes the first step an archival_memory_search
     url: str | None = None  # Letta server; default $MOVIEMEM_LETTA_URL, else the running sidecar
     context_window: int = 8192
     timeout_s: float = 900.0
@@ -335,6 +335,8 @@ class LettaPolicy(BasePolicy):
             parsed = parse_answer(final, question)
         elif searches == 0:
             run.note("the backbone answered without searching the archival memory")
+        run.trace.append(Step("searches", {"n": searches, "protocol": "letta tools",
+                                           "search_first": s.search_first}))
         if inserts:
             self._drop_inserts(session, agent_id, run)
         run.trace.append(Step("parse", {"choice": parsed.choice, "invalid": parsed.invalid, "how": parsed.how,

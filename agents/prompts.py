@@ -45,14 +45,18 @@ FORMATS = {
 }
 
 
+def question_head(q: Question) -> str:
+    """The question with its lettered options, or the claim wording, without a reply format."""
+    if q.kind == "mcq":
+        return f"Question: {q.text}\n" + "\n".join(f"{letter}. {opt}" for letter, opt in zip(q.letters, q.options))
+    if q.kind == "claim":
+        return f"Claim about the film: {q.text}\nIs this claim TRUE or FALSE?"
+    return f"Question: {q.text}"
+
+
 def question_block(q: Question, *, cite: bool = False, missing: bool = False) -> str:
     """The question, its options or claim wording, and the reply format."""
-    if q.kind == "mcq":
-        head = f"Question: {q.text}\n" + "\n".join(f"{letter}. {opt}" for letter, opt in zip(q.letters, q.options))
-    elif q.kind == "claim":
-        head = f"Claim about the film: {q.text}\nIs this claim TRUE or FALSE?"
-    else:
-        head = f"Question: {q.text}"
+    head = question_head(q)
     fmt = FORMATS[q.kind].replace("{letters}", ", ".join(q.letters))
     extra = []
     if cite:
@@ -125,6 +129,19 @@ ARCHIVAL_SEARCH_TOOL = {
     },
 }
 
+# For backbones without tool calling: the same store, searched through a plain-text line
+ARCHIVAL_TEXT_SYSTEM = (
+    "You answer questions about a film. You cannot see the film; its captions (what is seen) and its transcript "
+    "(what is said) are stored in an archival memory. To search it, reply with exactly one line "
+    "`SEARCH: <a short query>` and nothing else; you will be shown the matching passages with their times. "
+    "Search as often as you need; when you can answer, reply with one JSON object and nothing else.")
+
+ARCHIVAL_TEXT = Prompt("archival-text", 1, ARCHIVAL_TEXT_SYSTEM,
+                       "The film is {duration} long. Search its archival memory, then answer.\n\n{question}")
+
+ARCHIVAL_TEXT_FINAL = Prompt("archival-text-final", 1, ARCHIVAL_TEXT_SYSTEM,
+                             "Stop searching now and answer from what you found.\n\n{question}")
+
 ARCHIVAL = Prompt("archival", 1, ARCHIVAL_SYSTEM,
                   "The film is {duration} long. Search its archival memory, then answer.\n\n{question}")
 
@@ -155,6 +172,19 @@ GRAPH = Prompt("graph", 1, SYSTEM,
 HYBRID = Prompt("hybrid", 1, SYSTEM,
                 "Evidence retrieved from the film's memory, in time order (HH:MM:SS), each with an id:\n\n{context}\n\n{question}")
 
+# Readers that score the answer's first token instead of generating JSON (backbones with log-probabilities):
+# the evidence comes first, the question and its options last, and the reply is one token.
+READER_SYSTEM = "You answer questions about a film from excerpts of its memory. Use only the excerpts."
+
+READ_LETTER = Prompt("read-letter", 1, READER_SYSTEM,
+                     "Evidence from the film's memory, in time order (HH:MM:SS):\n\n{context}\n\n{question}\n\n"
+                     "Using the evidence, answer with the letter of the correct option only.")
+
+READ_CLAIM = Prompt("read-claim", 1, READER_SYSTEM,
+                    "Evidence from the film's memory, in time order (HH:MM:SS):\n\n{context}\n\n"
+                    "Statement: {claim}\n\nDoes the evidence show that this statement is true, with every detail "
+                    "(who, what, where, when, why) as stated? Answer yes or no only.")
+
 ACE_SELECT = Prompt("ace-select", 1,
                     "You compare candidate answers to a question about a film and pick the best-supported one. "
                     "Reply with one JSON object and nothing else.",
@@ -163,5 +193,6 @@ ACE_SELECT = Prompt("ace-select", 1,
                     "consistent and plausible for the film. Reply with JSON: {\"best\": <candidate number>}")
 
 PROMPTS = {p.id: p for p in [CLOSED_BOOK, SUBTITLES, SOCRATIC, END_TO_END_FRAMES, END_TO_END_VIDEO, VIDEOAGENT, ARCHIVAL,
-                             ARCHIVAL_FINAL, GRAPH, HYBRID, ACE_SELECT]}
+                             ARCHIVAL_FINAL, GRAPH, HYBRID, ACE_SELECT, READ_LETTER, READ_CLAIM, ARCHIVAL_TEXT,
+                             ARCHIVAL_TEXT_FINAL]}
 PROMPTS.update({p.id: p for p in [LETTA, LETTA_FINAL]})

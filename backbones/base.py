@@ -342,10 +342,11 @@ class Capabilities:
     audio: bool = False
     tools: bool = False
     json: bool = False
+    logprobs: bool = False  # can return the log-probabilities of the next token's top alternatives
 
     @classmethod
     def all(cls) -> Capabilities:
-        return cls(True, True, True, True, True, True)
+        return cls(True, True, True, True, True, True, True)
 
     def with_overrides(self, overrides: dict[str, bool] | None) -> Capabilities:
         if not overrides:
@@ -418,6 +419,7 @@ class Reply:
     model: str = ""
     cached: bool = False
     transient: bool = False
+    logprobs: list[dict[str, float]] | None = None  # per output token: top alternatives -> log-probability
 
     @classmethod
     def failed(cls, error: str, *, raw: str | None = None, transient: bool = False, **kw: Any) -> Reply:
@@ -452,18 +454,23 @@ class Request:
     tool_choice: str | None = None
     timeout: float | None = None
     seed: int | None = None  # a sampling seed: several samples of one prompt at temperature > 0 stay distinct in the cache
+    logprobs: int = 0  # return this many top alternatives (with log-probabilities) for each output token
 
     @classmethod
     def build(cls, messages: Iterable[MessageLike] | str, *, tools: Iterable[Tool | dict[str, Any]] | None = None,
               json_schema: dict[str, Any] | None = None, max_tokens: int = 512, temperature: float = 0.0,
-              tool_choice: str | None = None, timeout: float | None = None, seed: int | None = None) -> Request:
+              tool_choice: str | None = None, timeout: float | None = None, seed: int | None = None,
+              logprobs: int = 0) -> Request:
         if max_tokens < 1:
             raise MovieMemError("max_tokens must be at least 1")
         tool_list = tuple(Tool.from_any(t) for t in tools or ())
         if tool_choice not in (None, "auto", "none", "required") and tool_choice not in {t.name for t in tool_list}:
             raise MovieMemError(f"tool_choice {tool_choice!r} names no given tool")
+        if not 0 <= int(logprobs) <= 20:
+            raise MovieMemError("logprobs must be between 0 and 20")
         return cls(normalise_messages(messages), tool_list, json_schema, int(max_tokens), float(temperature),
-                   None if tool_choice == "auto" else tool_choice, timeout, None if seed is None else int(seed))
+                   None if tool_choice == "auto" else tool_choice, timeout, None if seed is None else int(seed),
+                   int(logprobs))
 
     def needs(self) -> set[str]:
         """Capabilities this request uses."""
@@ -477,6 +484,8 @@ class Request:
             need.add("audio")
         if self.tools and self.tool_choice != "none":
             need.add("tools")
+        if self.logprobs:
+            need.add("logprobs")
         return need
 
     def fingerprint(self) -> dict[str, Any]:
@@ -491,6 +500,8 @@ class Request:
                "max_tokens": self.max_tokens, "temperature": self.temperature, "tool_choice": self.tool_choice}
         if self.seed is not None:  # only when set, so keys of unseeded requests never change
             out["seed"] = self.seed
+        if self.logprobs:
+            out["logprobs"] = self.logprobs
         return out
 
     def prefix_text(self) -> str:
@@ -519,7 +530,8 @@ class Backbone(Protocol):
 
     def chat(self, messages: Iterable[MessageLike] | str, *, tools: Iterable[Tool | dict[str, Any]] | None = None,
              json_schema: dict[str, Any] | None = None, max_tokens: int = 512, temperature: float = 0.0,
-             timeout: float | None = None, tool_choice: str | None = None, seed: int | None = None) -> Reply: ...
+             timeout: float | None = None, tool_choice: str | None = None, seed: int | None = None,
+             logprobs: int = 0) -> Reply: ...
 
 
 # ----------------------------------------------------------------------------- shared behaviour
@@ -611,9 +623,11 @@ class BaseBackbone(ABC):
 
     def chat(self, messages: Iterable[MessageLike] | str, *, tools: Iterable[Tool | dict[str, Any]] | None = None,
              json_schema: dict[str, Any] | None = None, max_tokens: int = 512, temperature: float = 0.0,
-             timeout: float | None = None, tool_choice: str | None = None, seed: int | None = None) -> Reply:
+             timeout: float | None = None, tool_choice: str | None = None, seed: int | None = None,
+             logprobs: int = 0) -> Reply:
         request = Request.build(messages, tools=tools, json_schema=json_schema, max_tokens=max_tokens,
-                                temperature=temperature, tool_choice=tool_choice, timeout=timeout, seed=seed)
+                                temperature=temperature, tool_choice=tool_choice, timeout=timeout, seed=seed,
+                                logprobs=logprobs)
         return self.send(request)
 
     def send(self, request: Request) -> Reply:

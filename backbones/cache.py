@@ -111,9 +111,11 @@ class ReplayCache:
 
     def chat(self, messages: Iterable[MessageLike] | str, *, tools: Iterable[Tool | dict[str, Any]] | None = None,
              json_schema: dict[str, Any] | None = None, max_tokens: int = 512, temperature: float = 0.0,
-             timeout: float | None = None, tool_choice: str | None = None, seed: int | None = None) -> Reply:
+             timeout: float | None = None, tool_choice: str | None = None, seed: int | None = None,
+             logprobs: int = 0) -> Reply:
         return self.send(Request.build(messages, tools=tools, json_schema=json_schema, max_tokens=max_tokens,
-                                       temperature=temperature, tool_choice=tool_choice, timeout=timeout, seed=seed))
+                                       temperature=temperature, tool_choice=tool_choice, timeout=timeout, seed=seed,
+                                       logprobs=logprobs))
 
     def send(self, request: Request) -> Reply:
         if self.mode == "off":

@@ -98,7 +98,7 @@ class GeminiBackbone(BaseBackbone):
             ident += "?" + "&".join(f"{k}={v}" for k, v in sorted(self.thinking.items()))
         self.model_id = ident
         self.price_key = self.model
-        self.capabilities = Capabilities.all().with_overrides(capabilities)
+        self.capabilities = Capabilities.all().with_overrides({"logprobs": False, **(capabilities or {})})
         self._client: Any = None
         self._client_key: str | None = None
         self._client_lock = threading.Lock()

@@ -164,7 +164,7 @@ class LlamaCppBackbone(BaseBackbone):
         # the file's name and size identify the weights without hashing a GB on every start
         size = self.path.stat().st_size if self.path.is_file() else 0
         self.model_id = f"llamacpp:{self.path.name}:{size}:ctx{self.n_ctx}"
-        self.capabilities = Capabilities(text=True, tools=True, json=True)
+        self.capabilities = Capabilities(text=True, tools=True, json=True, logprobs=True)
         self.last_perf: dict[str, float] = {}
 
     def model(self) -> _Model:
@@ -245,6 +245,8 @@ class LlamaCppBackbone(BaseBackbone):
         if room < 1:
             return Reply.failed(f"prompt has {len(tokens)} tokens; the context holds {self.n_ctx}",
                                 usage=Usage(input_tokens=len(tokens)))
+        if request.logprobs:
+            return self._next_token(model, tokens, request.logprobs)
         grammar = self._grammar(model, request)
         deadline = time.monotonic() + timeout
         stop = StoppingCriteriaList([lambda ids, logits: time.monotonic() > deadline])
@@ -278,6 +280,40 @@ class LlamaCppBackbone(BaseBackbone):
             if calls:
                 finish = "tool_calls"
         return Reply(text=text.strip(), tool_calls=calls, usage=usage, finish_reason=finish, raw=raw_text)
+
+
+    def _next_token(self, model: _Model, tokens: list[int], top: int) -> Reply:
+        """The next token's top alternatives with log-probabilities, from one forward pass.
+
+        Without `logits_all` llama.cpp keeps only the last position's logits, which is all a
+        next-token distribution needs (logits_all would hold n_ctx x vocab floats, ~5 GB here).
+        The prompt prefix already in the context is reused, as in generation."""
+        import numpy as np
+
+        llm = model.llm
+        with model.lock:
+            started = time.perf_counter()
+            have = llm.input_ids[: llm.n_tokens].tolist()
+            same = 0
+            for a, b in zip(have, tokens[:-1]):  # at least the last token is evaluated: its logits are wanted
+                if a != b:
+                    break
+                same += 1
+            llm.n_tokens = same
+            llm.eval(tokens[same:])
+            logits = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),)).astype(np.float64)  # noqa: SLF001
+            elapsed = time.perf_counter() - started
+        logp = logits - (logits.max() + np.log(np.exp(logits - logits.max()).sum()))
+        best = np.argsort(-logp)[:top]
+        alternatives: dict[str, float] = {}
+        for t in best:
+            text = llm.detokenize([int(t)]).decode("utf-8", errors="replace")
+            alternatives.setdefault(text, float(logp[t]))
+        self.last_perf = {"prompt_tokens": len(tokens), "prompt_eval_tokens": len(tokens) - same,
+                          "prompt_eval_s": elapsed, "gen_tokens": 0, "gen_s": 0.0, "wall_s": elapsed}
+        text = next(iter(alternatives))
+        usage = Usage(input_tokens=len(tokens), output_tokens=1, cached_input_tokens=same)
+        return Reply(text=text.strip(), usage=usage, finish_reason="length", raw=text, logprobs=[alternatives])
 
 
 def from_spec(kind: str, arg: str | None, **options: Any) -> LlamaCppBackbone:

@@ -12,7 +12,7 @@ import importlib
 import logging
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
@@ -161,12 +161,12 @@ def _prepared(name: str) -> Callable[[], bool]:
 
 def _register_builtins() -> None:
     api = Capabilities(text=True, images=True, tools=True, json=True)
-    local = Capabilities(text=True, tools=True, json=True)
+    local = Capabilities(text=True, tools=True, json=True, logprobs=True)
     builtins = [
         ("openai", "openai_backend", "OpenAI chat completions", api, "openai:gpt-5-mini", ("OPENAI_API_KEY",), None),
         ("openai-compatible", "openai_backend", "any OpenAI-compatible server (vLLM, Ollama, llama.cpp, LM Studio)",
          api, "openai-compatible:http://127.0.0.1:8000/v1#qwen2.5-vl", (), None),
-        ("gemini", "gemini_backend", "Google Gemini (API key or Vertex AI)", Capabilities.all(),
+        ("gemini", "gemini_backend", "Google Gemini (API key or Vertex AI)", replace(Capabilities.all(), logprobs=False),
          "gemini:gemini-3-flash", ("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI"), None),
         ("llamacpp", "llamacpp_backend", "a local GGUF model through llama.cpp", local,
          "llamacpp:/models/model.gguf", (), None),
@@ -187,7 +187,7 @@ def _register_builtins() -> None:
         return ScriptedBackbone(**options)
 
     _registry["scripted"] = Registration("scripted", scripted, "answers from a script (tests); echoes by default",
-                                         Capabilities.all(), "scripted", (), "moviemem", lambda: True)
+                                         replace(Capabilities.all(), logprobs=False), "scripted", (), "moviemem", lambda: True)
 
 
 _register_builtins()

@@ -41,7 +41,8 @@ class ScriptedBackbone(BaseBackbone):
         if isinstance(capabilities, Capabilities):
             self.capabilities = capabilities
         else:
-            self.capabilities = Capabilities.all().with_overrides(capabilities)
+            # log-probabilities only when a test scripts them (a Reply with `logprobs`) and asks for them
+            self.capabilities = Capabilities.all().with_overrides({"logprobs": False, **(capabilities or {})})
         self._script = replies
         self._cycle = cycle
         self._next = 0

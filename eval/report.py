@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import MovieMemError
-from . import metrics
+from . import evidence, metrics
 from .formats import LETTERS, Item, item_category
 from .runner import grid_records, parse_policy_spec, read_manifest, summarise
 
@@ -149,6 +149,7 @@ def write_report(run_dir: str | Path, baseline: str | None = None, inspector: bo
     if incomplete:
         md += ["", "Incomplete configurations (the run stopped or is still going): " + ", ".join(incomplete) + "."]
     md += _format_sections(fmt, rows)
+    md += _evidence_section(rows)
     md += _judge_section(run_dir, fmt)
     cats = sorted({c for r in rows for c in (r.get("per_category") or {})})
     if len(cats) > 1:
@@ -204,6 +205,39 @@ def _format_sections(fmt: str, rows: list[dict[str, Any]]) -> list[str]:
                             _pct(r["nest"]["flashback"]["accuracy"])] for r in rows]))
         return out
     return []
+
+
+def _share(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}"
+
+
+def _evidence_section(rows: list[dict[str, Any]]) -> list[str]:
+    """Evidence recall against the items' gold spans, found / misread / not found, and whether agentic
+    answers searched at all (a policy that never searched is closed-book under another name)."""
+    out: list[str] = []
+    ev = [r for r in rows if r.get("evidence_n")]
+    if ev:
+        out += ["", "## Evidence", "",
+                "Recall: share of an item's gold evidence spans that some shown evidence overlaps; coverage: share of "
+                "their duration shown; cited: share of cited evidence that overlaps gold. found = right with gold "
+                "shown, lucky = right without it, misread = wrong with gold shown, not found = wrong without it.", "",
+                _table(["paradigm", "backbone", "items", "recall %", "coverage %", "cited %", "found", "lucky",
+                        "misread", "not found"],
+                       [[r["policy"], r["backbone"], r["evidence_n"], _share(r.get("evidence_recall")),
+                         _share(r.get("evidence_coverage")), _share(r.get("cited_precision")),
+                         *(r["outcomes"][o] for o in ("found", "lucky", "misread", "not found"))] for r in ev])]
+        cats = sorted({c for r in ev for c in r.get("evidence_recall_by_category") or {}})
+        if len(cats) > 1:
+            out += ["", "Evidence recall % by category:", "", _table(
+                ["category", *(f"{r['policy']} / {r['backbone']}" for r in ev)],
+                [[c, *(_share((r.get("evidence_recall_by_category") or {}).get(c)) for r in ev)] for c in cats])]
+    agentic = [r for r in rows if r.get("searched_share") is not None]
+    if agentic:
+        out += ["", "## Searches", "", _table(
+            ["paradigm", "backbone", "answers that searched %", "mean searches", "note"],
+            [[r["policy"], r["backbone"], _share(r["searched_share"]), r["mean_searches"],
+              "NEVER SEARCHED: closed-book in effect" if r["searched_share"] == 0 else ""] for r in agentic])]
+    return out
 
 
 def _judge_section(run_dir: Path, fmt: str) -> list[str]:
@@ -313,10 +347,10 @@ _ITEM = """{% extends "base" %}{% block body %}
 <p><b>Answer:</b> {{ q.text }}</p>{% if q.error %}<p class="inv">{{ q.error }}</p>{% endif %}
 <p class="muted">{{ q.usage }}</p>
 <h4>Evidence ({{ q.evidence|length }})</h4>
-{% if q.evidence %}<table><tr><th>kind</th><th>time</th><th>text</th><th>frame</th><th>score</th><th>retriever</th></tr>
+{% if q.evidence %}<table><tr><th>kind</th><th>time</th><th>text</th><th>frame</th><th>score</th><th>retriever</th><th>gold / cited</th></tr>
 {% for e in q.evidence %}<tr><td>{{ e.kind }}</td><td>{{ e.time }}</td><td>{{ e.text }}</td>
 <td>{% if e.thumb %}<img class="thumb" src="../thumbs/{{ e.thumb }}" alt="frame at {{ e.time }}">{% elif e.frame %}<span class="muted">{{ e.frame }} (missing)</span>{% endif %}</td>
-<td>{{ e.score }}</td><td>{{ e.retriever }}</td></tr>{% endfor %}</table>{% else %}<p class="muted">none</p>{% endif %}
+<td>{{ e.score }}</td><td>{{ e.retriever }}</td><td>{{ "gold" if e.gold else "" }}{{ " cited" if e.cited else "" }}</td></tr>{% endfor %}</table>{% else %}<p class="muted">none</p>{% endif %}
 <details><summary>Trace ({{ q.trace|length }} steps)</summary>
 {% for s in q.trace %}<p><b>{{ loop.index }}. {{ s.kind }}</b></p><pre>{{ s.body }}</pre>{% endfor %}
 </details>
@@ -413,6 +447,9 @@ def write_inspector(run_dir: str | Path) -> Path:
         rows.append({"id": it.id, "film": it.film_id, "category": item_category(it), "page": page,
                      "marks": [_mark(recs.get(c)) for c in configs]})
         fields, options = _item_fields(it)
+        gold = [tuple(map(float, g)) for g in getattr(it, "evidence", None) or []]
+        if gold:
+            fields.append(("Gold evidence", ", ".join(f"{_hms(a)}–{_hms(b)}" for a, b in gold)))
         answers = []
         for c in configs:
             r = recs.get(c)
@@ -427,7 +464,9 @@ def write_inspector(run_dir: str | Path) -> Path:
                        "text": e.get("text") or "", "frame": e.get("frame"),
                        "thumb": _thumb(e.get("frame"), manifest.get("library"), root / "thumbs"),
                        "score": f"{e['score']:.3f}" if isinstance(e.get("score"), (int, float)) else "",
-                       "retriever": e.get("retriever") or ""} for e in a.get("evidence") or []]
+                       "retriever": e.get("retriever") or "", "cited": bool(e.get("cited")),
+                       "gold": any(evidence.overlaps((e["start"], e["end"]), (g[0], g[1])) for g in gold)}
+                      for e in a.get("evidence") or []]
                 trace = [{"kind": s.get("kind", "?"), "body": json.dumps({k: v for k, v in s.items() if k != "kind"},
                                                                          ensure_ascii=False, indent=1)}
                          for s in a.get("trace") or []]

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..errors import MovieMemError
+from . import evidence
 from .formats import Benchmark, Item, formats, item_category
 from .tasks import Query, task_for
 
@@ -514,13 +515,20 @@ def run_bench(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any
         else:
             sc = task.score(item, answers)
             scored_correct, detail, reason = sc.correct, sc.detail, sc.invalid_reason
+        extra: dict[str, Any] = {}
+        gold = getattr(item, "evidence", None) or []
+        if gold and answers:
+            extra["evidence"] = evidence.record_evidence([list(g) for g in gold], answers, scored_correct)
+        n_search = evidence.searches(answers)
+        if n_search is not None:
+            extra["searches"] = n_search
         return {
             "key": record_key(policy, mb.name, item.id), "policy": policy, "backbone": mb.name, "item_id": item.id,
             "film_id": item.film_id, "format": bench.format, "category": item_category(item),
             "status": "invalid" if reason else "answered", "reason": reason, "correct": scored_correct,
             "detail": _jsonable(detail), "answers": answers, "usage": _usage_sum(answers),
             "spend": dataclasses.asdict(item_spend), "wall_s": round(time.perf_counter() - t0, 4),
-            "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **extra,
         }
 
     writer = _Writer(run_dir / RESULTS)
@@ -607,7 +615,8 @@ def summarise(run_dir: str | Path) -> list[dict[str, Any]]:
                   "total_output_tokens": sum(r["usage"].get("output_tokens") or 0 for r in recs),
                   "cost_usd": sum(priced) if priced else None,
                   "compute_s": round(sum(r.get("wall_s") or 0 for r in recs), 3),
-                  "latency_s": round(sum(r["usage"].get("latency_s") or 0 for r in recs), 3)})
+                  "latency_s": round(sum(r["usage"].get("latency_s") or 0 for r in recs), 3),
+                  **evidence.summary(recs)})
         rows.append(s)
     return rows
 

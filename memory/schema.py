@@ -156,6 +156,22 @@ class EventRow(Row):
     vector: list[float] | None = VectorField()
 
 
+class PassageRow(Row):
+    """Consecutive transcript lines (or captions) read as one unit: a single cue rarely carries
+    enough meaning to be found or understood alone. Passages overlap; `first_row`/`last_row` are
+    the `idx` range of the source rows, so a hit can be cited precisely or merged with its neighbours."""
+
+    table: ClassVar[str] = "passages"
+    idx: int
+    source: str = "utterance"  # utterance | caption
+    start: float
+    end: float
+    text: str
+    first_row: int = 0
+    last_row: int = 0
+    vector: list[float] | None = VectorField()
+
+
 class RelationRow(Row):
     table: ClassVar[str] = "relations"
     src: str
@@ -167,9 +183,10 @@ class RelationRow(Row):
 
 ROW_MODELS: dict[str, type[Row]] = {
     m.table: m
-    for m in [FilmRow, StageRow, FrameRow, ClipRow, ShotRow, SegmentRow, UtteranceRow, CaptionRow, OnscreenRow, EventRow, RelationRow]
+    for m in [FilmRow, StageRow, FrameRow, ClipRow, ShotRow, SegmentRow, UtteranceRow, CaptionRow, OnscreenRow, EventRow,
+              RelationRow, PassageRow]
 }
-TIMED_TABLES = {"shots", "segments", "utterances", "captions", "onscreen", "events"}  # have start/end
+TIMED_TABLES = {"shots", "segments", "utterances", "captions", "onscreen", "events", "passages"}  # have start/end
 POINT_TABLES = {"frames", "clip"}  # have t
 
 _SCALARS: dict[Any, pa.DataType] = {str: pa.string(), int: pa.int64(), float: pa.float64(), bool: pa.bool_()}

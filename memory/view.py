@@ -22,6 +22,7 @@ from .schema import (
     FilmRow,
     FrameRow,
     OnscreenRow,
+    PassageRow,
     RelationRow,
     SegmentRow,
     ShotRow,
@@ -167,6 +168,10 @@ class FilmMemory:
     def onscreen(self) -> list[OnscreenRow]:
         return self._rows("onscreen", "start")
 
+    def passages(self, source: str | None = None) -> list[PassageRow]:
+        rows: list[PassageRow] = self._rows("passages", "idx")
+        return [r for r in rows if source is None or r.source == source]
+
     def events(self) -> list[EventRow]:
         return self._rows("events", "start")
 
@@ -187,7 +192,7 @@ class FilmMemory:
         frames = self.frames()
         pools = {str(p): sum(1 for f in frames if p in f.pools) for p in sorted({p for f in frames for p in f.pools})}
         counts = {name: self.arrow(name).num_rows for name in
-                  ["frames", "shots", "segments", "utterances", "captions", "onscreen", "events", "relations"]}
+                  ["frames", "shots", "segments", "utterances", "passages", "captions", "onscreen", "events", "relations"]}
         stages = [
             {"stage": r.stage, "status": r.status, "model": r.model, "params_hash": r.params_hash, "reason": r.reason}
             for r in self.stages()
@@ -203,6 +208,7 @@ class FilmMemory:
 _OWNER = {
     "films": "probe", "frames": "frames", "clip": "clip", "shots": "shots", "segments": "segments",
     "utterances": "transcript", "captions": "captions", "onscreen": "ocr", "events": "events", "relations": "events",
+    "passages": "passages",
 }
 OWNED_TABLES: dict[str, list[str]] = {}
 for _t, _s in _OWNER.items():

@@ -21,7 +21,7 @@ from ..memory.view import FilmMemory
 class Evidence:
     """One piece of film memory offered to (or cited by) a policy.
 
-    kind: utterance | caption | onscreen | event | frame | relation; start/end: seconds on the
+    kind: utterance | caption | onscreen | event | passage | frame | relation; start/end: seconds on the
     film's clock; text: what the model reads; frame: image path for frames; score: the
     retriever's score (higher is better, comparable only within one retriever); retriever:
     which retriever produced it; id: stable within the film (`kind:row`), used for citations.
@@ -36,6 +36,8 @@ class Evidence:
     score: float = 0.0
     retriever: str = ""
     id: str = ""
+    rows: tuple[str, int, int] | None = None  # passages: (source kind, first row idx, last row idx)
+    cited: bool = False  # the model named it as support for its answer
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -50,8 +50,9 @@ SOURCES: dict[str, Source] = {
     "caption": Source("caption", "captions", "text", "idx", "captions"),
     "onscreen": Source("onscreen", "onscreen", "text", "idx", "ocr"),
     "event": Source("event", "events", "description", "event_id", "events"),
+    "passage": Source("passage", "passages", "text", "idx", "passages"),
 }
-KINDS = tuple(SOURCES)
+KINDS = ("utterance", "caption", "onscreen", "event")  # single rows; "passage" (grouped rows) is asked for by name
 
 
 # ----------------------------------------------------------------------------- indexes
@@ -175,7 +176,8 @@ def vector_cache_budget() -> int:
 
 
 def _cols(src: Source) -> list[str]:
-    return ["film_id", src.id_col, "start", "end", src.text] + (["kind"] if src.kind == "caption" else [])
+    extra = {"caption": ["kind"], "passage": ["source", "first_row", "last_row"]}.get(src.kind, [])
+    return ["film_id", src.id_col, "start", "end", src.text] + extra
 
 
 async def _load_vectors(tbl: Any, src: Source, base: str) -> FilmVectors:
@@ -233,7 +235,7 @@ class TextRetriever(Retriever):
             raise MovieMemError(f"unknown text retrieval mode {mode!r}; use vector, fts or hybrid")
         unknown = [k for k in kinds if k not in SOURCES]
         if unknown or not kinds:
-            raise MovieMemError(f"unknown text kind(s) {unknown or list(kinds)}; use {', '.join(KINDS)}")
+            raise MovieMemError(f"unknown text kind(s) {unknown or list(kinds)}; use {', '.join(SOURCES)}")
         self.mode: Mode = mode
         self.kinds = tuple(kinds)
         self.caption_kinds = tuple(caption_kinds) if caption_kinds else None
@@ -334,6 +336,8 @@ async def _gather(coros: list[Any]) -> list[Any]:
 
 
 def row_evidence(src: Source, r: dict[str, Any], score: float = 0.0) -> Evidence:
-    """One table row as Evidence; the id (`kind:row`) is stable within the film."""
+    """One table row as Evidence; the id (`kind:row`) is stable within the film. A passage
+    names the rows it groups (`source`, `rows`), so hits can be merged and cited by line."""
+    rows = (r["source"], int(r["first_row"]), int(r["last_row"])) if src.kind == "passage" else None
     return Evidence(kind=src.kind, film_id=r["film_id"], start=float(r["start"]), end=float(r["end"]),
-                    text=r[src.text], score=score, id=f"{src.kind}:{r[src.id_col]}")
+                    text=r[src.text], score=score, id=f"{src.kind}:{r[src.id_col]}", rows=rows)

@@ -19,7 +19,7 @@ def rows_as_evidence(film: FilmMemory, kinds: Sequence[str] = KINDS, caption_kin
     out: list[Evidence] = []
     for kind in kinds:
         if kind not in SOURCES:
-            raise MovieMemError(f"unknown text kind {kind!r}; use {', '.join(KINDS)}")
+            raise MovieMemError(f"unknown text kind {kind!r}; use {', '.join(SOURCES)}")
         if kind == "utterance":
             out += [Evidence("utterance", film.film_id, r.start, r.end, r.text, id=f"utterance:{r.idx}") for r in film.utterances()]
         elif kind == "caption":
@@ -27,6 +27,9 @@ def rows_as_evidence(film: FilmMemory, kinds: Sequence[str] = KINDS, caption_kin
                     for r in film.captions() if caption_kinds is None or r.kind in caption_kinds]
         elif kind == "onscreen":
             out += [Evidence("onscreen", film.film_id, r.start, r.end, r.text, id=f"onscreen:{r.idx}") for r in film.onscreen()]
+        elif kind == "passage":
+            out += [Evidence("passage", film.film_id, r.start, r.end, r.text, id=f"passage:{r.idx}",
+                             rows=(r.source, r.first_row, r.last_row)) for r in film.passages()]
         else:
             out += [Evidence("event", film.film_id, r.start, r.end, r.description, id=f"event:{r.event_id}") for r in film.events()]
     out.sort(key=lambda e: (e.start, e.end, e.id))

@@ -29,9 +29,11 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   # torch and torchvision come from this machine's local files (a CPU run needs no more)
   $PIP install -q torch==2.14.1 torchvision==0.29.1
   if ! ls "$WHEELS"/llama_cpp_python-0.3.36-*.whl >/dev/null 2>&1; then
-    echo "setup: compiling $LLAMA once (about 9 minutes); the wheel is cached in $WHEELS"
+    echo "setup: compiling $LLAMA once (a few minutes); the wheel is cached in $WHEELS"
     mkdir -p "$WHEELS"
-    $PIP wheel -q --no-deps "$LLAMA" -w "$WHEELS"
+    # text-only use: skip the multimodal (mtmd/llava) library; compile on every core
+    CMAKE_ARGS="-DLLAVA_BUILD=OFF ${CMAKE_ARGS:-}" CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
+      $PIP wheel -q --no-deps "$LLAMA" -w "$WHEELS"
   fi
   $PIP install -q --find-links "$WHEELS" -e ".[llama,dev]"
   echo "$want" > "$stamp"

@@ -1,0 +1,148 @@
+"""Ranked evidence into a token budget: fuse rankings, demote empty lines, merge passages.
+
+Three rules, each for a failure seen on real films:
+- Lines with no content of their own ("Yes.", "Oh!", a bare name) rank high because they share
+  one word with the question; they go after every informative hit, never before.
+- Passages overlap by design, so neighbouring hits repeat lines; a hit is charged only for the
+  lines not already shown, and overlapping or touching passages are shown as one block.
+- Rankings from several queries (the question, each option) are fused by reciprocal rank, so
+  a passage that several queries find comes first.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import replace
+from functools import lru_cache
+
+from ..backbones.base import estimate_tokens
+from ..memory.view import FilmMemory
+from ..retrievers.base import Evidence
+
+RRF_K = 60
+MIN_CONTENT_WORDS = 2
+_WORD = re.compile(r"[A-Za-z][A-Za-z']+")
+
+
+@lru_cache(maxsize=1)
+def _stop_words() -> frozenset[str]:
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+    return frozenset(ENGLISH_STOP_WORDS) | {"oh", "yeah", "yes", "ok", "okay", "hey", "huh", "uh", "um", "mr", "mrs",
+                                            "miss", "sir", "well", "just", "got", "ll", "don't", "it's", "i'm"}
+
+
+def content_words(text: str) -> int:
+    """Words that carry meaning: not stop words, not interjections, not a capitalised name alone."""
+    stop = _stop_words()
+    words = [w for w in _WORD.findall(text) if w.lower() not in stop]
+    return sum(1 for i, w in enumerate(words) if not (w[0].isupper() and len(words) == 1))
+
+
+def informative_first(ranked: Sequence[Evidence]) -> list[Evidence]:
+    """Stable partition: hits with at least MIN_CONTENT_WORDS content words keep their order, the rest follow."""
+    good = [e for e in ranked if e.kind == "passage" or content_words(e.text) >= MIN_CONTENT_WORDS]
+    keep = {id(e) for e in good}
+    return good + [e for e in ranked if id(e) not in keep]
+
+
+def fuse(rankings: Sequence[Sequence[Evidence]], weights: Sequence[float] | None = None) -> list[Evidence]:
+    """Reciprocal-rank fusion of ranked lists (Cormack et al. 2009); ties by time, so the order is total."""
+    scores: dict[str, float] = {}
+    first: dict[str, Evidence] = {}
+    for n, ranking in enumerate(rankings):
+        w = weights[n] if weights else 1.0
+        for rank, e in enumerate(ranking, 1):
+            scores[e.key] = scores.get(e.key, 0.0) + w / (RRF_K + rank)
+            first.setdefault(e.key, e)
+    return sorted(first.values(), key=lambda e: (-scores[e.key], e.start, e.key))
+
+
+def interleave(lists: Sequence[Sequence[Evidence]]) -> list[Evidence]:
+    """Round-robin over the ranked lists so every channel and option gets its best hits in first."""
+    out: list[Evidence] = []
+    for rank in range(max((len(x) for x in lists), default=0)):
+        out += [x[rank] for x in lists if rank < len(x)]
+    return out
+
+
+class Lines:
+    """The film's transcript and caption rows by idx, read once per film view, to merge passages."""
+
+    def __init__(self, film: FilmMemory):
+        self.film = film
+        self._rows: dict[str, dict[int, tuple[float, float, str]]] = {}
+
+    def of(self, source: str) -> dict[int, tuple[float, float, str]]:
+        if source not in self._rows:
+            if source == "utterance":
+                rows = [(u.idx, u.start, u.end, f"{u.speaker}: {u.text}" if u.speaker else u.text)
+                        for u in self.film.utterances()]
+            else:
+                rows = [(c.idx, c.start, c.end, c.text) for c in self.film.captions()]
+            self._rows[source] = {i: (a, b, " ".join(t.split())) for i, a, b, t in rows if t.strip()}
+        return self._rows[source]
+
+
+def fit_budget(ranked: Sequence[Evidence], budget: int, lines: Lines | None = None) -> list[Evidence]:
+    """Keep hits in rank order while their new text fits `budget` tokens; duplicates (same row, or the
+    same text at the same time) are dropped, and passages are charged only for lines not yet shown.
+    With `lines`, overlapping passages of one source are then merged into single blocks."""
+    seen: set[str] = set()
+    covered: dict[str, set[int]] = {}
+    out: list[Evidence] = []
+    used = 0
+    for e in ranked:
+        key2 = f"{e.kind}:{round(e.start)}:{e.text.strip().lower()}"
+        if e.key in seen or key2 in seen:
+            continue
+        if e.rows is not None and lines is not None:
+            source, a, b = e.rows
+            have = lines.of(source)
+            new = [i for i in range(a, b + 1) if i in have and i not in covered.get(source, set())]
+            if not new:
+                continue
+            cost = sum(estimate_tokens(have[i][2]) + 1 for i in new) + 8
+        else:
+            new = []
+            cost = estimate_tokens(e.text) + 8  # the id, times and label
+        if used + cost > budget:
+            continue
+        seen.update((e.key, key2))
+        if e.rows is not None and lines is not None:
+            covered.setdefault(e.rows[0], set()).update(new)
+        out.append(e)
+        used += cost
+    return merge_passages(out, lines) if lines is not None else out
+
+
+def merge_passages(shown: Sequence[Evidence], lines: Lines) -> list[Evidence]:
+    """Passages of one source whose rows overlap or touch become one Evidence (best score, joined ids)."""
+    plain = [e for e in shown if e.rows is None]
+    groups: dict[str, list[Evidence]] = {}
+    for e in shown:
+        if e.rows is not None:
+            groups.setdefault(e.rows[0], []).append(e)
+    merged: list[Evidence] = []
+    for source, group in groups.items():
+        have = lines.of(source)
+        group.sort(key=lambda e: e.rows[1])  # type: ignore[index] - passages carry rows
+        blocks: list[list[Evidence]] = []
+        for e in group:
+            if blocks and e.rows[1] <= blocks[-1][-1].rows[2] + 1:  # type: ignore[index]
+                blocks[-1].append(e)
+            else:
+                blocks.append([e])
+        for block in blocks:
+            a = min(e.rows[1] for e in block)  # type: ignore[index]
+            b = max(e.rows[2] for e in block)  # type: ignore[index]
+            idx = [i for i in range(a, b + 1) if i in have]
+            if not idx:
+                merged.extend(block)
+                continue
+            best = max(block, key=lambda e: e.score)
+            merged.append(replace(best, start=have[idx[0]][0], end=max(have[i][1] for i in idx),
+                                  text="\n".join(have[i][2] for i in idx), rows=(source, a, b),
+                                  id="+".join(e.id for e in block)))
+    return plain + merged

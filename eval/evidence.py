@@ -1,0 +1,125 @@
+"""Evidence metrics: how much of an item's gold evidence the model was shown, and what it cited.
+
+Gold evidence is a list of [start_s, end_s] spans (MF²-dev, NEST localization). An answer's
+shown evidence is a list of spans too; a gold span counts as found when some shown span
+overlaps it. These are retrieval measures, separate from whether the answer was right: an
+answer can be wrong with its evidence in front of the model ("misread") or wrong because the
+evidence was never found ("not found"), and the two call for different fixes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+Span = tuple[float, float]
+
+
+def _spans(spans: Iterable[Sequence[float]]) -> list[Span]:
+    return [(float(a), float(b)) for a, b in spans]
+
+
+def overlaps(a: Span, b: Span) -> bool:
+    """Half-open overlap; a zero-length span overlaps what contains it."""
+    return a[0] <= b[1] and b[0] <= a[1] if a[0] == a[1] or b[0] == b[1] else a[0] < b[1] and b[0] < a[1]
+
+
+def recall(gold: Iterable[Sequence[float]], shown: Iterable[Sequence[float]]) -> float | None:
+    """Share of gold spans that some shown span overlaps (None without gold)."""
+    g, s = _spans(gold), _spans(shown)
+    if not g:
+        return None
+    return sum(any(overlaps(x, y) for y in s) for x in g) / len(g)
+
+
+def _union(spans: list[Span]) -> list[Span]:
+    out: list[Span] = []
+    for a, b in sorted(spans):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+def coverage(gold: Iterable[Sequence[float]], shown: Iterable[Sequence[float]]) -> float | None:
+    """Share of the gold spans' total duration that the union of shown spans covers."""
+    g, s = _union(_spans(gold)), _union(_spans(shown))
+    total = sum(b - a for a, b in g)
+    if not g or total <= 0:
+        return recall(g, s)
+    covered = sum(max(0.0, min(b, d) - max(a, c)) for a, b in g for c, d in s)
+    return covered / total
+
+
+def precision(gold: Iterable[Sequence[float]], cited: Iterable[Sequence[float]]) -> float | None:
+    """Share of cited spans that overlap some gold span (None when nothing was cited)."""
+    g, c = _spans(gold), _spans(cited)
+    if not c or not g:
+        return None
+    return sum(any(overlaps(x, y) for y in g) for x in c) / len(c)
+
+
+def outcome(evidence_recall: float | None, correct: bool | None) -> str | None:
+    """found (right, gold shown) | lucky (right, gold never shown) | misread (wrong, gold shown) |
+    not found (wrong, gold never shown); None without gold or without a verdict."""
+    if evidence_recall is None or correct is None:
+        return None
+    seen = evidence_recall > 0
+    if correct:
+        return "found" if seen else "lucky"
+    return "misread" if seen else "not found"
+
+
+def answer_evidence(gold: Sequence[Sequence[float]], answer: dict[str, Any]) -> dict[str, Any]:
+    """The evidence fields of one answer record: recall, coverage and cited precision."""
+    shown = [(e["start"], e["end"]) for e in answer.get("evidence") or []]
+    cited = [(e["start"], e["end"]) for e in answer.get("evidence") or [] if e.get("cited")]
+    return {"evidence_recall": recall(gold, shown), "evidence_coverage": coverage(gold, shown),
+            "cited_precision": precision(gold, cited)}
+
+
+def _mean(values: list[float | None]) -> float | None:
+    xs = [v for v in values if v is not None]
+    return round(sum(xs) / len(xs), 4) if xs else None
+
+
+def record_evidence(gold: Sequence[Sequence[float]], answers: dict[str, dict[str, Any]],
+                    correct: bool | None) -> dict[str, Any] | None:
+    """An item's evidence measures over its answers (a claim pair has two), or None without gold."""
+    if not gold:
+        return None
+    per = [answer_evidence(gold, a) for a in answers.values()]
+    rec = _mean([p["evidence_recall"] for p in per])
+    return {"recall": rec, "coverage": _mean([p["evidence_coverage"] for p in per]),
+            "cited_precision": _mean([p["cited_precision"] for p in per]), "outcome": outcome(rec, correct)}
+
+
+def searches(answers: dict[str, dict[str, Any]]) -> int | None:
+    """Searches the item's answers made (agentic policies record them in the trace), or None."""
+    counts = [s.get("n", 0) for a in answers.values() for s in a.get("trace") or [] if s.get("kind") == "searches"]
+    return sum(counts) if counts else None
+
+
+OUTCOMES = ("found", "lucky", "misread", "not found")
+
+
+def summary(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Per configuration: mean evidence recall and coverage, outcome counts, and how often agentic
+    answers searched (None where records carry no such field)."""
+    ev = [r["evidence"] for r in records if r.get("evidence")]
+    out: dict[str, Any] = {"evidence_n": len(ev)}
+    if ev:
+        out["evidence_recall"] = _mean([e["recall"] for e in ev])
+        out["evidence_coverage"] = _mean([e["coverage"] for e in ev])
+        out["cited_precision"] = _mean([e["cited_precision"] for e in ev])
+        out["outcomes"] = {o: sum(e["outcome"] == o for e in ev) for o in OUTCOMES}
+        cats = sorted({r.get("category") or "all" for r in records if r.get("evidence")})
+        out["evidence_recall_by_category"] = {c: _mean([r["evidence"]["recall"] for r in records
+                                                        if r.get("evidence") and (r.get("category") or "all") == c])
+                                              for c in cats}
+    n = [r["searches"] for r in records if r.get("searches") is not None]
+    if n:
+        out["searched_share"] = round(sum(x > 0 for x in n) / len(n), 4)
+        out["mean_searches"] = round(sum(n) / len(n), 3)
+    return out

@@ -1,0 +1,179 @@
+"""Retrieval measured apart from answering: recall of gold evidence spans, no backbone.
+
+Each named retriever gathers a ranked list of evidence for an item's question (the same code the
+hybrid policy runs), then the list is cut to each token budget exactly as the policy cuts it, so
+"recall at 1,000 tokens" is what a model with that budget would be shown. Measures per item:
+recall (share of gold spans some shown evidence overlaps), coverage (share of the gold spans'
+duration shown), recall@k over the raw ranking and the reciprocal rank of the first hit that
+overlaps gold. Means over items, overall and per category. This is how units, embedders and
+fusion settings are compared, in seconds, before any answer is paid for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ..agents.base import Question
+from ..agents.hybrid import CHANNELS, GatherSettings, Hybrid, gather
+from ..agents.packing import Lines, fit_budget
+from ..errors import MovieMemError
+from ..memory.view import FilmMemory
+from . import evidence as ev
+from .formats import MCQ, Benchmark, ClaimPair, item_category
+
+DEFAULT_BUDGETS = (250, 500, 1000, 2000, 4000)
+AT_K = (1, 3, 5, 10)
+
+
+def _only(kind: str, k: int = 10) -> dict[str, tuple[tuple[str, int], ...]]:
+    return {t: ((kind, k),) for t in CHANNELS}
+
+
+def _hybrid_default() -> GatherSettings:
+    s = Hybrid.Settings()
+    return GatherSettings(**{f: getattr(s, f) for f in GatherSettings.__dataclass_fields__})
+
+
+# name -> (description, settings); "hybrid" is what the hybrid policy uses out of the box
+RETRIEVERS: dict[str, tuple[str, Callable[[], GatherSettings]]] = {
+    "hybrid": ("the hybrid policy's own gathering, default settings", _hybrid_default),
+    "hybrid-lines": ("hybrid routing over single lines, round-robin over queries (moviemem 0.1's hybrid)",
+                     lambda: GatherSettings(units="lines", fusion="interleave", informative=False, context_lines=0)),
+    "passages": ("transcript/caption passages, vector + BM25, question and each option, fused",
+                 lambda: GatherSettings(channels=_only("utterance"), units="passages", context_lines=0)),
+    "passages-vector": ("passages, vector search only",
+                        lambda: GatherSettings(channels=_only("utterance"), units="passages", search="vector")),
+    "passages-fts": ("passages, BM25 only",
+                     lambda: GatherSettings(channels=_only("utterance"), units="passages", search="fts")),
+    "passages-question": ("passages, the question alone (no per-option queries)",
+                          lambda: GatherSettings(channels=_only("utterance"), units="passages", per_option=0)),
+    "lines": ("single transcript lines, vector + BM25, fused, informative lines first",
+              lambda: GatherSettings(channels=_only("utterance"), units="lines", context_lines=0)),
+    "lines-context1": ("single lines fused, each shown with 1 neighbouring line either side",
+                       lambda: GatherSettings(channels=_only("utterance"), units="lines", context_lines=1)),
+    "lines-context2": ("single lines fused, each shown with 2 neighbouring lines either side",
+                       lambda: GatherSettings(channels=_only("utterance"), units="lines", context_lines=2)),
+    "mixed1": ("passages and single lines (each with 1 neighbour either side) fused",
+               lambda: GatherSettings(channels=_only("utterance"), units="mixed", context_lines=1)),
+    "mixed2": ("passages and single lines (each with 2 neighbours either side) fused: hybrid's transcript channel",
+               lambda: GatherSettings(channels=_only("utterance"), units="mixed", context_lines=2)),
+}
+
+
+@dataclass
+class Probe:
+    """One retrieval query with its gold spans."""
+
+    item_id: str
+    film_id: str
+    category: str
+    question: Question
+    gold: list[tuple[float, float]]
+
+
+def probes(bench: Benchmark) -> list[Probe]:
+    """MCQ: the question with its options; claim pairs: each claim on its own (both are asked)."""
+    out: list[Probe] = []
+    for item in bench.items:
+        gold = [(float(a), float(b)) for a, b in getattr(item, "evidence", None) or []]
+        if not gold:
+            continue
+        cat = item_category(item) or "all"
+        if isinstance(item, MCQ):
+            out.append(Probe(item.id, item.film_id, cat, Question.make(item.question, item.options), gold))
+        elif isinstance(item, ClaimPair):
+            for tag, text in (("true", item.true_claim), ("false", item.false_claim)):
+                out.append(Probe(f"{item.id}:{tag}", item.film_id, cat, Question(text, kind="claim"), gold))
+    if not out:
+        raise MovieMemError(f"{bench.path}: no item carries gold `evidence` spans; retrieval-eval needs them")
+    return out
+
+
+def score_probe(film: FilmMemory, lines: Lines, probe: Probe, settings: GatherSettings,
+                budgets: Sequence[int]) -> dict[str, Any]:
+    ranked = gather(film, probe.question, settings)
+    spans = [(e.start, e.end) for e in ranked]
+    first = next((n for n, s in enumerate(spans, 1) if any(ev.overlaps(s, g) for g in probe.gold)), None)
+    out: dict[str, Any] = {"rr": 1.0 / first if first else 0.0,
+                           "recall_at_k": {str(k): ev.recall(probe.gold, spans[:k]) for k in AT_K}}
+    for b in budgets:
+        shown = [(e.start, e.end) for e in fit_budget(ranked, b, lines)]
+        out.setdefault("recall_at_budget", {})[str(b)] = ev.recall(probe.gold, shown)
+        out.setdefault("coverage_at_budget", {})[str(b)] = ev.coverage(probe.gold, shown)
+    return out
+
+
+def _mean(values: Sequence[float]) -> float:
+    return round(sum(values) / len(values), 4) if values else 0.0
+
+
+def _summary(rows: Sequence[dict[str, Any]], budgets: Sequence[int]) -> dict[str, Any]:
+    return {"n": len(rows),
+            "recall_at_budget": {str(b): _mean([r["recall_at_budget"][str(b)] for r in rows]) for b in budgets},
+            "coverage_at_budget": {str(b): _mean([r["coverage_at_budget"][str(b)] for r in rows]) for b in budgets},
+            "recall_at_k": {str(k): _mean([r["recall_at_k"][str(k)] for r in rows]) for k in AT_K},
+            "mrr": _mean([r["rr"] for r in rows])}
+
+
+def retrieval_eval(library: Any, bench: Benchmark, retrievers: Sequence[str] = ("hybrid",),
+                   budgets: Sequence[int] = DEFAULT_BUDGETS, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    """The `moviemem retrieval-eval --json` object."""
+    unknown = [r for r in retrievers if r not in RETRIEVERS]
+    if unknown:
+        raise MovieMemError(f"unknown retriever(s) {', '.join(unknown)}; known: {', '.join(RETRIEVERS)}")
+    if not budgets or any(b < 1 for b in budgets):
+        raise MovieMemError("budgets must be positive token counts")
+    items = probes(bench)
+    films: dict[str, tuple[FilmMemory, Lines]] = {}
+    for p in items:
+        if p.film_id not in films:
+            film = library.film(p.film_id)
+            films[p.film_id] = (film, Lines(film))
+    out = []
+    total, done = len(items) * len(retrievers), 0
+    for name in retrievers:
+        settings = RETRIEVERS[name][1]()
+        rows: list[tuple[Probe, dict[str, Any]]] = []
+        for p in items:
+            film, lines = films[p.film_id]
+            rows.append((p, score_probe(film, lines, p, settings, budgets)))
+            done += 1
+            if progress:
+                progress(done, total)
+        cats = sorted({p.category for p, _ in rows})
+        summary = _summary([r for _, r in rows], budgets)
+        out.append({"name": name, "default": name == "hybrid", "description": RETRIEVERS[name][0],
+                    **{k: v for k, v in summary.items() if k != "n"},
+                    "by_category": {c: _summary([r for p, r in rows if p.category == c], budgets) for c in cats}})
+    return {"items": len(items), "budgets": list(budgets), "retrievers": out}
+
+
+def plot(result: dict[str, Any], path: str) -> None:
+    """Recall and coverage against the evidence budget, one line per retriever."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    budgets = result["budgets"]
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for r in result["retrievers"]:
+        for ax, key in zip(axes, ("recall_at_budget", "coverage_at_budget")):
+            ax.plot(budgets, [r[key][str(b)] for b in budgets], marker="o", label=r["name"])
+    for ax, title in zip(axes, ("evidence recall", "evidence coverage")):
+        ax.set_xscale("log")
+        ax.set_xlabel("evidence tokens shown")
+        ax.set_title(title)
+        ax.set_ylim(0, 1)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def with_settings(name: str, **overrides: Any) -> GatherSettings:
+    """A named retriever's settings with fields overridden (for experiments from Python)."""
+    return replace(RETRIEVERS[name][1](), **overrides)

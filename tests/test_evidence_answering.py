@@ -1,0 +1,241 @@
+"""Issue 20: passages, evidence metrics, retrieval-eval, the log-probability reader and forced searches.
+
+Everything here builds its own small film and items; nothing reads ../shared."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from moviemem import Library
+from moviemem.agents import Question, ask
+from moviemem.agents.packing import Lines, content_words, fit_budget, fuse, informative_first
+from moviemem.backbones import Reply, ScriptedBackbone
+from moviemem.eval import evidence as ev
+from moviemem.eval.formats import load_benchmark
+from moviemem.eval.retrieval_eval import retrieval_eval
+from moviemem.eval.runner import run_bench, summarise
+from moviemem.ingest.passages import Line, PassageParams, build_passages
+from moviemem.retrievers.base import Evidence
+
+OPTIONS = ["a lighthouse", "a bakery", "a cinema", "a bank"]
+
+
+def _srt(cues: list[tuple[float, float, str]]) -> str:
+    def ts(t: float) -> str:
+        ms = int(round(t * 1000))
+        return f"{ms // 3_600_000:02d}:{ms // 60_000 % 60:02d}:{ms // 1000 % 60:02d},{ms % 1000:03d}"
+
+    return "\n".join(f"{i}\n{ts(a)} --> {ts(b)}\n{text}\n" for i, (a, b, text) in enumerate(cues, 1))
+
+
+# A 10-minute "film": filler talk, one stretch that answers the question (at 300-312 s), bare lines
+FILLER = ["The weather has been strange this week.", "Did you bring the papers from the office?",
+          "I never liked the long road to town.", "Father always said the harbour was dangerous.",
+          "We should eat before the others come back.", "The train was late again this morning."]
+CUES = [(10.0 * i, 10.0 * i + 4, FILLER[i % len(FILLER)]) for i in range(29)]
+CUES += [(300.0, 304.0, "Sara..."), (305.0, 308.0, "Sara, tell me where your uncle works."),
+         (308.5, 312.0, "He keeps the old lighthouse on the northern cliffs.")]
+CUES += [(320.0 + 10 * i, 324.0 + 10 * i, FILLER[(i + 3) % len(FILLER)]) for i in range(28)]
+CUES += [(600.0, 601.0, "Yes.")]
+GOLD = [[305.0, 312.0]]
+
+
+@pytest.fixture(scope="module")
+def textfilm(tmp_path_factory: pytest.TempPathFactory):
+    root = tmp_path_factory.mktemp("answering")
+    srt = root / "film.srt"
+    srt.write_text(_srt(CUES))
+    lib = Library(root / "lib")
+    film = lib.ingest_text(srt, film_id="cliffs", title="Cliffs")
+    items = root / "items.jsonl"
+    items.write_text("\n".join(json.dumps(x) for x in [
+        {"id": "q1", "film_id": "cliffs", "question": "Where does Sara's uncle work?", "options": OPTIONS,
+         "answer": "A", "category": "setting", "evidence": GOLD},
+        {"id": "q2", "film_id": "cliffs", "question": "What did Father say about the harbour?",
+         "options": ["It was dangerous", "It was closed", "It was beautiful", "It was sold"], "answer": "A",
+         "category": "character", "evidence": [[30.0, 34.0]]},
+    ]) + "\n")
+    return lib, film, items
+
+
+# ----------------------------------------------------------------------------- passages
+
+
+def test_passages_overlap_respect_bounds_and_gaps() -> None:
+    lines = [Line(i, 5.0 * i, 5.0 * i + 4, f"line {i} words here") for i in range(20)]  # 0-99 s
+    out = build_passages(lines, PassageParams(window_s=20, stride_s=10, max_words=1000, max_gap_s=15))
+    assert [(p.first_row, p.last_row) for p in out][:3] == [(0, 3), (2, 5), (4, 7)]
+    assert out[-1].last_row == 19 and all(p.start == lines[p.first_row].start for p in out)
+    assert out[0].text.splitlines() == [f"line {i} words here" for i in range(4)]
+    cut = build_passages(lines, PassageParams(window_s=40, stride_s=20, max_words=1000), bounds=[50.0])
+    assert all(p.end <= 50.0 or p.start >= 50.0 for p in cut)  # no passage crosses a segment boundary
+    gap = build_passages([Line(0, 0, 2, "a b"), Line(1, 100, 102, "c d")], PassageParams())
+    assert [(p.first_row, p.last_row) for p in gap] == [(0, 0), (1, 1)]  # a long silence splits
+    few = build_passages(lines, PassageParams(window_s=100, stride_s=50, max_words=8))
+    assert all(len(p.text.split()) <= 8 for p in few)
+    spk = build_passages([Line(0, 0, 1, "Hello there", speaker="Ann")], PassageParams())
+    assert spk[0].text == "Ann: Hello there"
+
+
+def test_text_film_gets_passages_by_default(textfilm) -> None:
+    _, film, _ = textfilm
+    ps = film.passages()
+    assert ps and all(p.source == "utterance" and p.vector and len(p.vector) == 384 for p in ps)
+    assert any("lighthouse" in p.text and "uncle" in p.text for p in ps)  # question and answer lines together
+    stage = {s.stage: s for s in film.stages()}["passages"]
+    assert stage.status == "done" and json.loads(stage.params)["embedder"] == "minilm"
+    assert film.summary()["counts"]["passages"] == len(ps)
+    assert all(p.end <= 200 for p in film.until(200).passages())  # no future leak
+
+
+# ----------------------------------------------------------------------------- metrics and packing
+
+
+def test_evidence_metrics() -> None:
+    gold = [[10, 20], [50, 60]]
+    assert ev.recall(gold, [(15, 16)]) == 0.5 and ev.recall(gold, [(0, 5)]) == 0.0
+    assert ev.recall(gold, [(19, 51)]) == 1.0 and ev.recall([], [(0, 1)]) is None
+    assert ev.coverage(gold, [(10, 15), (12, 20)]) == pytest.approx(0.5)
+    assert ev.coverage(gold, [(0, 100)]) == 1.0
+    assert ev.precision(gold, [(15, 16), (30, 31)]) == 0.5 and ev.precision(gold, []) is None
+    assert [ev.outcome(1.0, True), ev.outcome(0.0, True), ev.outcome(0.5, False), ev.outcome(0.0, False)] == \
+        ["found", "lucky", "misread", "not found"]
+    rec = ev.record_evidence(gold, {"q": {"evidence": [{"start": 15, "end": 16, "cited": True}]}}, False)
+    assert rec == {"recall": 0.5, "coverage": 0.05, "cited_precision": 1.0, "outcome": "misread"}
+
+
+def test_bare_lines_go_last_and_fusion_rewards_agreement() -> None:
+    assert content_words("Yes.") == 0 and content_words("Sara...") == 0 and content_words("Oh!") == 0
+    assert content_words("He keeps the old lighthouse on the cliffs.") >= 3
+    bare = Evidence("utterance", "f", 1, 2, "Sara...", id="utterance:1")
+    good = Evidence("utterance", "f", 3, 4, "Sara, your uncle keeps the lighthouse.", id="utterance:2")
+    assert informative_first([bare, good]) == [good, bare]
+    a, b, c = (Evidence("utterance", "f", t, t + 1, f"line {t} has words", id=f"utterance:{t}") for t in (1, 2, 3))
+    assert fuse([[a, b], [b, c], [b, a]])[0] is b
+
+
+def test_overlapping_passages_are_charged_once_and_merged(textfilm) -> None:
+    _, film, _ = textfilm
+    ps = film.passages()
+    first, second = ps[0], ps[1]
+    assert first.last_row >= second.first_row  # they overlap
+    hits = [Evidence("passage", "cliffs", p.start, p.end, p.text, id=f"passage:{p.idx}", rows=(p.source, p.first_row, p.last_row))
+            for p in (first, second)]
+    shown = fit_budget(hits, 10_000, Lines(film))
+    assert len(shown) == 1 and shown[0].id == "passage:0+passage:1"
+    rows = {u.idx: u for u in film.utterances()}
+    assert shown[0].text.splitlines() == [rows[i].text for i in range(first.first_row, second.last_row + 1)]
+    alone = fit_budget(hits[:1], 10_000, Lines(film))[0]
+    tight = fit_budget(hits, len(alone.text) // 4 + 20, Lines(film))  # room for the first only
+    assert [e.id for e in tight] == ["passage:0"]
+
+
+# ----------------------------------------------------------------------------- retrieval-eval
+
+
+def test_retrieval_eval_finds_the_gold_span(textfilm, cli) -> None:
+    lib, _, items = textfilm
+    result = retrieval_eval(lib, load_benchmark(items), ["hybrid", "hybrid-lines", "passages"], [100, 1000])
+    assert result["items"] == 2 and result["budgets"] == [100, 1000]
+    hybrid = next(r for r in result["retrievers"] if r["name"] == "hybrid")
+    assert hybrid["default"] is True and not any(r["default"] for r in result["retrievers"] if r["name"] != "hybrid")
+    assert hybrid["recall_at_budget"]["1000"] == 1.0 and hybrid["coverage_at_budget"]["1000"] == 1.0
+    assert hybrid["mrr"] > 0.5 and set(hybrid["by_category"]) == {"setting", "character"}
+    res = cli("retrieval-eval", str(items), "--retrievers", "passages,lines", "--budgets", "500", "--json",
+              "--library", str(lib.path), library=False)
+    assert res.code == 0, res.err
+    out = res.json()
+    assert [r["name"] for r in out["retrievers"]] == ["passages", "lines"]
+    assert set(out["retrievers"][0]) >= {"name", "default", "recall_at_budget", "coverage_at_budget", "mrr", "by_category"}
+    bad = cli("retrieval-eval", str(items), "--retrievers", "telepathy", "--library", str(lib.path), library=False)
+    assert bad.code == 2 and "unknown retriever" in bad.err
+
+
+# ----------------------------------------------------------------------------- reader
+
+
+def _lp(**alts: float) -> Reply:
+    return Reply(text=max(alts, key=alts.get), logprobs=[{k.replace("_", " "): v for k, v in alts.items()}])
+
+
+def test_letter_logprob_reader_and_claim_calibration(textfilm) -> None:
+    _, film, _ = textfilm
+    b = ScriptedBackbone([_lp(_B=-0.2, A=-0.9, C=-3.0, D=-4.0, The=-1.0)], capabilities={"logprobs": True})
+    ans = ask(film, "Where does Sara's uncle work?", OPTIONS, policy="hybrid", backbone=b)
+    assert (ans.choice, ans.invalid) == ("B", False) and 0.4 < ans.confidence < 0.7
+    req = b.calls[0]
+    assert req.logprobs == 20 and req.max_tokens == 1 and "lighthouse" in req.messages[-1].text
+    assert req.messages[-1].text.rstrip().endswith("answer with the letter of the correct option only.")
+    assert next(s for s in ans.trace if s.kind == "parse").data["how"] == "logprobs"
+    # raw p(yes) 0.6 looks TRUE, but the content-free statement gets p(yes) 0.8: calibrated, it is FALSE
+    import math
+
+    b = ScriptedBackbone([_lp(yes=math.log(0.6), no=math.log(0.4)), _lp(Yes=math.log(0.8), No=math.log(0.2))],
+                         capabilities={"logprobs": True})
+    ans = ask(film, "Sara's uncle keeps the lighthouse.", policy="hybrid", backbone=b, kind="claim")
+    assert ans.choice == "FALSE" and "N/A" in b.calls[1].messages[-1].text
+    assert b.calls[0].messages[-1].text.split("Statement:")[0] == b.calls[1].messages[-1].text.split("Statement:")[0]
+    b = ScriptedBackbone([_lp(Hmm=-0.1, Well=-0.5)], capabilities={"logprobs": True})
+    ans = ask(film, "Where does Sara's uncle work?", OPTIONS, policy="hybrid", backbone=b)
+    assert ans.invalid and "none of A, B, C, D" in ans.error
+    b = ScriptedBackbone(['{"answer": "A", "confidence": 3, "evidence": []}'])  # no log-probabilities: JSON reader
+    assert ask(film, "Where does Sara's uncle work?", OPTIONS, policy="hybrid", backbone=b).choice == "A"
+    assert b.calls[0].logprobs == 0 and b.calls[0].json_schema is not None
+
+
+# ----------------------------------------------------------------------------- agentic search
+
+
+def test_archival_first_turn_must_search(textfilm) -> None:
+    _, film, _ = textfilm
+    ok = '{"answer": "A", "confidence": 3}'
+    call = {"tool_calls": [{"name": "archival_memory_search", "arguments": {"query": "uncle works"}}]}
+    b = ScriptedBackbone([call, ok])
+    ans = ask(film, "Where does Sara's uncle work?", OPTIONS, policy="archival", backbone=b)
+    assert b.calls[0].tool_choice == "required" and b.calls[1].tool_choice is None
+    assert ans.choice == "A" and ans.evidence
+    assert next(s for s in ans.trace if s.kind == "searches").data == {"n": 1, "protocol": "tools", "search_first": True}
+    b = ScriptedBackbone([ok])
+    ask(film, "Where does Sara's uncle work?", OPTIONS, policy="archival", backbone=b, search_first=False)
+    assert b.calls[0].tool_choice is None
+
+
+def test_archival_text_protocol_for_backbones_without_tools(textfilm) -> None:
+    _, film, _ = textfilm
+    ok = '{"answer": "A", "confidence": 3}'
+    b = ScriptedBackbone(["SEARCH: uncle lighthouse", ok], capabilities={"tools": False})
+    ans = ask(film, "Where does Sara's uncle work?", OPTIONS, policy="archival", backbone=b)
+    assert not b.calls[0].tools and "SEARCH:" in b.calls[0].messages[0].text
+    assert "Search results for 'uncle lighthouse'" in b.calls[1].messages[-1].text and "lighthouse" in b.calls[1].messages[-1].text
+    assert ans.choice == "A" and ans.evidence
+    b = ScriptedBackbone([ok, ok], capabilities={"tools": False})  # answers at once: the question is searched first
+    ans = ask(film, "Where does Sara's uncle work?", OPTIONS, policy="archival", backbone=b)
+    tool = next(s for s in ans.trace if s.kind == "tool")
+    assert tool.data["arguments"]["query"] == "Where does Sara's uncle work?" and tool.data["forced"]
+    assert len(b.calls) == 2 and ans.choice == "A"
+
+
+def test_bench_records_evidence_and_flags_policies_that_never_search(textfilm, tmp_path: Path) -> None:
+    lib, _, items = textfilm
+    ok = '{"answer": "A", "confidence": 3, "evidence": ["E1"]}'
+    b = ScriptedBackbone([ok], cycle=True, name="scripted-ok")
+    run_bench(load_benchmark(items), ["hybrid[reader=json]", "archival[search_first=false]"], [b], tmp_path / "run",
+              answerer=None, library=lib)
+    recs = [json.loads(x) for x in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
+    hyb = [r for r in recs if r["policy"].startswith("hybrid")]
+    assert all(r["evidence"]["recall"] == 1.0 and r["evidence"]["outcome"] == "found" for r in hyb)
+    arch = [r for r in recs if r["policy"].startswith("archival")]
+    assert all(r["searches"] == 0 and r["evidence"]["outcome"] in ("lucky", "not found") for r in arch)
+    rows = {r["policy"]: r for r in summarise(tmp_path / "run")}
+    assert rows["archival[search_first=false]"]["searched_share"] == 0.0
+    assert rows["hybrid[reader=json]"]["evidence_recall"] == 1.0
+    from moviemem.eval.report import write_report
+
+    paths = write_report(tmp_path / "run", inspector=True)
+    md = paths["report"].read_text()
+    assert "## Evidence" in md and "NEVER SEARCHED" in md
+    page = (paths["inspector"].parent / "items" / "1.html").read_text()
+    assert "Gold evidence" in page and "0:05:05" in page and "gold cited" in page
