@@ -284,8 +284,10 @@ def ask(
         conf = f" (confidence {ans.confidence:.2f})" if ans.confidence is not None else ""
         head = f"{ans.choice}. " if ans.choice and ans.choice not in ("TRUE", "FALSE") else (f"{ans.choice}: " if ans.choice else "")
         out.print(f"[bold]{head}{ans.text}[/]{conf}", highlight=False)
-    for e in ans.evidence[:8]:
-        out.print(f"  {e.kind:<9} {e.start:8.1f}-{e.end:<8.1f} {e.text[:100]}", highlight=False, markup=False)
+    for e in ans.evidence[:8]:  # cited evidence comes first, marked with *
+        text = " / ".join(e.text.splitlines())
+        out.print(f"{'*' if e.cited else ' '} {e.kind:<9} {e.start:8.1f}-{e.end:<8.1f} {text[:100]}", highlight=False,
+                  markup=False)
     u = ans.usage
     err.print(f"{ans.policy} on {ans.backbone}: {u.input_tokens} input tokens, {u.output_tokens} output, "
               f"{u.images} images, {u.latency_s:.1f} s", highlight=False)

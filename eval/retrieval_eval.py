@@ -36,29 +36,30 @@ def _hybrid_default() -> GatherSettings:
     return GatherSettings(**{f: getattr(s, f) for f in GatherSettings.__dataclass_fields__})
 
 
+def _transcript(**kw: Any) -> Callable[[], GatherSettings]:
+    """Settings that search the transcript channel alone, for comparing units, search modes and fusion."""
+    return lambda: GatherSettings(channels=_only("utterance"), **kw)
+
+
 # name -> (description, settings); "hybrid" is what the hybrid policy uses out of the box
 RETRIEVERS: dict[str, tuple[str, Callable[[], GatherSettings]]] = {
     "hybrid": ("the hybrid policy's own gathering, default settings", _hybrid_default),
-    "hybrid-lines": ("hybrid routing over single lines, round-robin over queries (moviemem 0.1's hybrid)",
-                     lambda: GatherSettings(units="lines", fusion="interleave", informative=False, context_lines=0)),
-    "passages": ("transcript/caption passages, vector + BM25, question and each option, fused",
-                 lambda: GatherSettings(channels=_only("utterance"), units="passages", context_lines=0)),
-    "passages-vector": ("passages, vector search only",
-                        lambda: GatherSettings(channels=_only("utterance"), units="passages", search="vector")),
-    "passages-fts": ("passages, BM25 only",
-                     lambda: GatherSettings(channels=_only("utterance"), units="passages", search="fts")),
-    "passages-question": ("passages, the question alone (no per-option queries)",
-                          lambda: GatherSettings(channels=_only("utterance"), units="passages", per_option=0)),
-    "lines": ("single transcript lines, vector + BM25, fused, informative lines first",
-              lambda: GatherSettings(channels=_only("utterance"), units="lines", context_lines=0)),
-    "lines-context1": ("single lines fused, each shown with 1 neighbouring line either side",
-                       lambda: GatherSettings(channels=_only("utterance"), units="lines", context_lines=1)),
-    "lines-context2": ("single lines fused, each shown with 2 neighbouring lines either side",
-                       lambda: GatherSettings(channels=_only("utterance"), units="lines", context_lines=2)),
-    "mixed1": ("passages and single lines (each with 1 neighbour either side) fused",
-               lambda: GatherSettings(channels=_only("utterance"), units="mixed", context_lines=1)),
-    "mixed2": ("passages and single lines (each with 2 neighbours either side) fused: hybrid's transcript channel",
-               lambda: GatherSettings(channels=_only("utterance"), units="mixed", context_lines=2)),
+    "hybrid-lines": ("hybrid routing over single lines, vector + BM25, round-robin over queries (moviemem 0.1's hybrid)",
+                     lambda: GatherSettings(units="lines", search="hybrid", fusion="interleave", informative=False,
+                                            context_lines=0)),
+    "passages": ("passages, BM25, question and each option, fused", _transcript(units="passages", search="fts", context_lines=0)),
+    "passages-hybrid": ("passages, vector + BM25", _transcript(units="passages", search="hybrid", context_lines=0)),
+    "passages-vector": ("passages, vector search only", _transcript(units="passages", search="vector", context_lines=0)),
+    "passages-question": ("passages, BM25, the question alone (no per-option queries)",
+                          _transcript(units="passages", search="fts", per_option=0, context_lines=0)),
+    "lines": ("single lines, vector + BM25, fused, informative lines first", _transcript(units="lines", search="hybrid", context_lines=0)),
+    "lines-context1": ("single lines (vector + BM25) shown with 1 neighbour either side",
+                       _transcript(units="lines", search="hybrid", context_lines=1)),
+    "lines-context2": ("single lines (vector + BM25) shown with 2 neighbours either side",
+                       _transcript(units="lines", search="hybrid", context_lines=2)),
+    "mixed1": ("passages and single lines (1 neighbour either side) fused, BM25", _transcript(units="mixed", search="fts", context_lines=1)),
+    "mixed2-hybrid": ("passages and single lines (2 neighbours either side) fused, vector + BM25",
+                      _transcript(units="mixed", context_lines=2, search="hybrid")),
 }
 
 
