@@ -38,7 +38,7 @@ MAX_TOP_K = 20
 
 @dataclass
 class ArchivalSettings:
-    kinds: tuple[str, ...] = ("caption", "utterance")  # what goes into the archival store
+    kinds: tuple[str, ...] = ("caption", "passage")  # the archival store: captions and transcript passages
     search: str = "hybrid"  # vector | fts | hybrid
     top_k: int = 5  # default when the model gives none
     max_steps: int = 6  # model turns before it must answer
@@ -48,12 +48,22 @@ class ArchivalSettings:
     temperature: float = 0.0
 
 
+def store_kinds(film: FilmMemory, kinds: tuple[str, ...]) -> tuple[str, ...]:
+    """The kinds the store holds for this film: transcript passages read as single lines where the
+    film has none (its passages stage has not run)."""
+    if "passage" in kinds and film.run_filter("passages") is None:
+        return tuple(dict.fromkeys("utterance" if k == "passage" else k for k in kinds))
+    return kinds
+
+
 def archival_passages(film: FilmMemory, kinds: tuple[str, ...] = ArchivalSettings.kinds) -> list[Evidence]:
-    """What the archival store holds: one passage per caption / transcript line, in time order,
-    text prefixed by its time so that a search hit carries its timestamp."""
-    rows = rows_as_evidence(film, kinds)
+    """What the archival store holds: captions and transcript passages (a single line says too little
+    to be found or understood alone), in time order, text prefixed by its time so that a search hit
+    carries its timestamp."""
+    rows = rows_as_evidence(film, store_kinds(film, kinds))
     for e in rows:
-        e.text = f"[{hms(e.start)}-{hms(e.end)}] {'said: ' if e.kind == 'utterance' else ''}{e.text}"
+        said = e.kind == "utterance" or (e.rows is not None and e.rows[0] == "utterance")
+        e.text = f"[{hms(e.start)}-{hms(e.end)}] {'said: ' if said else ''}{e.text}"
     return rows
 
 
@@ -65,7 +75,7 @@ class ArchivalSearch:
     def __init__(self, film: FilmMemory, settings: ArchivalSettings):
         self.film = film
         self.settings = settings
-        self.retriever = TextRetriever(settings.search, settings.kinds)  # type: ignore[arg-type]
+        self.retriever = TextRetriever(settings.search, store_kinds(film, settings.kinds))  # type: ignore[arg-type]
 
     def __call__(self, arguments: dict[str, Any]) -> tuple[list[Evidence], list[dict[str, Any]] | dict[str, str]]:
         query = str(arguments.get("query") or "").strip()
