@@ -14,16 +14,24 @@ import typer._click.exceptions as click_errors  # typer 0.29 vendors click: the 
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from .config import get_settings
 from .errors import MovieMemError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__, pretty_exceptions_enable=False)
-models_app = typer.Typer(no_args_is_help=True, help="Offline model weights.")
+# Help text is plain (no Rich markup or emoji codes): "hybrid[budget_tokens=900]" and "h:m:s" print as written.
+app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__, pretty_exceptions_enable=False, rich_markup_mode=None)
+models_app = typer.Typer(no_args_is_help=True, help="Offline model weights.", rich_markup_mode=None)
 app.add_typer(models_app, name="models")
 
-out = Console()
-err = Console(stderr=True)
+# Titles, questions, model replies and paths are data, never markup: styles come from Text parts only.
+out = Console(markup=False, emoji=False)
+err = Console(stderr=True, markup=False, emoji=False)
+
+
+def _styled(console: Console, style: str, head: str, rest: str = "") -> None:
+    """Print `head` in `style`, then `rest` plain, without reading either as markup."""
+    console.print(Text.assemble((head, style), rest), highlight=False)
 
 LibraryOpt = Annotated[Optional[Path], typer.Option("--library", help="Library directory (default $MOVIEMEM_LIBRARY, else ~/.moviemem/library).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
@@ -49,7 +57,7 @@ def _reporter(quiet: bool):
 
 def _show_human(summary: dict[str, Any]) -> None:
     title = f"{summary['film_id']}: {summary.get('title') or ''} ({summary.get('year') or '?'}), {summary['duration_s']:.1f} s"
-    out.print(f"[bold]{title}[/]")
+    _styled(out, "bold", title)
     counts = ", ".join(f"{k} {v}" for k, v in summary["counts"].items())
     out.print(f"  {counts}")
     if summary["pools"]:
@@ -168,7 +176,7 @@ def import_collection(
         films = lib.import_collection(kind, root, limit=limit, reporter=quiet,
                                       on_film=lambda i, n, fid: bar.update(task, completed=i, total=n, description=fid))
     for w in quiet.warnings:
-        err.print(f"[yellow]warning:[/] {w}", highlight=False)
+        _styled(err, "yellow", "warning:", f" {w}")
     items = [{"film_id": f.film_id, "title": f.info.title, "year": f.info.year, "duration_s": f.info.duration_s,
               "utterances": f.arrow("utterances").num_rows, "captions": f.arrow("captions").num_rows} for f in films]
     if as_json:
@@ -208,7 +216,6 @@ def graph(
     """The film's narrative event graph: events, relations, flashbacks (node-link JSON with --json)."""
     import warnings
 
-    from rich.markup import escape
 
     from .graph import NarrativeGraphWarning
 
@@ -221,7 +228,7 @@ def graph(
         warnings.simplefilter("ignore", NarrativeGraphWarning)  # reported below, once
         g = memory.graph()
     for p in g.problems:
-        err.print(f"[yellow]warning:[/] {p}", highlight=False)
+        _styled(err, "yellow", "warning:", f" {p}")
     if graphml is not None:
         err.print(f"wrote {g.to_graphml(graphml)}")
     if as_json:
@@ -232,12 +239,11 @@ def graph(
     t = Table("event", "screen", "story", "trigger", "description", box=None, pad_edge=False)
     story = {e: i for i, e in enumerate(g.story_order())}
     for e in g.events():
-        t.add_row(e["id"], f"{e['start']:.0f}-{e['end']:.0f} s", str(story[e["id"]]), escape(e["trigger"]),
-                  escape(e["description"]))
+        t.add_row(e["id"], f"{e['start']:.0f}-{e['end']:.0f} s", str(story[e["id"]]), e["trigger"], e["description"])
     out.print(t)
     r = Table("source", "type", "target", "confidence", "rationale", box=None, pad_edge=False)
     for edge in g.edges():
-        r.add_row(edge["source"], edge["type"], edge["target"], f"{edge['confidence']:.2f}", escape(edge["rationale"]))
+        r.add_row(edge["source"], edge["type"], edge["target"], f"{edge['confidence']:.2f}", edge["rationale"])
     out.print(r)
     if g.flashbacks():
         out.print("flashbacks: " + ", ".join(g.flashbacks()))
@@ -279,13 +285,13 @@ def ask(
         _print_json(ans.to_dict())
         return
     if ans.invalid:
-        out.print(f"[bold red]invalid[/] ({ans.error})", highlight=False)
+        _styled(out, "bold red", "invalid", f" ({ans.error})")
     else:
         conf = f" (confidence {ans.confidence:.2f})" if ans.confidence is not None else ""
         head = f"{ans.choice}. " if ans.choice and ans.choice not in ("TRUE", "FALSE") else (f"{ans.choice}: " if ans.choice else "")
-        out.print(f"[bold]{head}{ans.text}[/]{conf}", highlight=False)
+        _styled(out, "bold", f"{head}{ans.text}", conf)
     for e in ans.evidence[:8]:
-        out.print(f"  {e.kind:<9} {e.start:8.1f}-{e.end:<8.1f} {e.text[:100]}", highlight=False, markup=False)
+        out.print(f"  {e.kind:<9} {e.start:8.1f}-{e.end:<8.1f} {e.text[:100]}", highlight=False)
     u = ans.usage
     err.print(f"{ans.policy} on {ans.backbone}: {u.input_tokens} input tokens, {u.output_tokens} output, "
               f"{u.images} images, {u.latency_s:.1f} s", highlight=False)
@@ -394,7 +400,7 @@ def describe(
         return
     err.print(f"wrote {len(result.cues)} narrations to {result.out}")
     for a, b, why in result.invalid:
-        err.print(f"[yellow]warning:[/] no narration {a:.1f}-{b:.1f} s: {why}", highlight=False)
+        _styled(err, "yellow", "warning:", f" no narration {a:.1f}-{b:.1f} s: {why}")
 
 
 @app.command()
@@ -478,9 +484,9 @@ def bench(
                       progress=lambda p: bar.update(task, completed=p.done, total=p.total, cost=p.spend.cost_usd,
                                                     calls=p.spend.calls, hits=p.spend.cache_hits))
     for w in res.warnings:
-        err.print(f"[yellow]warning:[/] {w}", highlight=False)
+        _styled(err, "yellow", "warning:", f" {w}")
     if res.stopped:
-        err.print(f"[yellow]stopped:[/] {res.stopped}", highlight=False)
+        _styled(err, "yellow", "stopped:", f" {res.stopped}")
     summary = bench_json(res)
     if as_json:
         _print_json(summary)
@@ -639,24 +645,24 @@ def demo(
     from .eval.synth import render
 
     lib = _library(library)
-    err.print(f"[bold]1/4[/] rendering a {minutes:g}-minute synthetic film into {out_dir}")
+    _styled(err, "bold", "1/4", f" rendering a {minutes:g}-minute synthetic film into {out_dir}")
     paths = render(out_dir, minutes=minutes, seed=7, film_id="synth")
-    err.print(f"[bold]2/4[/] ingesting it into {lib.path} (captions imported from captions.srt: no captioner runs here)")
+    _styled(err, "bold", "2/4", f" ingesting it into {lib.path} (captions imported from captions.srt: no captioner runs here)")
     film = lib.ingest(paths["film.mp4"], film_id="synth", title="Synthetic", year=2026, captions=paths["captions.srt"],
                       reporter=_reporter(False))
     _show_human(film.summary())
     items = [json.loads(line) for line in paths["mcq.jsonl"].read_text().splitlines()[:questions]]
-    err.print(f"[bold]3/4[/] asking {len(items)} question(s) with the hybrid policy and the {backbone} backbone")
+    _styled(err, "bold", "3/4", f" asking {len(items)} question(s) with the hybrid policy and the {backbone} backbone")
     for item in items:
         ans = film.ask(item["question"], options=item["options"], policy="hybrid", backbone=backbone)
         got = "invalid" if ans.invalid else ans.choice
-        out.print(f"[bold]Q[/] {item['question']}\n  answer {got} (truth {item['answer']}), "
-                  f"{len(ans.evidence)} evidence, {ans.usage.input_tokens} input tokens", highlight=False)
+        _styled(out, "bold", "Q", f" {item['question']}\n  answer {got} (truth {item['answer']}), "
+                f"{len(ans.evidence)} evidence, {ans.usage.input_tokens} input tokens")
         for ev in ans.evidence[:3]:
             out.print(f"    {ev.kind:<10} {ev.start:7.1f}-{ev.end:7.1f} s  {(ev.text or '')[:70]}", highlight=False)
     if bench_items > 0:
         run_dir = out_dir / "run"
-        err.print(f"[bold]4/4[/] a small bench: closed-book, subtitles and hybrid x {backbone} on {bench_items} items")
+        _styled(err, "bold", "4/4", f" a small bench: closed-book, subtitles and hybrid x {backbone} on {bench_items} items")
         bench(paths["mcq.jsonl"], format_=None, policies_="closed-book,subtitles,hybrid", backbones_=backbone,
               out_dir=run_dir, limit=bench_items, concurrency=1, max_cost=None, max_tokens=None, cache=None,
               retry_invalid=False, library=library, as_json=False)
@@ -694,7 +700,7 @@ def serve(
 
 
 
-letta_app = typer.Typer(no_args_is_help=True, help="A local Letta server for the letta policy (or $MOVIEMEM_LETTA_URL).")
+letta_app = typer.Typer(no_args_is_help=True, help="A local Letta server for the letta policy (or $MOVIEMEM_LETTA_URL).", rich_markup_mode=None)
 app.add_typer(letta_app, name="letta")
 
 

@@ -18,7 +18,7 @@ from ..memory.store import MemoryStore, params_hash
 from .probe import file_sha256, probe
 from .report import QuietReporter, Reporter
 from .stages import STAGES, VIDEO_STAGES, Ctx, Inputs, Stage
-from .texttracks import TextTrack, clip_to, load_track
+from .texttracks import TextTrack, check_time, clip_to, load_track
 
 
 def slug_for(path: Path) -> str:
@@ -163,6 +163,7 @@ def ingest_video(store: MemoryStore, settings: Settings, path: Path | str, *, fi
     path = Path(path)
     film_id = check_film_id(film_id if film_id is not None else slug_for(path))
     info = probe(path)
+    check_time(info.duration_s, f"{path.name}: probed duration")
     inputs = Inputs(video=path, probe=info, film=FilmRow(film_id=film_id))
     if subtitles is not None:
         inputs.subtitles, inputs.subtitles_sha = _load_text(subtitles, reporter, duration_s=info.duration_s, encoding=encoding)
@@ -192,8 +193,8 @@ def ingest_text(store: MemoryStore, settings: Settings, path: Path | str, *, fil
         raise MovieMemError(f"--as must be utterances or captions, not {as_!r}")
     path = Path(path)
     film_id = check_film_id(film_id if film_id is not None else slug_for(path))
-    if duration_s is not None and duration_s <= 0:
-        raise MovieMemError(f"--duration must be positive, not {duration_s}")
+    if duration_s is not None and check_time(duration_s, "--duration") == 0:
+        raise MovieMemError("--duration must be positive, not 0")
     track, sha = _load_text(path, reporter, duration_s=duration_s, encoding=encoding, fmt=fmt)
     duration = duration_s if duration_s is not None else track.last_end
     inputs = Inputs(video=None, probe=None, film=FilmRow(

@@ -1,0 +1,62 @@
+"""Hostile and careless input (issue 18, items 1-7): every case fails fast with one line, or is
+shown as written; nothing is half-written."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from moviemem import Library, MovieMemError
+
+SRT = "1\n00:00:05,000 --> 00:00:07,000\nWhere is Williams?\n"
+
+
+# --- item 4: times are checked once, where tracks and durations enter ---------------------------
+
+@pytest.mark.parametrize("start, end", [(float("nan"), 2.0), (0.0, float("inf")), (-3.0, -1.0), (0.0, 1e9)])
+def test_cue_times_must_be_finite_non_negative_and_bounded(tmp_path: Path, start: float, end: float) -> None:
+    track = tmp_path / "cues.json"
+    track.write_text(json.dumps([{"start": 0, "end": 1, "text": "fine"}, {"start": start, "end": end, "text": "bad"}]))
+    with pytest.raises(MovieMemError, match=r"cue at item 1: (start|end)") as exc:
+        Library(tmp_path / "lib").ingest_text(track, as_="captions")
+    assert "\n" not in str(exc.value)
+    assert not (tmp_path / "lib" / "films").exists() or not any((tmp_path / "lib" / "films").iterdir())
+
+
+def test_movie101_cue_far_past_any_film_names_its_line(tmp_path: Path) -> None:
+    narr = tmp_path / "n.txt"
+    narr.write_text("0:0:10|0:0:20|fine\n999999:0:0|999999:0:5|too late\n")
+    with pytest.raises(MovieMemError, match="cue at line 2: start"):
+        Library(tmp_path / "lib").ingest_text(narr, as_="captions")
+
+
+@pytest.mark.parametrize("duration", ["nan", "inf", "1e9", "-1", "0"])
+def test_duration_option_is_refused_in_one_line(tmp_path: Path, cli, duration: str) -> None:
+    srt = tmp_path / "a.srt"
+    srt.write_text(SRT)
+    res = cli("ingest", "--text", str(srt), "--duration", duration)
+    assert res.code == 2 and "--duration" in res.err and len(res.err.strip().splitlines()) == 1
+    films = cli("films", "--json")
+    assert films.code == 0 and "NaN" not in films.out and json.loads(films.out) == {"films": []}
+
+
+# --- item 5: user- and model-written text is never read as Rich markup ----------------------------
+
+def test_titles_with_square_brackets_print_as_written(tmp_path: Path, cli) -> None:
+    srt = tmp_path / "a.srt"
+    srt.write_text(SRT)
+    assert cli("ingest", "--text", str(srt), "--title", "[bold]x[/] and [red]", "--json").code == 0
+    res = cli("films")
+    assert res.code == 0, res.err
+    assert "[bold]x[/] and [red]" in res.out
+    shown = cli("show", "a")
+    assert shown.code == 0 and "[bold]x[/] and [red]" in shown.out
+
+
+def test_help_keeps_square_brackets_and_colons(cli) -> None:
+    bench = cli("bench", "--help", library=False)
+    assert "name[key=value]" in " ".join(bench.out.split())
+    ingest = cli("ingest", "--help", library=False)
+    assert "h:m:s|h:m:s|text" in ingest.out and "\u24c2" not in ingest.out
