@@ -642,6 +642,7 @@ def demo(
     library: LibraryOpt = None,
 ) -> None:
     """Render the synthetic film, ingest it, ask a few questions, run a small bench and write its report."""
+    from .eval.formats import text_lines
     from .eval.synth import render
 
     lib = _library(library)
@@ -651,7 +652,7 @@ def demo(
     film = lib.ingest(paths["film.mp4"], film_id="synth", title="Synthetic", year=2026, captions=paths["captions.srt"],
                       reporter=_reporter(False))
     _show_human(film.summary())
-    items = [json.loads(line) for line in paths["mcq.jsonl"].read_text().splitlines()[:questions]]
+    items = [json.loads(line) for _, line in text_lines(paths["mcq.jsonl"].read_text())][:questions]
     _styled(err, "bold", "3/4", f" asking {len(items)} question(s) with the hybrid policy and the {backbone} backbone")
     for item in items:
         ans = film.ask(item["question"], options=item["options"], policy="hybrid", backbone=backbone)

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..errors import MovieMemError
-from .formats import Benchmark, Item, formats, item_category
+from .formats import Benchmark, Item, formats, item_category, text_lines
 from .tasks import Query, task_for
 
 RESULTS = "results.jsonl"
@@ -302,7 +302,7 @@ def read_items(run_dir: str | Path) -> list[dict[str, Any]]:
     path = Path(run_dir) / ITEMS
     if not path.exists():
         raise MovieMemError(f"{run_dir} is not a run directory: no {ITEMS}")
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [json.loads(line) for _, line in text_lines(path.read_text(encoding="utf-8"))]
 
 
 def read_manifest(run_dir: str | Path) -> dict[str, Any]:

@@ -60,3 +60,56 @@ def test_help_keeps_square_brackets_and_colons(cli) -> None:
     assert "name[key=value]" in " ".join(bench.out.split())
     ingest = cli("ingest", "--help", library=False)
     assert "h:m:s|h:m:s|text" in ingest.out and "\u24c2" not in ingest.out
+
+
+# --- item 6: JSONL is split on "\n" only; non-objects, unknown files and too many options refused ----
+
+def _item(**over: object) -> dict:
+    return {"id": "q1", "film_id": "a", "question": "Who\u2028speaks first?", "options": ["Hildy", "Walter"],
+            "answer": "A", **over}
+
+
+def test_line_separator_inside_an_item_benches_and_reports(tmp_path: Path, cli) -> None:
+    srt = tmp_path / "a.srt"
+    srt.write_text(SRT)
+    assert cli("ingest", "--text", str(srt), "--json").code == 0
+    bench = tmp_path / "b.jsonl"
+    bench.write_text(json.dumps(_item(), ensure_ascii=False) + "\r\n", encoding="utf-8")
+    assert "\u2028" in bench.read_text(encoding="utf-8")
+    run = tmp_path / "run"
+    r = cli("bench", str(bench), "--policies", "closed-book", "--backbones", "scripted:A", "--out", str(run), "--json")
+    assert r.code == 0, r.err
+    assert r.json()["items"] == 1
+    rep = cli("report", str(run), "--json", library=False)
+    assert rep.code == 0, rep.err
+
+
+def test_a_line_that_is_not_an_object_is_one_error(tmp_path: Path) -> None:
+    from moviemem.eval.formats import load_benchmark
+
+    bench = tmp_path / "b.jsonl"
+    bench.write_text("[1, 2, 3]\n")
+    with pytest.raises(MovieMemError, match="no line is a JSON object"):
+        load_benchmark(bench)
+    bench.write_text("[1, 2, 3]\n" + json.dumps(_item()) + "\n")
+    with pytest.raises(MovieMemError, match=r"b.jsonl:1: expected a JSON object, got list"):
+        load_benchmark(bench)
+
+
+def test_a_json_file_that_is_no_benchmark_is_one_line(tmp_path: Path, cli) -> None:
+    truth = tmp_path / "truth.json"
+    truth.write_text(json.dumps({"film_id": "synth", "events": [{"start": 1, "end": 2}], "characters": ["A", "B"]}))
+    r = cli("bench", str(truth), "--backbones", "scripted:A", "--out", str(tmp_path / "run"))
+    assert r.code == 2 and len(r.err.strip().splitlines()) == 1
+    assert "is not a MovieCORE annotation file" in r.err and "missing field" not in r.err
+
+
+def test_more_options_than_policies_take_are_refused_at_load(tmp_path: Path) -> None:
+    from moviemem.eval.formats import load_benchmark
+
+    bench = tmp_path / "b.jsonl"
+    bench.write_text(json.dumps(_item(options=[f"opt {i}" for i in range(12)])) + "\n")
+    with pytest.raises(MovieMemError, match="has 12 options; policies take at most 10"):
+        load_benchmark(bench)
+    bench.write_text(json.dumps(_item(options=[f"opt {i}" for i in range(10)], answer="J")) + "\n")
+    assert load_benchmark(bench).items[0].answer == "J"
