@@ -342,7 +342,7 @@ def delete(film: str, library: LibraryOpt = None) -> None:
 @app.command()
 def synth(
     out_dir: Path,
-    minutes: Annotated[float, typer.Option(help="Length of the film.")] = 3.0,
+    minutes: Annotated[float, typer.Option(help="Length of the film in minutes (2.5 to 600).")] = 3.0,
     seed: Annotated[int, typer.Option(help="Random seed (same seed, same film).")] = 7,
     film_id: Annotated[str, typer.Option("--film-id", help="Film id written into the benchmark files.")] = "synth",
     as_json: JsonOpt = False,
@@ -635,7 +635,7 @@ def models_list(as_json: JsonOpt = False) -> None:
 @app.command()
 def demo(
     out_dir: Annotated[Path, typer.Option("--out", help="Where the synthetic film and the run are written.")] = Path("out/demo"),
-    minutes: Annotated[float, typer.Option(help="Length of the synthetic film.")] = 3.0,
+    minutes: Annotated[float, typer.Option(help="Length of the synthetic film in minutes (2.5 to 600).")] = 3.0,
     backbone: Annotated[str, typer.Option(help="Backbone for the questions and the bench.")] = "local",
     questions: Annotated[int, typer.Option(help="Questions asked with the hybrid policy.")] = 2,
     bench_items: Annotated[int, typer.Option("--bench-items", help="Items of the small bench (0 skips it).")] = 4,

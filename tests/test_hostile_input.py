@@ -113,3 +113,18 @@ def test_more_options_than_policies_take_are_refused_at_load(tmp_path: Path) -> 
         load_benchmark(bench)
     bench.write_text(json.dumps(_item(options=[f"opt {i}" for i in range(10)], answer="J")) + "\n")
     assert load_benchmark(bench).items[0].answer == "J"
+
+
+# --- item 7: synth says its minimum and leaves nothing behind when refused ------------------------
+
+def test_synth_help_states_the_range_and_a_refusal_leaves_no_folder(tmp_path: Path, cli) -> None:
+    from moviemem.eval.synth import MAX_MINUTES, MIN_MINUTES, plan
+
+    for command in ("synth", "demo"):
+        shown = " ".join(cli(command, "--help", library=False).out.split())
+        assert f"in minutes ({MIN_MINUTES:g} to {MAX_MINUTES:g})" in shown
+    assert all(plan(MIN_MINUTES, seed).duration > 0 for seed in range(20))  # the stated minimum works
+    out = tmp_path / "short"
+    r = cli("synth", str(out), "--minutes", "2", library=False)
+    assert r.code == 2 and f"at least {MIN_MINUTES:g} minutes" in r.err
+    assert not out.exists()
