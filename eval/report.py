@@ -27,14 +27,19 @@ Z95 = 1.959963984540054
 
 
 def _pct(e: dict[str, Any] | None) -> str:
-    """'value ± half-width' in %: the half-width is z·se, so an interval clipped at 0 or 1 still
-    shows its Wald width."""
+    """'value [low, high]' in %: the estimate's own interval (Wilson for proportions)."""
     if not e or not e.get("n") or e.get("value") is None or math.isnan(e["value"]):
         return "n/a"
-    se = e.get("se")
-    if se is None or math.isnan(se):
+    if e.get("ci_low") is None or math.isnan(e["ci_low"]):
         return f"{100 * e['value']:.1f}"
-    return f"{100 * e['value']:.1f} ± {100 * Z95 * se:.1f}"
+    return f"{100 * e['value']:.1f} [{100 * e['ci_low']:.1f}, {100 * e['ci_high']:.1f}]"
+
+
+def _wald(e: dict[str, Any] | None) -> str:
+    """'value ± z·se' in %, the Wald form CHNB tables report (labelled as such where shown)."""
+    if not e or not e.get("n") or e.get("se") is None or math.isnan(e["se"]):
+        return "n/a"
+    return f"{100 * e['value']:.1f} ± {100 * Z95 * e['se']:.1f}"
 
 
 def _money(x: float | None) -> str:
@@ -136,15 +141,16 @@ def write_report(run_dir: str | Path, baseline: str | None = None, inspector: bo
     md = [f"# Benchmark report: {Path(manifest.get('benchmark') or run_dir).name}", "",
           f"Format `{fmt}`, {len(items)} items, {len({it.film_id for it in items})} film(s). "
           f"Run directory `{run_dir}`, last updated {manifest.get('updated')}.", "",
-          "Accuracy in % with 95% Wald intervals; invalid answers count as wrong. "
+          "Accuracy in % with 95% Wilson intervals (the CHNB-style Wald ± is its own column); invalid answers count "
+          "as wrong; fallback-parsed is the share of valid answers read from free text rather than JSON. "
           "Compute is the summed wall time of the configuration's items; tokens are input tokens per item; "
           "cost is the priced cost of every call (cached replies included).", ""]
     md += ["## Results", "", _table(
-        ["paradigm", "backbone", "n", "compute (s)", "accuracy", "clustered 95% CI", "invalid %", "median input tokens",
-         "output tokens", "cost ($)"],
-        [[r["policy"], r["backbone"], r["n"], _secs(r["compute_s"]), _pct(r.get("accuracy")),
-          _ci(r.get("accuracy_clustered")), _pct(r.get("invalid")), r["median_input_tokens"], r["total_output_tokens"],
-          _money(r["cost_usd"])] for r in rows])]
+        ["paradigm", "backbone", "n", "compute (s)", "accuracy", "accuracy ± (Wald, CHNB)", "clustered 95% CI",
+         "invalid %", "fallback-parsed %", "median input tokens", "output tokens", "cost ($)"],
+        [[r["policy"], r["backbone"], r["n"], _secs(r["compute_s"]), _pct(r.get("accuracy")), _wald(r.get("accuracy")),
+          _ci(r.get("accuracy_clustered")), _pct(r.get("invalid")), _pct(r.get("fallback_parsed")),
+          r["median_input_tokens"], r["total_output_tokens"], _money(r["cost_usd"])] for r in rows])]
     incomplete = [f"{r['policy']} / {r['backbone']} ({r['n']}/{len(items)})" for r in rows if r["n"] < len(items)]
     if incomplete:
         md += ["", "Incomplete configurations (the run stopped or is still going): " + ", ".join(incomplete) + "."]

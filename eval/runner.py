@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..errors import MovieMemError
+from . import metrics
 from .formats import Benchmark, Item, formats, item_category, text_lines
 from .tasks import Query, task_for
 
@@ -586,6 +587,18 @@ def grid_records(run_dir: str | Path) -> tuple[list[Item], dict[tuple[str, str],
     return items, out
 
 
+def fallback_parsed(records: Sequence[dict[str, Any]]) -> metrics.Estimate:
+    """Share of a configuration's valid answers that were read from free text by a fallback
+    parser rather than from the model's JSON (each answer's last parse step in its trace)."""
+    hows = []
+    for rec in records:
+        for ans in (rec.get("answers") or {}).values():
+            parses = [s for s in ans.get("trace") or [] if s.get("kind") == "parse" and not s.get("invalid")]
+            if parses:
+                hows.append(parses[-1].get("how") == "fallback")
+    return metrics.wilson(sum(hows), len(hows))
+
+
 def summarise(run_dir: str | Path) -> list[dict[str, Any]]:
     """One row per (policy, backbone): the task's scores over the items it has records for."""
     manifest = read_manifest(run_dir)
@@ -602,6 +615,7 @@ def summarise(run_dir: str | Path) -> list[dict[str, Any]]:
         s.update({"policy": policy, "backbone": backbone, "n": len(recs),
                   "answered": sum(r["status"] == "answered" for r in recs),
                   "invalid_n": sum(r["status"] == "invalid" for r in recs),
+                  "fallback_parsed": fallback_parsed(recs).to_dict(),
                   "median_input_tokens": statistics.median(tokens) if tokens else None,
                   "total_input_tokens": sum(tokens),
                   "total_output_tokens": sum(r["usage"].get("output_tokens") or 0 for r in recs),
