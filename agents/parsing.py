@@ -115,7 +115,7 @@ def parse_answer(reply: Reply | str, q: Question) -> Parsed:
     """The answer in `reply` to `q`, or an invalid Parsed saying why."""
     if isinstance(reply, str):
         reply = Reply(text=reply)
-    text = reply.text or reply.raw or ""
+    text = reply.text or ""  # the model's own reply only: never a raw HTTP body ("The answer is B" in a 200 text/plain)
     if not text.strip():
         return Parsed.fail(reply.error or "empty reply")
     data = reply.data if isinstance(reply.data, dict) else parse_json_reply(text)

@@ -127,6 +127,14 @@ def create_app(backbone: Backbone, embedder: Any = None) -> FastAPI:
     def model_ids() -> list[str]:
         return [backbone.name] + ([embedder.name] if embedder is not None else [])
 
+    def unknown_model(body: Any, served: str) -> JSONResponse | None:
+        """A named model this gateway does not serve is refused, never answered by the default."""
+        asked = body.get("model") if isinstance(body, dict) else None
+        if asked in (None, "", served):
+            return None
+        stats.add(errors=1)
+        return _error(404, f"The model '{asked}' does not exist; this gateway serves '{served}'", param="model")
+
     @app.get("/health")
     def health() -> dict[str, str]:
         return {"status": "ok"}
@@ -150,6 +158,9 @@ def create_app(backbone: Backbone, embedder: Any = None) -> FastAPI:
         stats.add(requests=1, chat_requests=1)
         try:
             body = await http.json()
+            refused = unknown_model(body, backbone.name)
+            if refused is not None:
+                return refused
             request, stream, include_usage = _request_from_body(body)
             reply = await run_in_threadpool(answer, request)
         except (MovieMemError, ValueError, TypeError, KeyError, AttributeError) as exc:
@@ -186,6 +197,9 @@ def create_app(backbone: Backbone, embedder: Any = None) -> FastAPI:
         except (ValueError, KeyError, TypeError):
             stats.add(errors=1)
             return _error(400, "'input' is required", param="input")
+        refused = unknown_model(body, embedder.name)
+        if refused is not None:
+            return refused
         texts = [raw] if isinstance(raw, str) else raw
         if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
             stats.add(errors=1)

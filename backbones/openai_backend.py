@@ -168,8 +168,8 @@ class OpenAIBackbone(BaseBackbone):
             completion = raw.parse()
             choice = completion.choices[0]
             message = choice.message
-        except Exception:  # noqa: BLE001 - a body the SDK cannot read is a malformed reply, kept as raw
-            return Reply.failed("malformed response body", raw=text[:20000])
+        except Exception:  # noqa: BLE001 - a body the SDK cannot read (or no choices) is a transport fault
+            return Reply.failed("transport fault: malformed response body or no choices", raw=text[:20000], transient=True)
         usage = Usage()
         if completion.usage is not None:
             details = getattr(completion.usage, "prompt_tokens_details", None)

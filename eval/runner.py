@@ -118,6 +118,7 @@ class Spend:
     tokens: int = 0  # input + output tokens of calls that reached a model
     cost_usd: float = 0.0
     unpriced_calls: int = 0
+    transient: int = 0  # calls that failed in transport: no reply from the model, asked again by a rerun
 
     def add(self, other: Spend) -> None:
         for f in dataclasses.fields(self):
@@ -149,7 +150,7 @@ class Budget:
                 raise BudgetExceeded(self.exceeded)
 
     def charge(self, reply: Any, item_spend: Spend | None) -> None:
-        fresh = Spend()
+        fresh = Spend(transient=int(bool(getattr(reply, "transient", False))))
         if getattr(reply, "cached", False):
             fresh.cache_hits = 1
         else:
@@ -440,17 +441,21 @@ def run_bench(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any
     records = read_results(run_dir, repair=True)
     warnings: list[str] = []
     retired = Spend(**old.get("retired_spend", {}))  # spend of records dropped by --retry-invalid
-    if retry_invalid:
-        keep = [r for r in records if r["status"] != "invalid"]
-        for r in records:
-            if r["status"] == "invalid":
-                retired.add(_spend_of(r))
-        if len(keep) != len(records):
-            tmp = run_dir / f".{RESULTS}.tmp"
-            tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in keep), encoding="utf-8")
-            tmp.replace(run_dir / RESULTS)
-            warnings.append(f"retrying {len(records) - len(keep)} invalid item(s)")
-        records = keep
+    # transport faults are no answer: always asked again; invalid answers only when asked to
+    again = {"transient"} | ({"invalid"} if retry_invalid else set())
+    keep = [r for r in records if r["status"] not in again]
+    for r in records:
+        if r["status"] in again:
+            retired.add(_spend_of(r))
+    if len(keep) != len(records):
+        tmp = run_dir / f".{RESULTS}.tmp"
+        tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in keep), encoding="utf-8")
+        tmp.replace(run_dir / RESULTS)
+        for status, what in (("invalid", "invalid item(s)"), ("transient", "item(s) that hit transport faults")):
+            n = sum(r["status"] == status for r in records if status in again)
+            if n:
+                warnings.append(f"retrying {n} {what}")
+    records = keep
     done = {r["key"] for r in records}
 
     # items.jsonl: the union of what earlier runs and this one asked, this run's version winning
@@ -488,7 +493,8 @@ def run_bench(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any
     total = len(grid)
     todo = [(p, mb, it) for p, mb, it in grid if record_key(p, mb.name, it.id) not in done]
     grid_keys = {record_key(p, mb.name, it.id) for p, mb, it in grid}
-    counts = {s: sum(1 for r in records if r["status"] == s and r["key"] in grid_keys) for s in ("answered", "invalid")}
+    counts = {s: sum(1 for r in records if r["status"] == s and r["key"] in grid_keys)
+              for s in ("answered", "invalid", "transient")}
     lock = threading.Lock()
     stopped_at: list[str] = []
 
@@ -518,7 +524,8 @@ def run_bench(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any
         return {
             "key": record_key(policy, mb.name, item.id), "policy": policy, "backbone": mb.name, "item_id": item.id,
             "film_id": item.film_id, "format": bench.format, "category": item_category(item),
-            "status": "invalid" if reason else "answered", "reason": reason, "correct": scored_correct,
+            "status": ("transient" if item_spend.transient else "invalid") if reason else "answered",
+            "reason": f"transport fault: {reason}" if reason and item_spend.transient else reason, "correct": scored_correct,
             "detail": _jsonable(detail), "answers": answers, "usage": _usage_sum(answers),
             "spend": dataclasses.asdict(item_spend), "wall_s": round(time.perf_counter() - t0, 4),
             "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -562,6 +569,9 @@ def run_bench(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any
         where = sorted(stopped_at)[0] if stopped_at else "before the next item"
         stopped = (f"{budget.exceeded}: stopped after {n_done}/{total} items, at {where}; "
                    f"rerun with a higher cap to resume")
+    if counts["transient"]:
+        warnings.append(f"{counts['transient']} item(s) got no reply from the model (transport faults, not scored); "
+                        f"rerun to ask them again")
     if budget.now.unpriced_calls and max_cost_usd is not None:
         warnings.append(f"{budget.now.unpriced_calls} call(s) had no known price and count $0 against --max-cost")
     return BenchResult(run_dir, len(items), total, counts["answered"], counts["invalid"], budget.now, stopped,
@@ -580,6 +590,8 @@ def grid_records(run_dir: str | Path) -> tuple[list[Item], dict[tuple[str, str],
     items = validate_rows(((i + 1, r) for i, r in enumerate(rows)), manifest["format"], str(Path(run_dir) / ITEMS))
     by_key: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
     for r in read_results(run_dir):
+        if r["status"] == "transient":
+            continue  # no answer to score: the configuration shows as incomplete until a rerun asks again
         by_key.setdefault((r["policy"], r["backbone"]), {})[r["item_id"]] = r
     order = {it.id: i for i, it in enumerate(items)}
     out = {k: sorted((r for iid, r in v.items() if iid in order), key=lambda r: order[r["item_id"]])

@@ -266,6 +266,10 @@ def describe(film: FilmMemory, backbone: Backbone, *, min_gap_s: float = 2.0, wo
     for i, (a, b, budget, text) in enumerate(lines):
         fitted, trimmed = fit_words(rewritten.get(i, text), budget)
         result.cues.append(Cue(round(a, 3), round(b, 3), fitted, budget, i in rewritten, trimmed))
+    if not result.cues and result.invalid:  # an empty track is no result: say why instead of writing it
+        a, b, why = result.invalid[0]
+        raise MovieMemError(f"no narration written: all {len(result.invalid)} replies were unusable "
+                            f"(first, {a:.1f}-{b:.1f} s: {why})")
     if out is not None:
         result.out = write_track(result.cues, Path(out))
     if reporter is not None:

@@ -1,0 +1,61 @@
+"""Runs (issue 18, items 8-10): one writer per run directory, honest records of transport faults,
+a token cap that holds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from moviemem.agents.base import Answer, Question
+from moviemem.agents.parsing import parse_answer
+from moviemem.backbones import user
+from moviemem.backbones.testing import FakeOpenAI, FakeResponse
+from moviemem.eval.formats import Benchmark, validate_rows
+from moviemem.eval.runner import read_results, run_bench, summarise
+
+
+def _bench(n: int) -> Benchmark:
+    rows = [(i + 1, {"id": f"q{i}", "film_id": "f", "question": f"Question {i}?", "options": ["red", "blue"],
+                     "answer": "B"}) for i in range(n)]
+    return Benchmark("mcq", validate_rows(rows, "mcq", "m.jsonl"), "m.jsonl", "jsonl")
+
+
+def _parsing_answerer(film_id, query, policy, backbone):
+    """One call, the reply read by the policies' own parser."""
+    reply = backbone.chat([user(query.question)], max_tokens=8)
+    got = parse_answer(reply, Question.make(query.question, ["red", "blue"]))
+    return Answer(choice=got.choice, text=got.text, confidence=None, invalid=got.invalid, policy=policy,
+                  backbone=backbone.name, usage=reply.usage, error=got.error)
+
+
+# --- item 9: transport faults are no answers ------------------------------------------------------
+
+def test_transport_faults_are_transient_never_cached_and_asked_again(tmp_path: Path) -> None:
+    with FakeOpenAI() as srv:
+        spec = f"openai-compatible:{srv.base_url}#m"
+        srv.push(FakeResponse(body="The answer is B", headers={"content-type": "text/plain"}),  # not a completion
+                 FakeResponse(body={"id": "x", "object": "chat.completion", "choices": []}))  # no choices
+        kw = dict(answerer=_parsing_answerer, cache=tmp_path / "cache", cache_mode="readwrite")
+        first = run_bench(_bench(2), ["p"], [spec], tmp_path / "run", **kw)
+        recs = read_results(tmp_path / "run")
+        assert [r["status"] for r in recs] == ["transient", "transient"]  # B was never scored from the body
+        assert all(r["reason"].startswith("transport fault") for r in recs)
+        assert not first.complete and any("rerun to ask them again" in w for w in first.warnings)
+        assert summarise(tmp_path / "run") == []  # nothing to score yet
+
+        srv.push(FakeOpenAI.completion("B"), FakeOpenAI.completion("B"))
+        again = run_bench(_bench(2), ["p"], [spec], tmp_path / "run", **kw)  # a plain rerun, no --retry-invalid
+        assert again.complete and again.answered == 2 and again.spend.calls == 2  # asked again: nothing was cached
+        assert any("retrying 2 item(s) that hit transport faults" in w for w in again.warnings)
+        assert [r["status"] for r in read_results(tmp_path / "run")] == ["answered", "answered"]
+        assert summarise(tmp_path / "run")[0]["accuracy"]["value"] == 1.0
+
+
+def test_parse_answer_reads_only_the_models_reply() -> None:
+    from moviemem.backbones import Reply
+
+    q = Question.make("Which?", ["red", "blue"])
+    body = Reply.failed("transport fault: malformed response body", raw="The answer is B", transient=True)
+    got = parse_answer(body, q)
+    assert got.invalid and got.choice is None and got.error.startswith("transport fault")
