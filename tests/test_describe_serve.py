@@ -37,3 +37,19 @@ def test_serve_refuses_a_model_it_does_not_serve_in_the_openai_shape() -> None:
         assert bad.status_code == 404
         err = bad.json()["error"]
         assert err["param"] == "model" and "gpt-4o" in err["message"] and err["type"] == "invalid_request_error"
+
+
+def test_narrate_asks_again_after_a_schema_miss(tmp_path: Path, cli) -> None:
+    caps = tmp_path / "caps.json"
+    caps.write_text(json.dumps([{"start": 0, "end": 20, "text": "A woman waits by a door."}]))
+    lib_dir = tmp_path / "lib"
+    Library(lib_dir).ingest_text(caps, film_id="quiet", as_="captions", duration_s=60)
+    b = ScriptedBackbone(["not json", json.dumps({"narration": "She waits.", "characters": []})],
+                         capabilities={"images": False})
+    name = f"second-try-{uuid.uuid4().hex[:8]}"
+    register(name)(lambda arg, **options: b)
+    r = cli("narrate", "quiet", "--start", "0", "--end", "20", "--backbone", name, "--json",
+            "--library", str(lib_dir), library=False)
+    assert r.code == 0, r.err
+    assert r.json()["text"] == "She waits." and len(b.calls) == 2
+    assert "not JSON" in "\n".join(p.text for p in b.calls[1].messages[-1].parts)  # told why
