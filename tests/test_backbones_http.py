@@ -216,7 +216,7 @@ def test_gemini_retries_and_invalid_replies(gem):
     assert b.chat("hi", timeout=0.4).text == "fast"
     gem.push(FakeResponse(200, "<html>gateway error</html>"))
     bad = b.chat("hi")
-    assert bad.invalid and bad.raw == "<html>gateway error</html>" and not bad.transient
+    assert bad.invalid and bad.raw == "<html>gateway error</html>" and bad.transient  # a transport fault: asked again, never cached
     gem.push({"candidates": [{"content": {"parts": []}, "finishReason": "SAFETY"}]})
     blocked = b.chat("hi")
     assert blocked.invalid and "SAFETY" in blocked.error
