@@ -82,8 +82,8 @@ class OpenAIBackbone(BaseBackbone):
         self._client: Any = None
 
     def secrets(self) -> list[str]:
-        key = os.environ.get(self.api_key_env)
-        return [key] if key else []
+        values = [os.environ.get(self.api_key_env), urlsplit(self.base_url).password]
+        return [v for v in values if v]
 
     def _api_key(self) -> str:
         key = os.environ.get(self.api_key_env)

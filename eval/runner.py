@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from ..backbones.retry import redact, redact_urls
 from ..errors import MovieMemError
 from . import metrics
 from .formats import Benchmark, Item, formats, item_category, text_lines
@@ -321,7 +322,7 @@ class _Writer:
         self._f = path.open("a", encoding="utf-8")
 
     def write(self, rec: dict[str, Any]) -> None:
-        line = json.dumps(rec, ensure_ascii=False, allow_nan=False) + "\n"
+        line = redact(json.dumps(rec, ensure_ascii=False, allow_nan=False)) + "\n"  # a reply may echo a key
         with self._lock:
             self._f.write(line)
             self._f.flush()
@@ -333,7 +334,7 @@ class _Writer:
 
 def _write_json(path: Path, obj: Any) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(obj, ensure_ascii=False, indent=1, default=str) + "\n", encoding="utf-8")
+    tmp.write_text(redact(json.dumps(obj, ensure_ascii=False, indent=1, default=str)) + "\n", encoding="utf-8")
     tmp.replace(path)
 
 
@@ -371,7 +372,8 @@ def _spend_of(rec: dict[str, Any]) -> Spend:
 
 
 def _backbone_spec(b: Any) -> str:
-    return b if isinstance(b, str) else str(getattr(b, "name", type(b).__name__))
+    """The name a backbone goes by in records, run.json and reports: never with URL credentials."""
+    return redact_urls(b if isinstance(b, str) else str(getattr(b, "name", type(b).__name__)))
 
 
 def _load_backbone(b: Any, cache: Path | None, cache_mode: str | None) -> Any:

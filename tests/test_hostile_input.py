@@ -128,3 +128,31 @@ def test_synth_help_states_the_range_and_a_refusal_leaves_no_folder(tmp_path: Pa
     r = cli("synth", str(out), "--minutes", "2", library=False)
     assert r.code == 2 and f"at least {MIN_MINUTES:g} minutes" in r.err
     assert not out.exists()
+
+
+# --- item 3: credentials are redacted wherever they are written or printed ------------------------
+
+def test_url_credentials_and_echoed_keys_never_reach_disk_or_output(tmp_path: Path, cli, monkeypatch) -> None:
+    from moviemem.backbones.testing import FakeOpenAI
+
+    key = "sk-test-0123456789abcdef"
+    monkeypatch.setenv("OPENAI_COMPATIBLE_API_KEY", key)
+    srt = tmp_path / "a.srt"
+    srt.write_text(SRT)
+    assert cli("ingest", "--text", str(srt), "--json").code == 0
+    bench = tmp_path / "b.jsonl"
+    bench.write_text(json.dumps(_item(question="Who speaks first?")) + "\n")
+    run = tmp_path / "run"
+    with FakeOpenAI() as srv:
+        srv.push(FakeOpenAI.completion(f'{{"answer": "A"}} (your key is {key})'))
+        spec = "openai-compatible:" + srv.base_url.replace("http://", "http://alice:hunter2pass@") + "#m"
+        r = cli("bench", str(bench), "--policies", "closed-book", "--backbones", spec, "--out", str(run),
+                "--cache", str(tmp_path / "cache"), "--json")
+        assert r.code == 0, r.err
+        rep = cli("report", str(run), "--json", library=False)
+        assert rep.code == 0, rep.err
+    written = [p for p in [*run.rglob("*"), *(tmp_path / "cache").rglob("*")] if p.is_file()]
+    assert any(p.name == "results.jsonl" for p in written) and any(p.suffix == ".sqlite" for p in written)
+    for text in [r.out, r.err, rep.out, *(p.read_bytes().decode("utf-8", "replace") for p in written)]:
+        assert "hunter2pass" not in text and key not in text
+    assert "http://***@127.0.0.1" in (run / "results.jsonl").read_text()
