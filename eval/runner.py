@@ -22,6 +22,7 @@ can be sharded or run elsewhere without knowing moviemem's internals.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -34,6 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from filelock import FileLock, Timeout
+
 from ..backbones.retry import redact, redact_urls
 from ..errors import MovieMemError
 from . import metrics
@@ -43,6 +46,7 @@ from .tasks import Query, task_for
 RESULTS = "results.jsonl"
 ITEMS = "items.jsonl"
 MANIFEST = "run.json"
+LOCK = ".writer.lock"
 
 
 class BudgetExceeded(BaseException):
@@ -397,6 +401,32 @@ def _order(items: Sequence[Item]) -> list[Item]:
     return sorted(items, key=lambda it: first[it.film_id])
 
 
+def _one_writer(fn: Callable[..., BenchResult]) -> Callable[..., BenchResult]:
+    """A run directory has one writer at a time: a second bench on the same --out would ask and
+    pay for every item again, and a --retry-invalid rewrite would drop the other's appends."""
+
+    @functools.wraps(fn)
+    def locked(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any], out: str | Path,
+               **kw: Any) -> BenchResult:
+        run_dir = Path(out)
+        try:
+            run_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise MovieMemError(f"cannot create run directory {run_dir}: {exc.strerror or exc}") from None
+        lock = FileLock(str(run_dir / LOCK))
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            raise MovieMemError(f"another bench is writing to {run_dir}; wait for it to finish or use another --out") from None
+        try:
+            return fn(bench, policies, backbones, out, **kw)
+        finally:
+            lock.release()
+
+    return locked
+
+
+@_one_writer
 def run_bench(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any], out: str | Path, *,
               answerer: Answerer | None = None, library: Any = None, concurrency: int = 1,
               max_cost_usd: float | None = None, max_tokens: int | None = None,
@@ -430,11 +460,7 @@ def run_bench(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any
     if len(set(specs)) != len(specs) or len(set(policies)) != len(policies):
         raise MovieMemError("a policy or backbone is named twice")
 
-    run_dir = Path(out)
-    try:
-        run_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise MovieMemError(f"cannot create run directory {run_dir}: {exc.strerror or exc}") from None
+    run_dir = Path(out)  # created and locked by _one_writer
     manifest_path = run_dir / MANIFEST
     old = json.loads(manifest_path.read_text(encoding="utf-8")) if manifest_path.exists() else {}
     if old and old.get("format") != bench.format:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 from pathlib import Path
 
 from filelock import FileLock, Timeout
@@ -27,12 +28,17 @@ def slug_for(path: Path) -> str:
     return slug.strip("-_")[:64] or "film"
 
 
+log = logging.getLogger("moviemem.ingest")
+
+
 def _lock(store: MemoryStore, film_id: str, reporter: Reporter, wait_s: float) -> FileLock:
     lock = FileLock(str(store.locks_dir() / f"{film_id}.lock"))
     try:
         lock.acquire(timeout=0)
     except Timeout:
-        reporter.warn(f"film {film_id!r} is being ingested by another process; waiting for it to finish")
+        message = f"film {film_id!r} is being ingested by another process; waiting up to {wait_s:.0f} s for it to finish"
+        log.warning(message)  # the Python API's reporter is quiet: a wait of minutes must still be visible
+        reporter.warn(message)
         try:
             lock.acquire(timeout=wait_s)
         except Timeout:

@@ -59,3 +59,24 @@ def test_parse_answer_reads_only_the_models_reply() -> None:
     body = Reply.failed("transport fault: malformed response body", raw="The answer is B", transient=True)
     got = parse_answer(body, q)
     assert got.invalid and got.choice is None and got.error.startswith("transport fault")
+
+
+# --- item 8: one writer per run directory -----------------------------------------------------------
+
+def test_a_second_bench_on_the_same_run_directory_is_refused(tmp_path: Path) -> None:
+    from filelock import FileLock
+
+    from moviemem.backbones import ScriptedBackbone
+    from moviemem.errors import MovieMemError
+
+    run = tmp_path / "run"
+    first = run_bench(_bench(2), ["p"], [ScriptedBackbone(["B"], cycle=True)], run, answerer=_parsing_answerer)
+    assert first.complete
+    with FileLock(str(run / ".writer.lock")):  # another process's bench holds the directory
+        b = ScriptedBackbone(["B"], cycle=True)
+        with pytest.raises(MovieMemError, match="another bench is writing to"):
+            run_bench(_bench(4), ["p"], [b], run, answerer=_parsing_answerer, retry_invalid=True)
+        assert b.calls == []  # nothing asked, nothing paid, nothing rewritten
+    assert len(read_results(run)) == 2
+    after = run_bench(_bench(4), ["p"], [ScriptedBackbone(["B"], cycle=True)], run, answerer=_parsing_answerer)
+    assert after.complete and len(read_results(run)) == 4  # the lock is free again once the holder is done
