@@ -156,3 +156,38 @@ def test_url_credentials_and_echoed_keys_never_reach_disk_or_output(tmp_path: Pa
     for text in [r.out, r.err, rep.out, *(p.read_bytes().decode("utf-8", "replace") for p in written)]:
         assert "hunter2pass" not in text and key not in text
     assert "http://***@127.0.0.1" in (run / "results.jsonl").read_text()
+
+
+# --- item 2: the gateway reads no local file, answers only loopback JSON, takes a token -------------
+
+def test_gateway_refuses_paths_foreign_hosts_origins_plain_text_and_missing_tokens(tmp_path: Path) -> None:
+    import httpx
+
+    from moviemem.backbones import ScriptedBackbone
+    from moviemem.backbones.gateway import start_gateway
+
+    secret = tmp_path / "secret.png"
+    secret.write_bytes(b"\x89PNG not really")
+    hi = {"role": "user", "content": "hi"}
+    backbone = ScriptedBackbone(["B"], cycle=True)
+    with start_gateway(backbone, None) as gw:
+        url = f"{gw.base_url}/chat/completions"
+        assert httpx.post(url, json={"messages": [hi]}).status_code == 200
+        for part in ({"type": "image_url", "image_url": {"url": str(secret)}}, {"type": "image_url", "image_url": "/etc/passwd"},
+                     {"type": "image", "path": str(secret)}, {"type": "image_url", "image_url": {"url": "file:///etc/hostname"}}):
+            r = httpx.post(url, json={"messages": [{"role": "user", "content": [{"type": "text", "text": "x"}, part]}]})
+            assert r.status_code == 400 and ("reads no local files" in r.text or "not accepted" in r.text), r.text
+        assert str(secret) not in str([m for c in backbone.calls for m in c.messages])
+        assert len(backbone.calls) == 1  # nothing refused reached the backbone
+        plain = httpx.post(url, content=json.dumps({"messages": [hi]}), headers={"content-type": "text/plain"})
+        assert plain.status_code == 415
+        assert httpx.post(url, json={"messages": [hi]}, headers={"host": "evil.example"}).status_code == 403
+        assert httpx.post(url, json={"messages": [hi]}, headers={"origin": "https://evil.example"}).status_code == 403
+        big = httpx.post(url, content=b'{"messages": "' + b"x" * (33 * 2**20) + b'"}',
+                         headers={"content-type": "application/json"})
+        assert big.status_code == 400 and "over 32 MB" in big.text
+    with start_gateway(ScriptedBackbone(["B"], cycle=True), None, token="s3cret-token") as gw:
+        url = f"{gw.base_url}/chat/completions"
+        assert httpx.post(url, json={"messages": [hi]}).status_code == 401
+        ok = httpx.post(url, json={"messages": [hi]}, headers={"authorization": "Bearer s3cret-token"})
+        assert ok.status_code == 200
