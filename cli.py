@@ -443,7 +443,7 @@ def bench(
     limit: Annotated[Optional[int], typer.Option(help="Only the first N items.")] = None,
     concurrency: Annotated[int, typer.Option(help="Items answered at once.")] = 1,
     max_cost: Annotated[Optional[float], typer.Option("--max-cost", help="Stop before spending more than this many USD on model calls (cache hits are free).")] = None,
-    max_tokens: Annotated[Optional[int], typer.Option("--max-tokens", help="Stop before spending more than this many tokens on model calls.")] = None,
+    max_tokens: Annotated[Optional[int], typer.Option("--max-tokens", help="Token cap: no call starts unless the tokens spent, those calls in flight may still produce and its own max_tokens fit under it (a call's prompt tokens are counted when it returns).")] = None,
     cache: Annotated[Optional[Path], typer.Option(help="Replay cache directory (default <library>/cache).")] = None,
     retry_invalid: Annotated[bool, typer.Option("--retry-invalid", help="Answer again the items recorded invalid.")] = False,
     ray: RayOpt = None,

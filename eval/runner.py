@@ -139,9 +139,13 @@ class Budget:
         self.before = spent or Spend()  # what earlier invocations spent
         self.now = Spend()  # this invocation
         self.exceeded: str | None = None
+        self.reserved = 0  # output tokens that calls in flight may still spend
         self._lock = threading.Lock()
 
-    def check(self) -> None:
+    def check(self, reserve: int = 0) -> None:
+        """Before a call: refuse it unless what is spent, what calls in flight may still spend
+        and this call's output limit (`reserve`, its max_tokens) fit under the token cap; then
+        hold `reserve` until `charge`. Input tokens are known only when a call returns."""
         with self._lock:
             if self.exceeded:
                 raise BudgetExceeded(self.exceeded)
@@ -149,12 +153,19 @@ class Budget:
             tokens = self.before.tokens + self.now.tokens
             if self.max_cost_usd is not None and cost >= self.max_cost_usd:
                 self.exceeded = f"cost cap ${self.max_cost_usd:.2f} reached (${cost:.4f} spent)"
-            elif self.max_tokens is not None and tokens >= self.max_tokens:
-                self.exceeded = f"token cap {self.max_tokens} reached ({tokens} tokens spent)"
+            elif self.max_tokens is not None and tokens + self.reserved + reserve > self.max_tokens:
+                self.exceeded = (f"token cap {self.max_tokens} reached ({tokens} tokens spent; the next call may "
+                                 f"produce {reserve} more)")
             if self.exceeded:
                 raise BudgetExceeded(self.exceeded)
+            self.reserved += reserve
 
-    def charge(self, reply: Any, item_spend: Spend | None) -> None:
+    def release(self, reserved: int) -> None:
+        with self._lock:
+            self.reserved -= reserved
+
+    def charge(self, reply: Any, item_spend: Spend | None, reserved: int = 0) -> None:
+        self.release(reserved)
         fresh = Spend(transient=int(bool(getattr(reply, "transient", False))))
         if getattr(reply, "cached", False):
             fresh.cache_hits = 1
@@ -203,24 +214,32 @@ class MeteredBackbone:
         item being answered on this thread (scale/ray_bench.py answers items in Ray workers)."""
         self.budget.add(spend, self._item())
 
+    def _metered(self, call: Callable[[], Any], reserves: list[int]) -> list[Any]:
+        """Check the caps with the calls' output limits held, call, then charge what came back."""
+        self.budget.check(sum(reserves))
+        try:
+            replies = call()
+        except BaseException:
+            self.budget.release(sum(reserves))
+            raise
+        for reply, reserve in zip(replies, reserves):
+            self.budget.charge(reply, self._item(), reserve)
+        return replies
+
     def chat(self, messages: Any, **kw: Any) -> Any:
-        self.budget.check()
-        reply = self.inner.chat(messages, **kw)
-        self.budget.charge(reply, self._item())
-        return reply
+        return self._metered(lambda: [self.inner.chat(messages, **kw)], [int(kw.get("max_tokens") or 512)])[0]
 
     def send(self, request: Any) -> Any:
-        self.budget.check()
-        reply = self.inner.send(request)
-        self.budget.charge(reply, self._item())
-        return reply
+        return self._metered(lambda: [self.inner.send(request)], [_max_tokens(request)])[0]
 
     def chat_many(self, requests: Any) -> list[Any]:
-        self.budget.check()
-        replies = self.inner.chat_many(requests)
-        for r in replies:
-            self.budget.charge(r, self._item())
-        return replies
+        return self._metered(lambda: self.inner.chat_many(requests), [_max_tokens(r) for r in requests])
+
+
+def _max_tokens(request: Any) -> int:
+    """A request's output limit (Request or its dict form; 512, the backbones' default, if unset)."""
+    value = request.get("max_tokens") if isinstance(request, dict) else getattr(request, "max_tokens", None)
+    return int(value or 512)
 
 
 # ----------------------------------------------------------------------------- records

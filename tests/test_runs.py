@@ -80,3 +80,27 @@ def test_a_second_bench_on_the_same_run_directory_is_refused(tmp_path: Path) -> 
     assert len(read_results(run)) == 2
     after = run_bench(_bench(4), ["p"], [ScriptedBackbone(["B"], cycle=True)], run, answerer=_parsing_answerer)
     assert after.complete and len(read_results(run)) == 4  # the lock is free again once the holder is done
+
+
+# --- item 10: the token cap holds back calls whose output could not fit -----------------------------
+
+def test_token_cap_reserves_each_calls_output_limit_before_sending(tmp_path: Path) -> None:
+    from moviemem.backbones import Capabilities, Reply, Usage
+
+    class Verbose:  # every reply uses its whole output limit
+        name = model_id = "verbose"
+        capabilities = Capabilities(text=True)
+
+        def chat(self, messages, max_tokens=512, **kw):
+            return Reply(text="B", usage=Usage(input_tokens=5, output_tokens=max_tokens))
+
+    def answerer(film_id, query, policy, backbone):
+        reply = backbone.chat([user(query.question)], max_tokens=40)
+        return Answer(choice="B", text="blue", confidence=None, invalid=False, policy=policy, backbone=backbone.name,
+                      usage=reply.usage)
+
+    res = run_bench(_bench(10), ["p"], [Verbose()], tmp_path / "run", answerer=answerer,
+                    max_tokens=100)
+    assert res.stopped and "token cap 100" in res.stopped
+    # two calls (2 x 45 = 90) fit; a third could produce 40 more and is never sent (before: 135 spent)
+    assert res.spend.calls == 2 and res.spend.tokens == 90 <= 100
