@@ -47,8 +47,10 @@ def _lock(store: MemoryStore, film_id: str, reporter: Reporter, wait_s: float) -
 
 
 def run_stages(store: MemoryStore, settings: Settings, inputs: Inputs, stages: list[Stage], reporter: Reporter,
-               only: set[str] | None = None) -> None:
-    """Run stages in order. With `only`, other stages run just when they have never finished."""
+               only: set[str] | None = None, replace: bool = False) -> None:
+    """Run stages in order. With `only`, other stages run just when they have never finished.
+    A stage that would now be skipped (e.g. events without --backbone) keeps its finished rows
+    unless it is asked for by name, and then dropping them needs `replace`."""
     film_id = inputs.film.film_id
     runs = store.finished_runs(film_id)
     for stage in stages:
@@ -66,6 +68,13 @@ def run_stages(store: MemoryStore, settings: Settings, inputs: Inputs, stages: l
             reporter.finish(stage.name, "cached", current.reason)
             continue
         reason = stage.skip_reason(ctx)
+        if reason and current is not None and current.status == "done" and current.rows:
+            if only is None or stage.name not in only:
+                reporter.finish(stage.name, "cached", f"kept its {current.rows} finished row(s) (now: {reason})")
+                continue
+            if not replace:
+                raise MovieMemError(f"stage {stage.name} would be skipped ({reason}) and drop its {current.rows} "
+                                    f"finished row(s) for {film_id!r}; pass --replace to drop them")
         ctx.run_id = store.begin_run(film_id, stage.name, params, phash, code_version=__version__)
         if reason:
             store.finish_run(film_id, stage.name, ctx.run_id, stage.owns, rows=0, status="skipped", reason=reason)
@@ -150,7 +159,7 @@ def _commit_film(store: MemoryStore, settings: Settings, inputs: Inputs, stages:
         _keep_imported(store, film.film_id, inputs)
         default = VIDEO_STAGES
         chosen, only = _select(stages, default)
-        run_stages(store, settings, inputs, chosen, reporter, only)
+        run_stages(store, settings, inputs, chosen, reporter, only, replace)
     finally:
         lock.release()
     return film.film_id
