@@ -191,3 +191,85 @@ def test_gateway_refuses_paths_foreign_hosts_origins_plain_text_and_missing_toke
         assert httpx.post(url, json={"messages": [hi]}).status_code == 401
         ok = httpx.post(url, json={"messages": [hi]}, headers={"authorization": "Bearer s3cret-token"})
         assert ok.status_code == 200
+
+
+# --- item 1: bundles are data checked before anything is written -----------------------------------
+
+def _rebundle(src: Path, dst: Path, *, manifest_edit=None, add: dict | None = None, link: str | None = None) -> Path:
+    """A copy of bundle `src` with the manifest edited and members added (bytes) or linked."""
+    import io
+    import tarfile
+
+    with tarfile.open(src) as tar:
+        members = {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isreg()}
+    manifest = json.loads(members.pop("manifest.json"))
+    if manifest_edit:
+        manifest_edit(manifest)
+    members.update(add or {})
+    with tarfile.open(dst, "w") as tar:
+        for name, data in [*members.items(), ("manifest.json", json.dumps(manifest).encode())]:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        if link:
+            info = tarfile.TarInfo(link)
+            info.type, info.linkname = tarfile.SYMTYPE, "/etc/hostname"
+            tar.addfile(info)
+    return dst
+
+
+def test_hostile_bundles_fail_in_one_line_and_leave_nothing(tmp_path: Path, cli) -> None:
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    srt = tmp_path / "a.srt"
+    srt.write_text(SRT)
+    src = Library(tmp_path / "src")
+    src.ingest_text(srt, film_id="a")
+    good = src.export("a", tmp_path / "a.tar")
+    buf = io.BytesIO()
+    pq.write_table(pa.table({"image": ["/etc/passwd"]}), buf)
+
+    def frames(m):
+        m["tables"]["frames"] = {"file": "tables/frames.parquet", "rows": 1, "vector_dim": None}
+
+    def escape(m):
+        m["media"] = ["media/a/../../../etc/hostname"]
+
+    cases = {
+        "frame path outside the film's media": (_rebundle(good, tmp_path / "1.tar", manifest_edit=frames,
+                                                          add={"tables/frames.parquet": buf.getvalue()}),
+                                                "is not a still of film"),
+        "no stages table": (_rebundle(good, tmp_path / "2.tar", manifest_edit=lambda m: m["tables"].pop("stages")),
+                            "stages table"),
+        "no tables key": (_rebundle(good, tmp_path / "3.tar", manifest_edit=lambda m: m.pop("tables")), "'tables'"),
+        "corrupt parquet": (_rebundle(good, tmp_path / "4.tar", add={"tables/utterances.parquet": b"PAR1 junk"}),
+                            "not valid Parquet"),
+        "missing member": (_rebundle(good, tmp_path / "5.tar", manifest_edit=frames), "is missing"),
+        "link member": (_rebundle(good, tmp_path / "6.tar", manifest_edit=lambda m: m.update(media=["media/a/x.jpg"]),
+                                  link="media/media/a/x.jpg"), "not a regular file"),
+        "media path escape": (_rebundle(good, tmp_path / "7.tar", manifest_edit=escape), "unexpected media path"),
+    }
+    lib_dir = tmp_path / "lib"
+    for what, (bundle, message) in cases.items():
+        r = cli("import", str(bundle), "--library", str(lib_dir), library=False)
+        assert r.code == 2 and message in r.err and len(r.err.strip().splitlines()) == 1, (what, r.err)
+        assert cli("films", "--json", "--library", str(lib_dir), library=False).json() == {"films": []}, what
+        assert not (lib_dir / "media" / "a").exists() or not any((lib_dir / "media" / "a").rglob("*")), what
+    ok = cli("import", str(good), "--library", str(lib_dir), "--json", library=False)
+    assert ok.code == 0 and ok.json()["counts"]["utterances"] == 1
+
+
+def test_a_member_over_the_size_bound_is_refused_before_it_is_read(tmp_path: Path, monkeypatch) -> None:
+    from moviemem.memory import bundle as bundle_mod
+
+    srt = tmp_path / "a.srt"
+    srt.write_text(SRT)
+    src = Library(tmp_path / "src")
+    src.ingest_text(srt, film_id="a")
+    good = src.export("a", tmp_path / "a.tar")
+    monkeypatch.setattr(bundle_mod, "MAX_MEMBER_BYTES", 1000)
+    with pytest.raises(MovieMemError, match="is too large"):
+        Library(tmp_path / "lib").import_bundle(good)
