@@ -218,17 +218,22 @@ def _rebundle(src: Path, dst: Path, *, manifest_edit=None, add: dict | None = No
     return dst
 
 
+def _exported(tmp_path: Path) -> Path:
+    """The bundle of a one-cue text film 'a'."""
+    srt = tmp_path / "a.srt"
+    srt.write_text(SRT)
+    src = Library(tmp_path / "src")
+    src.ingest_text(srt, film_id="a")
+    return src.export("a", tmp_path / "a.tar")
+
+
 def test_hostile_bundles_fail_in_one_line_and_leave_nothing(tmp_path: Path, cli) -> None:
     import io
 
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    srt = tmp_path / "a.srt"
-    srt.write_text(SRT)
-    src = Library(tmp_path / "src")
-    src.ingest_text(srt, film_id="a")
-    good = src.export("a", tmp_path / "a.tar")
+    good = _exported(tmp_path)
     buf = io.BytesIO()
     pq.write_table(pa.table({"image": ["/etc/passwd"]}), buf)
 
@@ -265,11 +270,7 @@ def test_hostile_bundles_fail_in_one_line_and_leave_nothing(tmp_path: Path, cli)
 def test_a_member_over_the_size_bound_is_refused_before_it_is_read(tmp_path: Path, monkeypatch) -> None:
     from moviemem.memory import bundle as bundle_mod
 
-    srt = tmp_path / "a.srt"
-    srt.write_text(SRT)
-    src = Library(tmp_path / "src")
-    src.ingest_text(srt, film_id="a")
-    good = src.export("a", tmp_path / "a.tar")
+    good = _exported(tmp_path)
     monkeypatch.setattr(bundle_mod, "MAX_MEMBER_BYTES", 1000)
     with pytest.raises(MovieMemError, match="is too large"):
         Library(tmp_path / "lib").import_bundle(good)
