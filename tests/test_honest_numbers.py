@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from moviemem.agents.base import Answer, Step
+from moviemem.agents.base import Answer, Question, Step
 from moviemem.agents.parsing import parse_answer
-from moviemem.agents.base import Question
 from moviemem.backbones import ScriptedBackbone, user
 from moviemem.eval import metrics
 from moviemem.eval.formats import Benchmark, validate_rows
