@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import MovieMemError
-from . import metrics
+from . import metrics, provenance
 from .formats import LETTERS, Item, item_category
 from .runner import grid_records, parse_policy_spec, read_manifest, summarise
 
@@ -177,6 +177,7 @@ def write_report(run_dir: str | Path, baseline: str | None = None, inspector: bo
     reasons = _invalid_reasons(grid)
     if reasons:
         md += ["", "## Invalid answers", "", _table(["paradigm", "backbone", "count", "reason"], reasons)]
+    md += provenance.markdown(manifest.get("provenance"))
     paths = {"report": run_dir / REPORT}
     plot = plot_accuracy_vs_tokens(rows, run_dir / PLOT)
     if plot is not None:

@@ -535,6 +535,7 @@ def run_bench(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any
     cache_path = Path(cache) if cache is not None else (Path(lib_path) / "cache" if lib_path else None)
     metered = [MeteredBackbone(_load_backbone(b, cache_path, cache_mode), budget, spec)
                for b, spec in zip(backbones, specs)]
+    _record_provenance(manifest_path, manifest, old.get("provenance"), metered, policies, warnings)
 
     grid = [(p, mb, it) for mb in metered for p in policies for it in _order(items)]
     total = len(grid)
@@ -626,6 +627,22 @@ def run_bench(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any
 
 
 # ----------------------------------------------------------------------------- summaries
+
+
+def _record_provenance(path: Path, manifest: dict[str, Any], old: dict[str, Any] | None, metered: list[MeteredBackbone],
+                       policies: Sequence[str], warnings: list[str]) -> None:
+    """run.json gets what produced the numbers; a rerun whose provenance differs says what changed."""
+    from . import provenance
+
+    prov = provenance.collect({mb.name: mb.inner for mb in metered}, {p: parse_policy_spec(p)[1] for p in policies})
+    changes = provenance.differences(old, prov)
+    if changes:
+        warnings.append("provenance differs from the earlier run in this directory: " + "; ".join(changes))
+    for group in ("backbones", "policies"):  # configurations of earlier invocations stay described
+        prov[group] = {**((old or {}).get(group) or {}), **prov[group]}
+    prov["changes"] = [*((old or {}).get("changes") or []), *changes]
+    manifest["provenance"] = prov
+    _write_json(path, manifest)
 
 
 def grid_records(run_dir: str | Path) -> tuple[list[Item], dict[tuple[str, str], list[dict[str, Any]]]]:
