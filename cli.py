@@ -446,6 +446,7 @@ def bench(
     max_tokens: Annotated[Optional[int], typer.Option("--max-tokens", help="Token cap: no call starts unless the tokens spent, those calls in flight may still produce and its own max_tokens fit under it (a call's prompt tokens are counted when it returns).")] = None,
     cache: Annotated[Optional[Path], typer.Option(help="Replay cache directory (default <library>/cache).")] = None,
     retry_invalid: Annotated[bool, typer.Option("--retry-invalid", help="Answer again the items recorded invalid.")] = False,
+    permute: Annotated[bool, typer.Option("--permute", help="MCQ position bias: ask each item once per rotation of its options (ids ID@rK); the report adds consistency and the letter distribution.")] = False,
     ray: RayOpt = None,
     ray_workers: Annotated[Optional[int], typer.Option("--ray-workers", help="With --ray: answering workers (default one per CPU); --concurrency is then per worker.")] = None,
     library: LibraryOpt = None,
@@ -465,6 +466,10 @@ def bench(
         parse_address(ray)  # bad input fails before anything is read
     lib = _library(library)
     b = load_benchmark(file, format_, library=lib)
+    if permute:
+        from .eval.permute import rotated
+
+        b = rotated(b)
     pols, bbs = _csv(policies_), _csv(backbones_)
     run_dir = out_dir or Path("runs") / file.stem
     run: Any = functools.partial(run_bench, library=lib)

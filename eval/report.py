@@ -177,6 +177,7 @@ def write_report(run_dir: str | Path, baseline: str | None = None, inspector: bo
     reasons = _invalid_reasons(grid)
     if reasons:
         md += ["", "## Invalid answers", "", _table(["paradigm", "backbone", "count", "reason"], reasons)]
+    md += _position_bias(items, grid)
     md += provenance.markdown(manifest.get("provenance"))
     paths = {"report": run_dir / REPORT}
     plot = plot_accuracy_vs_tokens(rows, run_dir / PLOT)
@@ -188,6 +189,21 @@ def write_report(run_dir: str | Path, baseline: str | None = None, inspector: bo
         md += ["", f"Inspector: [{INSPECTOR}/index.html]({INSPECTOR}/index.html)"]
     (run_dir / REPORT).write_text("\n".join(md) + "\n", encoding="utf-8")
     return paths
+
+
+def _position_bias(items: list[Item], grid: dict[tuple[str, str], list[dict[str, Any]]]) -> list[str]:
+    """For a --permute run: consistency across option rotations and the chosen-letter shares."""
+    from .permute import position_bias
+
+    rows = [r for r in position_bias(items, grid) if r["items"]]
+    if not rows:
+        return []
+    return ["", "## Position bias (options rotated)", "",
+            "Consistent: the same option text chosen under every rotation of an item's options. "
+            "Letters: share of valid answers per letter (no bias: equal shares).", "",
+            _table(["paradigm", "backbone", "items", "consistent %", "letters"],
+                   [[r["policy"], r["backbone"], r["items"], f"{100 * r['consistency']:.1f}",
+                     ", ".join(f"{k} {100 * v:.0f}%" for k, v in r["letters"].items())] for r in rows])]
 
 
 def _ci(e: dict[str, Any] | None) -> str:
