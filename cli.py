@@ -14,16 +14,24 @@ import typer._click.exceptions as click_errors  # typer 0.29 vendors click: the 
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from .config import get_settings
 from .errors import MovieMemError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__, pretty_exceptions_enable=False)
-models_app = typer.Typer(no_args_is_help=True, help="Offline model weights.")
+# Help text is plain (no Rich markup or emoji codes): "hybrid[budget_tokens=900]" and "h:m:s" print as written.
+app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__, pretty_exceptions_enable=False, rich_markup_mode=None)
+models_app = typer.Typer(no_args_is_help=True, help="Offline model weights.", rich_markup_mode=None)
 app.add_typer(models_app, name="models")
 
-out = Console()
-err = Console(stderr=True)
+# Titles, questions, model replies and paths are data, never markup: styles come from Text parts only.
+out = Console(markup=False, emoji=False)
+err = Console(stderr=True, markup=False, emoji=False)
+
+
+def _styled(console: Console, style: str, head: str, rest: str = "") -> None:
+    """Print `head` in `style`, then `rest` plain, without reading either as markup."""
+    console.print(Text.assemble((head, style), rest), highlight=False)
 
 LibraryOpt = Annotated[Optional[Path], typer.Option("--library", help="Library directory (default $MOVIEMEM_LIBRARY, else ~/.moviemem/library).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
@@ -49,7 +57,7 @@ def _reporter(quiet: bool):
 
 def _show_human(summary: dict[str, Any]) -> None:
     title = f"{summary['film_id']}: {summary.get('title') or ''} ({summary.get('year') or '?'}), {summary['duration_s']:.1f} s"
-    out.print(f"[bold]{title}[/]")
+    _styled(out, "bold", title)
     counts = ", ".join(f"{k} {v}" for k, v in summary["counts"].items())
     out.print(f"  {counts}")
     if summary["pools"]:
@@ -168,7 +176,7 @@ def import_collection(
         films = lib.import_collection(kind, root, limit=limit, reporter=quiet,
                                       on_film=lambda i, n, fid: bar.update(task, completed=i, total=n, description=fid))
     for w in quiet.warnings:
-        err.print(f"[yellow]warning:[/] {w}", highlight=False)
+        _styled(err, "yellow", "warning:", f" {w}")
     items = [{"film_id": f.film_id, "title": f.info.title, "year": f.info.year, "duration_s": f.info.duration_s,
               "utterances": f.arrow("utterances").num_rows, "captions": f.arrow("captions").num_rows} for f in films]
     if as_json:
@@ -208,7 +216,6 @@ def graph(
     """The film's narrative event graph: events, relations, flashbacks (node-link JSON with --json)."""
     import warnings
 
-    from rich.markup import escape
 
     from .graph import NarrativeGraphWarning
 
@@ -221,7 +228,7 @@ def graph(
         warnings.simplefilter("ignore", NarrativeGraphWarning)  # reported below, once
         g = memory.graph()
     for p in g.problems:
-        err.print(f"[yellow]warning:[/] {p}", highlight=False)
+        _styled(err, "yellow", "warning:", f" {p}")
     if graphml is not None:
         err.print(f"wrote {g.to_graphml(graphml)}")
     if as_json:
@@ -232,12 +239,11 @@ def graph(
     t = Table("event", "screen", "story", "trigger", "description", box=None, pad_edge=False)
     story = {e: i for i, e in enumerate(g.story_order())}
     for e in g.events():
-        t.add_row(e["id"], f"{e['start']:.0f}-{e['end']:.0f} s", str(story[e["id"]]), escape(e["trigger"]),
-                  escape(e["description"]))
+        t.add_row(e["id"], f"{e['start']:.0f}-{e['end']:.0f} s", str(story[e["id"]]), e["trigger"], e["description"])
     out.print(t)
     r = Table("source", "type", "target", "confidence", "rationale", box=None, pad_edge=False)
     for edge in g.edges():
-        r.add_row(edge["source"], edge["type"], edge["target"], f"{edge['confidence']:.2f}", escape(edge["rationale"]))
+        r.add_row(edge["source"], edge["type"], edge["target"], f"{edge['confidence']:.2f}", edge["rationale"])
     out.print(r)
     if g.flashbacks():
         out.print("flashbacks: " + ", ".join(g.flashbacks()))
@@ -279,15 +285,14 @@ def ask(
         _print_json(ans.to_dict())
         return
     if ans.invalid:
-        out.print(f"[bold red]invalid[/] ({ans.error})", highlight=False)
+        _styled(out, "bold red", "invalid", f" ({ans.error})")
     else:
         conf = f" (confidence {ans.confidence:.2f})" if ans.confidence is not None else ""
         head = f"{ans.choice}. " if ans.choice and ans.choice not in ("TRUE", "FALSE") else (f"{ans.choice}: " if ans.choice else "")
-        out.print(f"[bold]{head}{ans.text}[/]{conf}", highlight=False)
+        _styled(out, "bold", f"{head}{ans.text}", conf)
     for e in ans.evidence[:8]:  # cited evidence comes first, marked with *
         text = " / ".join(e.text.splitlines())
-        out.print(f"{'*' if e.cited else ' '} {e.kind:<9} {e.start:8.1f}-{e.end:<8.1f} {text[:100]}", highlight=False,
-                  markup=False)
+        out.print(f"{'*' if e.cited else ' '} {e.kind:<9} {e.start:8.1f}-{e.end:<8.1f} {text[:100]}", highlight=False)
     u = ans.usage
     err.print(f"{ans.policy} on {ans.backbone}: {u.input_tokens} input tokens, {u.output_tokens} output, "
               f"{u.images} images, {u.latency_s:.1f} s", highlight=False)
@@ -338,7 +343,7 @@ def delete(film: str, library: LibraryOpt = None) -> None:
 @app.command()
 def synth(
     out_dir: Path,
-    minutes: Annotated[float, typer.Option(help="Length of the film.")] = 3.0,
+    minutes: Annotated[float, typer.Option(help="Length of the film in minutes (2.5 to 600).")] = 3.0,
     seed: Annotated[int, typer.Option(help="Random seed (same seed, same film).")] = 7,
     film_id: Annotated[str, typer.Option("--film-id", help="Film id written into the benchmark files.")] = "synth",
     as_json: JsonOpt = False,
@@ -396,7 +401,7 @@ def describe(
         return
     err.print(f"wrote {len(result.cues)} narrations to {result.out}")
     for a, b, why in result.invalid:
-        err.print(f"[yellow]warning:[/] no narration {a:.1f}-{b:.1f} s: {why}", highlight=False)
+        _styled(err, "yellow", "warning:", f" no narration {a:.1f}-{b:.1f} s: {why}")
 
 
 @app.command()
@@ -439,9 +444,10 @@ def bench(
     limit: Annotated[Optional[int], typer.Option(help="Only the first N items.")] = None,
     concurrency: Annotated[int, typer.Option(help="Items answered at once.")] = 1,
     max_cost: Annotated[Optional[float], typer.Option("--max-cost", help="Stop before spending more than this many USD on model calls (cache hits are free).")] = None,
-    max_tokens: Annotated[Optional[int], typer.Option("--max-tokens", help="Stop before spending more than this many tokens on model calls.")] = None,
+    max_tokens: Annotated[Optional[int], typer.Option("--max-tokens", help="Token cap: no call starts unless the tokens spent, those calls in flight may still produce and its own max_tokens fit under it (a call's prompt tokens are counted when it returns).")] = None,
     cache: Annotated[Optional[Path], typer.Option(help="Replay cache directory (default <library>/cache).")] = None,
     retry_invalid: Annotated[bool, typer.Option("--retry-invalid", help="Answer again the items recorded invalid.")] = False,
+    permute: Annotated[bool, typer.Option("--permute", help="MCQ position bias: ask each item once per rotation of its options (ids ID@rK); the report adds consistency and the letter distribution.")] = False,
     ray: RayOpt = None,
     ray_workers: Annotated[Optional[int], typer.Option("--ray-workers", help="With --ray: answering workers (default one per CPU); --concurrency is then per worker.")] = None,
     library: LibraryOpt = None,
@@ -461,6 +467,10 @@ def bench(
         parse_address(ray)  # bad input fails before anything is read
     lib = _library(library)
     b = load_benchmark(file, format_, library=lib)
+    if permute:
+        from .eval.permute import rotated
+
+        b = rotated(b)
     pols, bbs = _csv(policies_), _csv(backbones_)
     run_dir = out_dir or Path("runs") / file.stem
     run: Any = functools.partial(run_bench, library=lib)
@@ -480,9 +490,9 @@ def bench(
                       progress=lambda p: bar.update(task, completed=p.done, total=p.total, cost=p.spend.cost_usd,
                                                     calls=p.spend.calls, hits=p.spend.cache_hits))
     for w in res.warnings:
-        err.print(f"[yellow]warning:[/] {w}", highlight=False)
+        _styled(err, "yellow", "warning:", f" {w}")
     if res.stopped:
-        err.print(f"[yellow]stopped:[/] {res.stopped}", highlight=False)
+        _styled(err, "yellow", "stopped:", f" {res.stopped}")
     summary = bench_json(res)
     if as_json:
         _print_json(summary)
@@ -580,7 +590,6 @@ def retrieval_eval_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Retrieval alone, no backbone: evidence recall and coverage at token budgets, recall@k, MRR."""
-    from rich.markup import escape
     from rich.table import Table
 
     from .eval.formats import load_benchmark
@@ -588,7 +597,7 @@ def retrieval_eval_cmd(
 
     if list_:
         for name, (desc, _) in RETRIEVERS.items():
-            out.print(f"{escape(name):20s} {escape(desc)}", highlight=False)
+            out.print(f"{name:20s} {desc}", highlight=False)
         return
     try:
         sizes = [int(b) for b in budgets.split(",") if b.strip()]
@@ -606,7 +615,7 @@ def retrieval_eval_cmd(
     for col in ["retriever", *(f"R@{b}" for b in sizes), *(f"C@{b}" for b in sizes), "MRR"]:
         table.add_column(col)
     for r in result["retrievers"]:
-        table.add_row(escape(r["name"] + (" (default)" if r["default"] else "")),
+        table.add_row(r["name"] + (" (default)" if r["default"] else ""),
                       *(f"{r['recall_at_budget'][str(b)]:.2f}" for b in sizes),
                       *(f"{r['coverage_at_budget'][str(b)]:.2f}" for b in sizes), f"{r['mrr']:.2f}")
     out.print(table)
@@ -674,34 +683,35 @@ def models_list(as_json: JsonOpt = False) -> None:
 @app.command()
 def demo(
     out_dir: Annotated[Path, typer.Option("--out", help="Where the synthetic film and the run are written.")] = Path("out/demo"),
-    minutes: Annotated[float, typer.Option(help="Length of the synthetic film.")] = 3.0,
+    minutes: Annotated[float, typer.Option(help="Length of the synthetic film in minutes (2.5 to 600).")] = 3.0,
     backbone: Annotated[str, typer.Option(help="Backbone for the questions and the bench.")] = "local",
     questions: Annotated[int, typer.Option(help="Questions asked with the hybrid policy.")] = 2,
     bench_items: Annotated[int, typer.Option("--bench-items", help="Items of the small bench (0 skips it).")] = 4,
     library: LibraryOpt = None,
 ) -> None:
     """Render the synthetic film, ingest it, ask a few questions, run a small bench and write its report."""
+    from .eval.formats import text_lines
     from .eval.synth import render
 
     lib = _library(library)
-    err.print(f"[bold]1/4[/] rendering a {minutes:g}-minute synthetic film into {out_dir}")
+    _styled(err, "bold", "1/4", f" rendering a {minutes:g}-minute synthetic film into {out_dir}")
     paths = render(out_dir, minutes=minutes, seed=7, film_id="synth")
-    err.print(f"[bold]2/4[/] ingesting it into {lib.path} (captions imported from captions.srt: no captioner runs here)")
+    _styled(err, "bold", "2/4", f" ingesting it into {lib.path} (captions imported from captions.srt: no captioner runs here)")
     film = lib.ingest(paths["film.mp4"], film_id="synth", title="Synthetic", year=2026, captions=paths["captions.srt"],
                       reporter=_reporter(False))
     _show_human(film.summary())
-    items = [json.loads(line) for line in paths["mcq.jsonl"].read_text().splitlines()[:questions]]
-    err.print(f"[bold]3/4[/] asking {len(items)} question(s) with the hybrid policy and the {backbone} backbone")
+    items = [json.loads(line) for _, line in text_lines(paths["mcq.jsonl"].read_text())][:questions]
+    _styled(err, "bold", "3/4", f" asking {len(items)} question(s) with the hybrid policy and the {backbone} backbone")
     for item in items:
         ans = film.ask(item["question"], options=item["options"], policy="hybrid", backbone=backbone)
         got = "invalid" if ans.invalid else ans.choice
-        out.print(f"[bold]Q[/] {item['question']}\n  answer {got} (truth {item['answer']}), "
-                  f"{len(ans.evidence)} evidence, {ans.usage.input_tokens} input tokens", highlight=False)
+        _styled(out, "bold", "Q", f" {item['question']}\n  answer {got} (truth {item['answer']}), "
+                f"{len(ans.evidence)} evidence, {ans.usage.input_tokens} input tokens")
         for ev in ans.evidence[:3]:
             out.print(f"    {ev.kind:<10} {ev.start:7.1f}-{ev.end:7.1f} s  {(ev.text or '')[:70]}", highlight=False)
     if bench_items > 0:
         run_dir = out_dir / "run"
-        err.print(f"[bold]4/4[/] a small bench: closed-book, subtitles and hybrid x {backbone} on {bench_items} items")
+        _styled(err, "bold", "4/4", f" a small bench: closed-book, subtitles and hybrid x {backbone} on {bench_items} items")
         bench(paths["mcq.jsonl"], format_=None, policies_="closed-book,subtitles,hybrid", backbones_=backbone,
               out_dir=run_dir, limit=bench_items, concurrency=1, max_cost=None, max_tokens=None, cache=None,
               retry_invalid=False, library=library, as_json=False)
@@ -731,15 +741,16 @@ def serve(
     host: Annotated[str, typer.Option(help="Address to bind (loopback by default).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port.")] = 8383,
     cache: Annotated[Optional[Path], typer.Option(help="Replay-cache directory for the backbone's requests.")] = None,
+    token: Annotated[Optional[str], typer.Option(help="Require 'Authorization: Bearer TOKEN' on every request.")] = None,
 ) -> None:
     """An OpenAI-compatible gateway (/v1/models, /v1/chat/completions, /v1/embeddings) over moviemem's models."""
     from .backbones import serve as run_gateway
 
-    run_gateway(backbone, embedder, host, port, cache=cache)
+    run_gateway(backbone, embedder, host, port, cache=cache, token=token)
 
 
 
-letta_app = typer.Typer(no_args_is_help=True, help="A local Letta server for the letta policy (or $MOVIEMEM_LETTA_URL).")
+letta_app = typer.Typer(no_args_is_help=True, help="A local Letta server for the letta policy (or $MOVIEMEM_LETTA_URL).", rich_markup_mode=None)
 app.add_typer(letta_app, name="letta")
 
 

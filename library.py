@@ -100,23 +100,27 @@ class Library:
 
     def ingest(self, path: str | Path, *, film_id: str | None = None, title: str | None = None, year: int | None = None,
                subtitles: str | Path | None = None, captions: str | Path | None = None, encoding: str | None = None, stages: list[str] | None = None,
-               replace: bool = False, reporter: Reporter | None = None, **kw: Any) -> Film:
+               replace: bool = False, reporter: Reporter | None = None, lock_wait_s: float = 6 * 3600, **kw: Any) -> Film:
+        """Ingest a video. If another process is ingesting the same film, the wait is logged
+        (logger moviemem.ingest) and FilmBusyError is raised after `lock_wait_s` seconds."""
         from .ingest.pipeline import ingest_video
 
         fid = ingest_video(self.store, self.settings, path, film_id=film_id, title=title, year=year, subtitles=subtitles,
-                           captions=captions, encoding=encoding, stages=stages, replace=replace, reporter=reporter or QuietReporter(), **kw)
+                           captions=captions, encoding=encoding, stages=stages, replace=replace,
+                           reporter=reporter or QuietReporter(), lock_wait_s=lock_wait_s, **kw)
         return self.film(fid)
 
     def ingest_text(self, path: str | Path, *, film_id: str | None = None, title: str | None = None,
                     year: int | None = None, as_: str = "utterances", duration_s: float | None = None,
                     encoding: str | None = None, meta: dict[str, Any] | None = None, replace: bool = False,
-                    reporter: Reporter | None = None, **kw: Any) -> Film:
-        """A film without video, from subtitles, a script or an audio-description track."""
+                    reporter: Reporter | None = None, lock_wait_s: float = 6 * 3600, **kw: Any) -> Film:
+        """A film without video, from subtitles, a script or an audio-description track (film
+        lock waits as in `ingest`)."""
         from .ingest.pipeline import ingest_text
 
         fid = ingest_text(self.store, self.settings, path, film_id=film_id, title=title, year=year, as_=as_,
                           duration_s=duration_s, encoding=encoding, meta=meta, replace=replace,
-                          reporter=reporter or QuietReporter(), **kw)
+                          reporter=reporter or QuietReporter(), lock_wait_s=lock_wait_s, **kw)
         return self.film(fid)
 
     def import_collection(self, kind: str, root: str | Path, *, limit: int | None = None,

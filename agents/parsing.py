@@ -81,34 +81,41 @@ def _from_value(value: str, q: Question) -> tuple[str | None, str]:
     return (None, text)
 
 
-def _fallback(text: str, q: Question) -> tuple[str | None, str]:
-    """Readings of free text that leave no doubt, else (None, '')."""
+_LISTED = re.compile(r"^\s*[\(\[]?([A-J])[\)\].:]\s+\S", re.M)
+
+
+def _fallback(text: str, q: Question) -> tuple[str | None, str, str]:
+    """Readings of free text that leave no doubt: (choice, words, ''), else (None, '', why).
+    A reply that lists the options again, or names or hedges between several letters, is invalid:
+    taking its first listed letter scored echoed option lists as A."""
     if q.kind == "open":
-        return None, text.strip()
+        return None, text.strip(), ""
     if q.kind == "claim":
         verdict = _claim(text)
-        return verdict, verdict or ""
+        return verdict, verdict or "", "" if verdict else "no unambiguous TRUE or FALSE in the reply"
+    letters = set(q.letters)
+    if len(set(_LISTED.findall(text)) & letters) > 1:
+        return None, "", "the reply lists several options (an echo of the question), not one answer"
     said = {m.upper() for m in re.findall(r"(?:answer|option|choice)\s*(?:is|would be|:)?\s*[\(\[]?\b([A-J])\b", text, re.I)}
-    said &= set(q.letters)
-    # letters standing alone (not the article in "A letter ..."): more than one means the reply hedges
-    alone = set(re.findall(r"\b([A-J])\b(?!\s+[a-z])", text)) & set(q.letters)
-    if len(said) == 1 and alone <= said:
-        letter = said.pop()
-        return letter, q.options[q.letters.index(letter)]
-    letter = _letter(text, q)
-    if letter:
-        return letter, q.options[q.letters.index(letter)]
-    named = [letter for letter, opt in zip(q.letters, q.options) if opt and opt.lower() in text.lower()]
-    if len(named) == 1:
-        return named[0], q.options[q.letters.index(named[0])]
-    return None, ""
+    # letters standing alone (not the article in "A letter ...", but "A or B" is two): more than one is a hedge
+    alone = set(re.findall(r"\b([A-J])\b(?!\s+(?!(?:or|and)\b)[a-z])", text))
+    named = (said | alone) & letters
+    if len(named) > 1:
+        return None, "", f"the reply names several letters ({', '.join(sorted(named))})"
+    letter = _letter(text, q) or next(iter(said & letters), None)
+    if letter is None:
+        texts = [c for c, opt in zip(q.letters, q.options) if opt and opt.lower() in text.lower()]
+        letter = texts[0] if len(texts) == 1 else None
+    if letter is None:
+        return None, "", "no unambiguous answer in the reply"
+    return letter, q.options[q.letters.index(letter)], ""
 
 
 def parse_answer(reply: Reply | str, q: Question) -> Parsed:
     """The answer in `reply` to `q`, or an invalid Parsed saying why."""
     if isinstance(reply, str):
         reply = Reply(text=reply)
-    text = reply.text or reply.raw or ""
+    text = reply.text or ""  # the model's own reply only: never a raw HTTP body ("The answer is B" in a 200 text/plain)
     if not text.strip():
         return Parsed.fail(reply.error or "empty reply")
     data = reply.data if isinstance(reply.data, dict) else parse_json_reply(text)
@@ -122,9 +129,9 @@ def parse_answer(reply: Reply | str, q: Question) -> Parsed:
             if choice:
                 return Parsed(choice, words, conf, False, data=data, how="json")
             return Parsed.fail(f"the answer {str(raw)[:60]!r} is not one of the allowed answers", data)
-    choice, words = _fallback(text, q)
+    choice, words, why = _fallback(text, q)
     if q.kind == "open" and words:
         return Parsed(None, words, None, False, how="fallback")
     if choice:
         return Parsed(choice, words, None, False, how="fallback")
-    return Parsed.fail(reply.error or "no unambiguous answer in the reply", data if isinstance(data, dict) else None)
+    return Parsed.fail(reply.error or why, data if isinstance(data, dict) else None)

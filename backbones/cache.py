@@ -23,6 +23,7 @@ from typing import Any, get_args
 
 from ..errors import MovieMemError
 from .base import Backbone, MessageLike, Reply, Request, Tool, run_many
+from .retry import redact
 from .settings import CacheMode, get_backbone_settings
 
 MODES: tuple[str, ...] = get_args(CacheMode)
@@ -102,8 +103,10 @@ class ReplayCache:
         data = reply.to_dict()
         data.pop("cached", None)
         data.pop("transient", None)
+        # a server that echoes the key (or a URL with credentials) must not leave it on disk
+        stored = redact(json.dumps(data, ensure_ascii=False), getattr(self.inner, "secrets", list)())
         self._conn().execute("INSERT OR REPLACE INTO replies (key, model_id, reply, created) VALUES (?, ?, ?, ?)",
-                             (key, self.model_id, json.dumps(data, ensure_ascii=False), time.time()))
+                             (key, self.model_id, stored, time.time()))
 
     def _count(self, field: str) -> None:
         with self._stats_lock:

@@ -4,7 +4,10 @@ Endpoints: GET /v1/models, POST /v1/chat/completions (tools, tool_choice, respon
 stream), POST /v1/embeddings (float or base64), and GET /v1/usage (tokens served so far).
 It speaks the OpenAI wire format closely (ids, usage blocks, finish_reason, tool_calls
 with string arguments) because clients such as a Letta server rely on its details.
-Bound to 127.0.0.1 by default: it has no authentication of its own.
+Bound to 127.0.0.1 by default. Browsers can reach loopback too, so every request must name a
+loopback Host (and Origin, when it has one) unless other hosts are allowed, POSTs must be
+application/json, bodies are bounded, images must be data: URLs (the gateway never reads a local
+path a client names), and `token` requires `Authorization: Bearer TOKEN`.
 """
 
 from __future__ import annotations
@@ -16,9 +19,10 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import numpy as np
 from fastapi import FastAPI
@@ -33,6 +37,39 @@ from .registry import load
 log = logging.getLogger("moviemem.backbones.gateway")
 
 _FINISH = {"stop", "length", "tool_calls", "content_filter"}
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+MAX_BODY_BYTES = 32 * 2**20  # a few full-size stills as data: URLs
+
+
+async def _read_json(http: HTTPRequest) -> Any:
+    """The JSON body, read in chunks and refused past MAX_BODY_BYTES (never an unbounded read)."""
+    chunks, size = [], 0
+    async for chunk in http.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise MovieMemError(f"request body over {MAX_BODY_BYTES >> 20} MB")
+        chunks.append(chunk)
+    return json.loads(b"".join(chunks))
+
+
+def _check_content(body: Any, allow_remote_images: bool) -> None:
+    """Text and data: URL images only (http(s) images only when allowed): a part naming a path
+    would make the gateway read and send on a local file."""
+    messages = body.get("messages") if isinstance(body, dict) else None
+    for m in messages if isinstance(messages, list) else []:
+        content = m.get("content") if isinstance(m, dict) else None
+        for part in content if isinstance(content, list) else []:
+            kind = part.get("type", "text") if isinstance(part, dict) else None
+            if kind == "text":
+                continue
+            if kind != "image_url":
+                raise MovieMemError(f"content part type {kind!r} is not accepted: send text and image_url parts")
+            ref = part.get("image_url")
+            url = str((ref.get("url") if isinstance(ref, dict) else ref) or "")
+            remote = url.startswith(("http://", "https://"))
+            if not (url.startswith("data:") or (remote and allow_remote_images)):
+                raise MovieMemError("image_url must be a data: URL" + (" or http(s)" if allow_remote_images else "")
+                                    + "; this gateway reads no local files")
 
 
 def _error(status: int, message: str, kind: str = "invalid_request_error", param: str | None = None) -> JSONResponse:
@@ -106,9 +143,27 @@ def _finish(reply: Reply) -> str:
     return "length" if reply.finish_reason in ("max_tokens", "timeout") else "stop"
 
 
-def create_app(backbone: Backbone, embedder: Any = None) -> FastAPI:
+def create_app(backbone: Backbone, embedder: Any = None, *, token: str | None = None,
+               allowed_hosts: Sequence[str] = LOOPBACK, allow_remote_images: bool = False) -> FastAPI:
     """The gateway as an ASGI app (tests and embedding in other servers use it directly)."""
     app = FastAPI(title="moviemem gateway", docs_url=None, redoc_url=None)
+    allowed = set(allowed_hosts)
+
+    @app.middleware("http")
+    async def guard(http: HTTPRequest, call_next: Any) -> Any:
+        """Refuse before routing: a foreign Host or Origin (a web page driving the gateway from the
+        user's browser, DNS rebinding), a missing token, a POST that is not JSON."""
+        host = urlsplit(f"//{http.headers.get('host', '')}").hostname
+        origin = http.headers.get("origin")
+        if host not in allowed or (origin is not None and urlsplit(origin).hostname not in allowed):
+            return _error(403, "this gateway answers only requests to and from " + ", ".join(sorted(allowed)),
+                          kind="permission_error")
+        if token is not None and http.headers.get("authorization") != f"Bearer {token}":
+            return _error(401, "missing or wrong bearer token", kind="authentication_error")
+        if http.method == "POST" and http.headers.get("content-type", "").split(";")[0].strip() != "application/json":
+            return _error(415, "send the body as application/json")
+        return await call_next(http)
+
     stats = _Stats()
     app.state.stats = stats
     created = int(time.time())
@@ -126,6 +181,14 @@ def create_app(backbone: Backbone, embedder: Any = None) -> FastAPI:
 
     def model_ids() -> list[str]:
         return [backbone.name] + ([embedder.name] if embedder is not None else [])
+
+    def unknown_model(body: Any, served: str) -> JSONResponse | None:
+        """A named model this gateway does not serve is refused, never answered by the default."""
+        asked = body.get("model") if isinstance(body, dict) else None
+        if asked in (None, "", served):
+            return None
+        stats.add(errors=1)
+        return _error(404, f"The model '{asked}' does not exist; this gateway serves '{served}'", param="model")
 
     @app.get("/health")
     def health() -> dict[str, str]:
@@ -149,7 +212,11 @@ def create_app(backbone: Backbone, embedder: Any = None) -> FastAPI:
     async def chat(http: HTTPRequest) -> Any:
         stats.add(requests=1, chat_requests=1)
         try:
-            body = await http.json()
+            body = await _read_json(http)
+            refused = unknown_model(body, backbone.name)
+            if refused is not None:
+                return refused
+            _check_content(body, allow_remote_images)
             request, stream, include_usage = _request_from_body(body)
             reply = await run_in_threadpool(answer, request)
         except (MovieMemError, ValueError, TypeError, KeyError, AttributeError) as exc:
@@ -181,11 +248,18 @@ def create_app(backbone: Backbone, embedder: Any = None) -> FastAPI:
             stats.add(errors=1)
             return _error(404, "this gateway serves no embedder (start it with --embedder)")
         try:
-            body = await http.json()
+            body = await _read_json(http)
+        except (MovieMemError, ValueError) as exc:
+            stats.add(errors=1)
+            return _error(400, str(exc) or "the body is not JSON")
+        try:
             raw = body["input"]
-        except (ValueError, KeyError, TypeError):
+        except (KeyError, TypeError):
             stats.add(errors=1)
             return _error(400, "'input' is required", param="input")
+        refused = unknown_model(body, embedder.name)
+        if refused is not None:
+            return refused
         texts = [raw] if isinstance(raw, str) else raw
         if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
             stats.add(errors=1)
@@ -299,21 +373,25 @@ def _bind(host: str, port: int) -> socket.socket:
 
 
 def start_gateway(backbone: str | Backbone = "local", embedder: Any = None, *, host: str = "127.0.0.1",
-                  port: int = 0, cache: str | Path | bool | None = None, cache_mode: str | None = None) -> Gateway:
+                  port: int = 0, cache: str | Path | bool | None = None, cache_mode: str | None = None,
+                  token: str | None = None) -> Gateway:
     """Start the gateway in a background thread (port 0 picks a free port) and return it running."""
     bb, emb = _resolve(backbone, embedder, cache, cache_mode)
-    return Gateway(create_app(bb, emb), _bind(host, port)).start()
+    return Gateway(create_app(bb, emb, token=token), _bind(host, port)).start()
 
 
 def serve(backbone_spec: str, embedder: str | None = "minilm", host: str = "127.0.0.1", port: int = 8383, *,
-          cache: str | Path | bool | None = None, cache_mode: str | None = None, log_level: str = "info") -> None:
+          cache: str | Path | bool | None = None, cache_mode: str | None = None, log_level: str = "info",
+          token: str | None = None) -> None:
     """Run the gateway in the foreground until interrupted (`moviemem serve`)."""
     import uvicorn
 
     bb, emb = _resolve(backbone_spec, embedder, cache, cache_mode)
-    if host not in ("127.0.0.1", "localhost", "::1"):
-        log.warning("the gateway has no authentication and is listening on %s", host)
+    if host not in LOOPBACK and token is None:
+        log.warning("the gateway has no --token and is listening on %s", host)
+    allowed = LOOPBACK if host in LOOPBACK or host in ("0.0.0.0", "::") else (*LOOPBACK, host)
     sock = _bind(host, port)
     log.info("moviemem gateway on http://%s:%d/v1 (backbone %s, embedder %s)", host, port, bb.name,
              getattr(emb, "name", None))
-    uvicorn.Server(uvicorn.Config(create_app(bb, emb), log_level=log_level, lifespan="off")).run(sockets=[sock])
+    app = create_app(bb, emb, token=token, allowed_hosts=allowed)
+    uvicorn.Server(uvicorn.Config(app, log_level=log_level, lifespan="off")).run(sockets=[sock])

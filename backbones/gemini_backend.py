@@ -300,7 +300,7 @@ class GeminiBackbone(BaseBackbone):
             resp = self.client().models.generate_content(model=self.model, contents=contents, config=config)
         except (errors.UnknownApiResponseError, json.JSONDecodeError) as exc:
             raw = exc.doc if isinstance(exc, json.JSONDecodeError) else str(exc)
-            return Reply.failed("malformed response body", raw=raw[:20000])
+            return Reply.failed("transport fault: malformed response body", raw=raw[:20000], transient=True)
         return self._reply(resp)
 
     def _reply(self, resp: Any) -> Reply:
@@ -312,8 +312,9 @@ class GeminiBackbone(BaseBackbone):
                           cached_input_tokens=meta.cached_content_token_count or 0)
         if not resp.candidates:
             block = getattr(resp.prompt_feedback, "block_reason", None) if resp.prompt_feedback else None
-            return Reply.failed(f"no answer (blocked: {getattr(block, 'value', block)})" if block else "no candidates",
-                                usage=usage)
+            if block:  # the provider's decision about this prompt: an answer of sorts, kept
+                return Reply.failed(f"no answer (blocked: {getattr(block, 'value', block)})", usage=usage)
+            return Reply.failed("transport fault: no candidates", usage=usage, transient=True)
         cand = resp.candidates[0]
         reason = str(getattr(cand.finish_reason, "value", cand.finish_reason) or "")
         texts, calls = [], []

@@ -82,8 +82,8 @@ class OpenAIBackbone(BaseBackbone):
         self._client: Any = None
 
     def secrets(self) -> list[str]:
-        key = os.environ.get(self.api_key_env)
-        return [key] if key else []
+        values = [os.environ.get(self.api_key_env), urlsplit(self.base_url).password]
+        return [v for v in values if v]
 
     def _api_key(self) -> str:
         key = os.environ.get(self.api_key_env)
@@ -168,8 +168,8 @@ class OpenAIBackbone(BaseBackbone):
             completion = raw.parse()
             choice = completion.choices[0]
             message = choice.message
-        except Exception:  # noqa: BLE001 - a body the SDK cannot read is a malformed reply, kept as raw
-            return Reply.failed("malformed response body", raw=text[:20000])
+        except Exception:  # noqa: BLE001 - a body the SDK cannot read (or no choices) is a transport fault
+            return Reply.failed("transport fault: malformed response body or no choices", raw=text[:20000], transient=True)
         usage = Usage()
         if completion.usage is not None:
             details = getattr(completion.usage, "prompt_tokens_details", None)

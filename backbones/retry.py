@@ -8,6 +8,7 @@ from __future__ import annotations
 import email.utils
 import logging
 import os
+import re
 import time
 from collections.abc import Callable, Iterable
 
@@ -90,12 +91,21 @@ def is_transient(exc: BaseException) -> bool:
     return any(isinstance(e, _TRANSPORT) for e in _chain(exc))
 
 
+_USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
+
+
+def redact_urls(text: str) -> str:
+    """Text with the user:password part of every URL replaced by ***: a backbone spec such as
+    openai-compatible:http://alice:pw@host/v1#m is written to results and reports as http://***@host."""
+    return _USERINFO.sub("***@", text)
+
+
 def redact(text: str, secrets: Iterable[str] = ()) -> str:
-    """Text with every credential value we know of replaced by ***."""
+    """Text with URL credentials and every credential value we know of replaced by ***."""
     values = [os.environ.get(v, "") for v in KEY_VARS] + list(secrets)
     for value in sorted({v for v in values if v and len(v) >= 6}, key=len, reverse=True):
         text = text.replace(value, "***")
-    return text
+    return redact_urls(text)
 
 
 def describe(exc: BaseException, secrets: Iterable[str] = ()) -> str:

@@ -24,6 +24,7 @@ from ..memory.schema import check_film_id
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 RELATION_TYPES = ("before", "after", "overlap", "causal", "precondition", "hierarchical", "coreference", "flashback")
 MAX_ERRORS_SHOWN = 5
+MAX_OPTIONS = 10  # answer letters A-J: the most any policy's prompt and agents/parsing.py can take
 
 Span = tuple[float, float]
 
@@ -66,8 +67,8 @@ class MCQ(Item):
     def _options(cls, v: list[str]) -> list[str]:
         if len(v) < 2:
             raise ValueError(f"needs at least 2 options, has {len(v)}")
-        if len(v) > len(LETTERS):
-            raise ValueError(f"has {len(v)} options; at most {len(LETTERS)}")
+        if len(v) > MAX_OPTIONS:
+            raise ValueError(f"has {len(v)} options; policies take at most {MAX_OPTIONS} (A-{LETTERS[MAX_OPTIONS - 1]})")
         for i, opt in enumerate(v):
             if not isinstance(opt, str) or not opt.strip():
                 raise ValueError(f"option {LETTERS[i]} is missing or empty")
@@ -311,6 +312,15 @@ def validate_rows(rows: Iterable[tuple[int | str, dict[str, Any]]], fmt: str, pa
     return items
 
 
+def text_lines(text: str) -> Iterator[tuple[int, str]]:
+    """(line number, line) for each non-blank line, split on "\n" only: JSON strings may hold
+    U+2028 and other characters that `str.splitlines` would take for line ends."""
+    for n, line in enumerate(text.split("\n"), 1):
+        line = line.removesuffix("\r")
+        if line.strip():
+            yield n, line
+
+
 def _jsonl_rows(path: Path, errors: _Errors) -> Iterator[tuple[int, dict[str, Any]]]:
     try:
         text = path.read_text(encoding="utf-8-sig")
@@ -318,9 +328,7 @@ def _jsonl_rows(path: Path, errors: _Errors) -> Iterator[tuple[int, dict[str, An
         raise MovieMemError(f"cannot read {path}: {exc.strerror or exc}") from None
     except UnicodeDecodeError:
         raise MovieMemError(f"{path}: not UTF-8 text") from None
-    for n, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
+    for n, line in text_lines(text):
         try:
             yield n, json.loads(line)
         except json.JSONDecodeError as exc:
@@ -334,7 +342,10 @@ def read_jsonl(path: str | Path, fmt: str | None = None, library: Any = None) ->
     if not rows:
         errors.raise_if_any()
         raise MovieMemError(f"{path}: no items")
-    fmt = fmt or detect_format(rows[0][1])
+    first = next((row for _, row in rows if isinstance(row, dict)), None)
+    if fmt is None and first is None:
+        raise MovieMemError(f"{path}: no line is a JSON object; a benchmark has one item object a line")
+    fmt = fmt or detect_format(first)
     return Benchmark(fmt, validate_rows(rows, fmt, str(path), library, errors), str(path), "jsonl")
 
 
@@ -434,8 +445,10 @@ def read_moviecore(path: Path, *, library: Any = None, film_prefix: str = "", **
         raise MovieMemError(f"cannot read {path}: {exc.strerror or exc}") from None
     except json.JSONDecodeError as exc:
         raise MovieMemError(f"{path}: invalid JSON ({exc.msg} at line {exc.lineno})") from None
-    if not isinstance(data, dict):
-        raise MovieMemError(f"{path}: expected an object mapping video names to question lists")
+    if not isinstance(data, dict) or not data or not all(
+            isinstance(qas, list) and any(isinstance(qa, dict) and "question" in qa for qa in qas) for qas in data.values()):
+        raise MovieMemError(f"{path} is not a MovieCORE annotation file (an object mapping video names to lists of "
+                            f"{{question, answer}}); for another benchmark pass --format ({', '.join([*_FORMATS, *_ADAPTERS])})")
     rows: list[tuple[int | str, dict[str, Any]]] = []
     for video, qas in data.items():
         fid = film_prefix + re.sub(r"[^a-z0-9_-]+", "-", Path(video).stem.lower()).strip("-")
@@ -477,9 +490,7 @@ def read_movie101(path: Path, *, library: Any = None, film_prefix: str = "movie1
         fid = f"{film_prefix}{txt.stem}".lower()
         errors = _Errors(str(txt))
         rows: list[tuple[int | str, dict[str, Any]]] = []
-        for n, line in enumerate(txt.read_text(encoding="utf-8-sig").splitlines(), 1):
-            if not line.strip():
-                continue
+        for n, line in text_lines(txt.read_text(encoding="utf-8-sig")):
             parts = line.split("|", 2)
             if len(parts) != 3:
                 errors.add(n, "expected h:m:s|h:m:s|text")

@@ -23,6 +23,7 @@ import numpy as np
 
 from ..errors import MovieMemError
 from . import metrics
+from .formats import text_lines
 from .runner import grid_records, read_manifest
 
 JUDGE = "judge.jsonl"
@@ -69,12 +70,11 @@ def read_judgements(run_dir: str | Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
-                break  # a line cut short by a kill: judged again on resume
+    for _, line in text_lines(path.read_text(encoding="utf-8")):
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            break  # a line cut short by a kill: judged again on resume
     return out
 
 

@@ -4,7 +4,9 @@ Conventions: an invalid answer counts as wrong in accuracy (never dropped) and i
 separately as the invalid rate. Intervals are 95% unless `level` says otherwise.
 
 References:
-- Wald interval: p ± z·sqrt(p(1-p)/n) (as CHNB reports accuracy).
+- Wilson score interval for proportions (statsmodels `proportion_confint`): unlike Wald it
+  neither collapses to 0-0 at 0/n nor spans [0, 1] at small n. Every proportion keeps the Wald
+  `se` = sqrt(p(1-p)/n) too, so a CHNB-style table can show p ± z·se, labelled Wald.
 - Film-clustered standard errors: cluster-robust (CR1) variance of a mean, items grouped by
   film (Cameron & Miller 2015); questions about one film are not independent. Computed with
   statsmodels OLS on an intercept, `cov_type="cluster"`.
@@ -77,15 +79,27 @@ def wald(k: float, n: int, level: float = 0.95) -> Estimate:
     return Estimate(n, p, max(0.0, p - z * se), min(1.0, p + z * se), se, k)
 
 
+def wilson(k: float, n: int, level: float = 0.95) -> Estimate:
+    """Proportion k/n with the Wilson score interval; `se` is the Wald standard error."""
+    from statsmodels.stats.proportion import proportion_confint
+
+    est = wald(k, n, level)
+    if n <= 0:
+        return est
+    low, high = proportion_confint(k, n, alpha=1 - level, method="wilson")
+    # rounding can put a bound a hair past p at 0/n or n/n
+    return Estimate(n, est.value, max(0.0, min(float(low), est.value)), min(1.0, max(float(high), est.value)), est.se, k)
+
+
 def _bools(values: Sequence[bool | None]) -> np.ndarray:
     """Correctness flags; None (invalid / unscored) counts as wrong."""
     return np.array([bool(v) for v in values], dtype=float)
 
 
 def accuracy(correct: Sequence[bool | None], level: float = 0.95) -> Estimate:
-    """Share of correct answers with the 95% Wald interval; invalid (None) counts as wrong."""
+    """Share of correct answers with the 95% Wilson interval; invalid (None) counts as wrong."""
     x = _bools(correct)
-    return wald(float(x.sum()), len(x), level)
+    return wilson(float(x.sum()), len(x), level)
 
 
 def clustered_se(values: Sequence[float], clusters: Sequence[Hashable]) -> float:
@@ -119,7 +133,7 @@ def clustered_accuracy(correct: Sequence[bool | None], films: Sequence[Hashable]
 
 def invalid_rate(invalid: Sequence[bool], level: float = 0.95) -> Estimate:
     x = np.array([bool(v) for v in invalid], dtype=float)
-    return wald(float(x.sum()), len(x), level)
+    return wilson(float(x.sum()), len(x), level)
 
 
 def per_category(correct: Sequence[bool | None], categories: Sequence[str | None],
@@ -232,7 +246,7 @@ def claim_pairs(on_true: Sequence[bool | None], on_false: Sequence[bool | None],
     tn = sum(v is False for v in on_false)
     both = sum(t is True and f is False for t, f in zip(on_true, on_false))
     bad = sum(v is None for v in on_true) + sum(v is None for v in on_false)
-    return ClaimScores(n, wald(both, n, level), wald(tp, n, level), wald(tn, n, level), wald(bad, 2 * n, level))
+    return ClaimScores(n, wilson(both, n, level), wilson(tp, n, level), wilson(tn, n, level), wilson(bad, 2 * n, level))
 
 
 # ----------------------------------------------------------------------------- NEST relations

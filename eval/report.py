@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import MovieMemError
-from . import evidence, metrics
+from . import evidence, metrics, provenance
 from .formats import LETTERS, Item, item_category
 from .runner import grid_records, parse_policy_spec, read_manifest, summarise
 
@@ -27,14 +27,19 @@ Z95 = 1.959963984540054
 
 
 def _pct(e: dict[str, Any] | None) -> str:
-    """'value ± half-width' in %: the half-width is z·se, so an interval clipped at 0 or 1 still
-    shows its Wald width."""
+    """'value [low, high]' in %: the estimate's own interval (Wilson for proportions)."""
     if not e or not e.get("n") or e.get("value") is None or math.isnan(e["value"]):
         return "n/a"
-    se = e.get("se")
-    if se is None or math.isnan(se):
+    if e.get("ci_low") is None or math.isnan(e["ci_low"]):
         return f"{100 * e['value']:.1f}"
-    return f"{100 * e['value']:.1f} ± {100 * Z95 * se:.1f}"
+    return f"{100 * e['value']:.1f} [{100 * e['ci_low']:.1f}, {100 * e['ci_high']:.1f}]"
+
+
+def _wald(e: dict[str, Any] | None) -> str:
+    """'value ± z·se' in %, the Wald form CHNB tables report (labelled as such where shown)."""
+    if not e or not e.get("n") or e.get("se") is None or math.isnan(e["se"]):
+        return "n/a"
+    return f"{100 * e['value']:.1f} ± {100 * Z95 * e['se']:.1f}"
 
 
 def _money(x: float | None) -> str:
@@ -136,15 +141,16 @@ def write_report(run_dir: str | Path, baseline: str | None = None, inspector: bo
     md = [f"# Benchmark report: {Path(manifest.get('benchmark') or run_dir).name}", "",
           f"Format `{fmt}`, {len(items)} items, {len({it.film_id for it in items})} film(s). "
           f"Run directory `{run_dir}`, last updated {manifest.get('updated')}.", "",
-          "Accuracy in % with 95% Wald intervals; invalid answers count as wrong. "
+          "Accuracy in % with 95% Wilson intervals (the CHNB-style Wald ± is its own column); invalid answers count "
+          "as wrong; fallback-parsed is the share of valid answers read from free text rather than JSON. "
           "Compute is the summed wall time of the configuration's items; tokens are input tokens per item; "
           "cost is the priced cost of every call (cached replies included).", ""]
     md += ["## Results", "", _table(
-        ["paradigm", "backbone", "n", "compute (s)", "accuracy", "clustered 95% CI", "invalid %", "median input tokens",
-         "output tokens", "cost ($)"],
-        [[r["policy"], r["backbone"], r["n"], _secs(r["compute_s"]), _pct(r.get("accuracy")),
-          _ci(r.get("accuracy_clustered")), _pct(r.get("invalid")), r["median_input_tokens"], r["total_output_tokens"],
-          _money(r["cost_usd"])] for r in rows])]
+        ["paradigm", "backbone", "n", "compute (s)", "accuracy", "accuracy ± (Wald, CHNB)", "clustered 95% CI",
+         "invalid %", "fallback-parsed %", "median input tokens", "output tokens", "cost ($)"],
+        [[r["policy"], r["backbone"], r["n"], _secs(r["compute_s"]), _pct(r.get("accuracy")), _wald(r.get("accuracy")),
+          _ci(r.get("accuracy_clustered")), _pct(r.get("invalid")), _pct(r.get("fallback_parsed")),
+          r["median_input_tokens"], r["total_output_tokens"], _money(r["cost_usd"])] for r in rows])]
     incomplete = [f"{r['policy']} / {r['backbone']} ({r['n']}/{len(items)})" for r in rows if r["n"] < len(items)]
     if incomplete:
         md += ["", "Incomplete configurations (the run stopped or is still going): " + ", ".join(incomplete) + "."]
@@ -172,6 +178,8 @@ def write_report(run_dir: str | Path, baseline: str | None = None, inspector: bo
     reasons = _invalid_reasons(grid)
     if reasons:
         md += ["", "## Invalid answers", "", _table(["paradigm", "backbone", "count", "reason"], reasons)]
+    md += _position_bias(items, grid)
+    md += provenance.markdown(manifest.get("provenance"))
     paths = {"report": run_dir / REPORT}
     plot = plot_accuracy_vs_tokens(rows, run_dir / PLOT)
     if plot is not None:
@@ -182,6 +190,21 @@ def write_report(run_dir: str | Path, baseline: str | None = None, inspector: bo
         md += ["", f"Inspector: [{INSPECTOR}/index.html]({INSPECTOR}/index.html)"]
     (run_dir / REPORT).write_text("\n".join(md) + "\n", encoding="utf-8")
     return paths
+
+
+def _position_bias(items: list[Item], grid: dict[tuple[str, str], list[dict[str, Any]]]) -> list[str]:
+    """For a --permute run: consistency across option rotations and the chosen-letter shares."""
+    from .permute import position_bias
+
+    rows = [r for r in position_bias(items, grid) if r["items"]]
+    if not rows:
+        return []
+    return ["", "## Position bias (options rotated)", "",
+            "Consistent: the same option text chosen under every rotation of an item's options. "
+            "Letters: share of valid answers per letter (no bias: equal shares).", "",
+            _table(["paradigm", "backbone", "items", "consistent %", "letters"],
+                   [[r["policy"], r["backbone"], r["items"], f"{100 * r['consistency']:.1f}",
+                     ", ".join(f"{k} {100 * v:.0f}%" for k, v in r["letters"].items())] for r in rows])]
 
 
 def _ci(e: dict[str, Any] | None) -> str:

@@ -22,6 +22,7 @@ can be sharded or run elsewhere without knowing moviemem's internals.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -34,14 +35,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from filelock import FileLock, Timeout
+
+from ..backbones.retry import redact, redact_urls
 from ..errors import MovieMemError
-from . import evidence
-from .formats import Benchmark, Item, formats, item_category
+from . import evidence, metrics
+from .formats import Benchmark, Item, formats, item_category, text_lines
 from .tasks import Query, task_for
 
 RESULTS = "results.jsonl"
 ITEMS = "items.jsonl"
 MANIFEST = "run.json"
+LOCK = ".writer.lock"
 
 
 class BudgetExceeded(BaseException):
@@ -118,6 +123,7 @@ class Spend:
     tokens: int = 0  # input + output tokens of calls that reached a model
     cost_usd: float = 0.0
     unpriced_calls: int = 0
+    transient: int = 0  # calls that failed in transport: no reply from the model, asked again by a rerun
 
     def add(self, other: Spend) -> None:
         for f in dataclasses.fields(self):
@@ -133,9 +139,13 @@ class Budget:
         self.before = spent or Spend()  # what earlier invocations spent
         self.now = Spend()  # this invocation
         self.exceeded: str | None = None
+        self.reserved = 0  # output tokens that calls in flight may still spend
         self._lock = threading.Lock()
 
-    def check(self) -> None:
+    def check(self, reserve: int = 0) -> None:
+        """Before a call: refuse it unless what is spent, what calls in flight may still spend
+        and this call's output limit (`reserve`, its max_tokens) fit under the token cap; then
+        hold `reserve` until `charge`. Input tokens are known only when a call returns."""
         with self._lock:
             if self.exceeded:
                 raise BudgetExceeded(self.exceeded)
@@ -143,13 +153,20 @@ class Budget:
             tokens = self.before.tokens + self.now.tokens
             if self.max_cost_usd is not None and cost >= self.max_cost_usd:
                 self.exceeded = f"cost cap ${self.max_cost_usd:.2f} reached (${cost:.4f} spent)"
-            elif self.max_tokens is not None and tokens >= self.max_tokens:
-                self.exceeded = f"token cap {self.max_tokens} reached ({tokens} tokens spent)"
+            elif self.max_tokens is not None and tokens + self.reserved + reserve > self.max_tokens:
+                self.exceeded = (f"token cap {self.max_tokens} reached ({tokens} tokens spent; the next call may "
+                                 f"produce {reserve} more)")
             if self.exceeded:
                 raise BudgetExceeded(self.exceeded)
+            self.reserved += reserve
 
-    def charge(self, reply: Any, item_spend: Spend | None) -> None:
-        fresh = Spend()
+    def release(self, reserved: int) -> None:
+        with self._lock:
+            self.reserved -= reserved
+
+    def charge(self, reply: Any, item_spend: Spend | None, reserved: int = 0) -> None:
+        self.release(reserved)
+        fresh = Spend(transient=int(bool(getattr(reply, "transient", False))))
         if getattr(reply, "cached", False):
             fresh.cache_hits = 1
         else:
@@ -197,24 +214,32 @@ class MeteredBackbone:
         item being answered on this thread (scale/ray_bench.py answers items in Ray workers)."""
         self.budget.add(spend, self._item())
 
+    def _metered(self, call: Callable[[], Any], reserves: list[int]) -> list[Any]:
+        """Check the caps with the calls' output limits held, call, then charge what came back."""
+        self.budget.check(sum(reserves))
+        try:
+            replies = call()
+        except BaseException:
+            self.budget.release(sum(reserves))
+            raise
+        for reply, reserve in zip(replies, reserves):
+            self.budget.charge(reply, self._item(), reserve)
+        return replies
+
     def chat(self, messages: Any, **kw: Any) -> Any:
-        self.budget.check()
-        reply = self.inner.chat(messages, **kw)
-        self.budget.charge(reply, self._item())
-        return reply
+        return self._metered(lambda: [self.inner.chat(messages, **kw)], [int(kw.get("max_tokens") or 512)])[0]
 
     def send(self, request: Any) -> Any:
-        self.budget.check()
-        reply = self.inner.send(request)
-        self.budget.charge(reply, self._item())
-        return reply
+        return self._metered(lambda: [self.inner.send(request)], [_max_tokens(request)])[0]
 
     def chat_many(self, requests: Any) -> list[Any]:
-        self.budget.check()
-        replies = self.inner.chat_many(requests)
-        for r in replies:
-            self.budget.charge(r, self._item())
-        return replies
+        return self._metered(lambda: self.inner.chat_many(requests), [_max_tokens(r) for r in requests])
+
+
+def _max_tokens(request: Any) -> int:
+    """A request's output limit (Request or its dict form; 512, the backbones' default, if unset)."""
+    value = request.get("max_tokens") if isinstance(request, dict) else getattr(request, "max_tokens", None)
+    return int(value or 512)
 
 
 # ----------------------------------------------------------------------------- records
@@ -303,7 +328,7 @@ def read_items(run_dir: str | Path) -> list[dict[str, Any]]:
     path = Path(run_dir) / ITEMS
     if not path.exists():
         raise MovieMemError(f"{run_dir} is not a run directory: no {ITEMS}")
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [json.loads(line) for _, line in text_lines(path.read_text(encoding="utf-8"))]
 
 
 def read_manifest(run_dir: str | Path) -> dict[str, Any]:
@@ -320,7 +345,7 @@ class _Writer:
         self._f = path.open("a", encoding="utf-8")
 
     def write(self, rec: dict[str, Any]) -> None:
-        line = json.dumps(rec, ensure_ascii=False, allow_nan=False) + "\n"
+        line = redact(json.dumps(rec, ensure_ascii=False, allow_nan=False)) + "\n"  # a reply may echo a key
         with self._lock:
             self._f.write(line)
             self._f.flush()
@@ -332,7 +357,7 @@ class _Writer:
 
 def _write_json(path: Path, obj: Any) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(obj, ensure_ascii=False, indent=1, default=str) + "\n", encoding="utf-8")
+    tmp.write_text(redact(json.dumps(obj, ensure_ascii=False, indent=1, default=str)) + "\n", encoding="utf-8")
     tmp.replace(path)
 
 
@@ -370,7 +395,8 @@ def _spend_of(rec: dict[str, Any]) -> Spend:
 
 
 def _backbone_spec(b: Any) -> str:
-    return b if isinstance(b, str) else str(getattr(b, "name", type(b).__name__))
+    """The name a backbone goes by in records, run.json and reports: never with URL credentials."""
+    return redact_urls(b if isinstance(b, str) else str(getattr(b, "name", type(b).__name__)))
 
 
 def _load_backbone(b: Any, cache: Path | None, cache_mode: str | None) -> Any:
@@ -394,6 +420,32 @@ def _order(items: Sequence[Item]) -> list[Item]:
     return sorted(items, key=lambda it: first[it.film_id])
 
 
+def _one_writer(fn: Callable[..., BenchResult]) -> Callable[..., BenchResult]:
+    """A run directory has one writer at a time: a second bench on the same --out would ask and
+    pay for every item again, and a --retry-invalid rewrite would drop the other's appends."""
+
+    @functools.wraps(fn)
+    def locked(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any], out: str | Path,
+               **kw: Any) -> BenchResult:
+        run_dir = Path(out)
+        try:
+            run_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise MovieMemError(f"cannot create run directory {run_dir}: {exc.strerror or exc}") from None
+        lock = FileLock(str(run_dir / LOCK))
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            raise MovieMemError(f"another bench is writing to {run_dir}; wait for it to finish or use another --out") from None
+        try:
+            return fn(bench, policies, backbones, out, **kw)
+        finally:
+            lock.release()
+
+    return locked
+
+
+@_one_writer
 def run_bench(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any], out: str | Path, *,
               answerer: Answerer | None = None, library: Any = None, concurrency: int = 1,
               max_cost_usd: float | None = None, max_tokens: int | None = None,
@@ -427,11 +479,7 @@ def run_bench(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any
     if len(set(specs)) != len(specs) or len(set(policies)) != len(policies):
         raise MovieMemError("a policy or backbone is named twice")
 
-    run_dir = Path(out)
-    try:
-        run_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise MovieMemError(f"cannot create run directory {run_dir}: {exc.strerror or exc}") from None
+    run_dir = Path(out)  # created and locked by _one_writer
     manifest_path = run_dir / MANIFEST
     old = json.loads(manifest_path.read_text(encoding="utf-8")) if manifest_path.exists() else {}
     if old and old.get("format") != bench.format:
@@ -440,17 +488,21 @@ def run_bench(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any
     records = read_results(run_dir, repair=True)
     warnings: list[str] = []
     retired = Spend(**old.get("retired_spend", {}))  # spend of records dropped by --retry-invalid
-    if retry_invalid:
-        keep = [r for r in records if r["status"] != "invalid"]
-        for r in records:
-            if r["status"] == "invalid":
-                retired.add(_spend_of(r))
-        if len(keep) != len(records):
-            tmp = run_dir / f".{RESULTS}.tmp"
-            tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in keep), encoding="utf-8")
-            tmp.replace(run_dir / RESULTS)
-            warnings.append(f"retrying {len(records) - len(keep)} invalid item(s)")
-        records = keep
+    # transport faults are no answer: always asked again; invalid answers only when asked to
+    again = {"transient"} | ({"invalid"} if retry_invalid else set())
+    keep = [r for r in records if r["status"] not in again]
+    for r in records:
+        if r["status"] in again:
+            retired.add(_spend_of(r))
+    if len(keep) != len(records):
+        tmp = run_dir / f".{RESULTS}.tmp"
+        tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in keep), encoding="utf-8")
+        tmp.replace(run_dir / RESULTS)
+        for status, what in (("invalid", "invalid item(s)"), ("transient", "item(s) that hit transport faults")):
+            n = sum(r["status"] == status for r in records if status in again)
+            if n:
+                warnings.append(f"retrying {n} {what}")
+    records = keep
     done = {r["key"] for r in records}
 
     # items.jsonl: the union of what earlier runs and this one asked, this run's version winning
@@ -483,12 +535,14 @@ def run_bench(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any
     cache_path = Path(cache) if cache is not None else (Path(lib_path) / "cache" if lib_path else None)
     metered = [MeteredBackbone(_load_backbone(b, cache_path, cache_mode), budget, spec)
                for b, spec in zip(backbones, specs)]
+    _record_provenance(manifest_path, manifest, old.get("provenance"), metered, policies, warnings)
 
     grid = [(p, mb, it) for mb in metered for p in policies for it in _order(items)]
     total = len(grid)
     todo = [(p, mb, it) for p, mb, it in grid if record_key(p, mb.name, it.id) not in done]
     grid_keys = {record_key(p, mb.name, it.id) for p, mb, it in grid}
-    counts = {s: sum(1 for r in records if r["status"] == s and r["key"] in grid_keys) for s in ("answered", "invalid")}
+    counts = {s: sum(1 for r in records if r["status"] == s and r["key"] in grid_keys)
+              for s in ("answered", "invalid", "transient")}
     lock = threading.Lock()
     stopped_at: list[str] = []
 
@@ -525,7 +579,8 @@ def run_bench(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any
         return {
             "key": record_key(policy, mb.name, item.id), "policy": policy, "backbone": mb.name, "item_id": item.id,
             "film_id": item.film_id, "format": bench.format, "category": item_category(item),
-            "status": "invalid" if reason else "answered", "reason": reason, "correct": scored_correct,
+            "status": ("transient" if item_spend.transient else "invalid") if reason else "answered",
+            "reason": f"transport fault: {reason}" if reason and item_spend.transient else reason, "correct": scored_correct,
             "detail": _jsonable(detail), "answers": answers, "usage": _usage_sum(answers),
             "spend": dataclasses.asdict(item_spend), "wall_s": round(time.perf_counter() - t0, 4),
             "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **extra,
@@ -569,6 +624,9 @@ def run_bench(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any
         where = sorted(stopped_at)[0] if stopped_at else "before the next item"
         stopped = (f"{budget.exceeded}: stopped after {n_done}/{total} items, at {where}; "
                    f"rerun with a higher cap to resume")
+    if counts["transient"]:
+        warnings.append(f"{counts['transient']} item(s) got no reply from the model (transport faults, not scored); "
+                        f"rerun to ask them again")
     if budget.now.unpriced_calls and max_cost_usd is not None:
         warnings.append(f"{budget.now.unpriced_calls} call(s) had no known price and count $0 against --max-cost")
     return BenchResult(run_dir, len(items), total, counts["answered"], counts["invalid"], budget.now, stopped,
@@ -576,6 +634,22 @@ def run_bench(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any
 
 
 # ----------------------------------------------------------------------------- summaries
+
+
+def _record_provenance(path: Path, manifest: dict[str, Any], old: dict[str, Any] | None, metered: list[MeteredBackbone],
+                       policies: Sequence[str], warnings: list[str]) -> None:
+    """run.json gets what produced the numbers; a rerun whose provenance differs says what changed."""
+    from . import provenance
+
+    prov = provenance.collect({mb.name: mb.inner for mb in metered}, {p: parse_policy_spec(p)[1] for p in policies})
+    changes = provenance.differences(old, prov)
+    if changes:
+        warnings.append("provenance differs from the earlier run in this directory: " + "; ".join(changes))
+    for group in ("backbones", "policies"):  # configurations of earlier invocations stay described
+        prov[group] = {**((old or {}).get(group) or {}), **prov[group]}
+    prov["changes"] = [*((old or {}).get("changes") or []), *changes]
+    manifest["provenance"] = prov
+    _write_json(path, manifest)
 
 
 def grid_records(run_dir: str | Path) -> tuple[list[Item], dict[tuple[str, str], list[dict[str, Any]]]]:
@@ -587,11 +661,25 @@ def grid_records(run_dir: str | Path) -> tuple[list[Item], dict[tuple[str, str],
     items = validate_rows(((i + 1, r) for i, r in enumerate(rows)), manifest["format"], str(Path(run_dir) / ITEMS))
     by_key: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
     for r in read_results(run_dir):
+        if r["status"] == "transient":
+            continue  # no answer to score: the configuration shows as incomplete until a rerun asks again
         by_key.setdefault((r["policy"], r["backbone"]), {})[r["item_id"]] = r
     order = {it.id: i for i, it in enumerate(items)}
     out = {k: sorted((r for iid, r in v.items() if iid in order), key=lambda r: order[r["item_id"]])
            for k, v in by_key.items()}
     return items, out
+
+
+def fallback_parsed(records: Sequence[dict[str, Any]]) -> metrics.Estimate:
+    """Share of a configuration's valid answers that were read from free text by a fallback
+    parser rather than from the model's JSON (each answer's last parse step in its trace)."""
+    hows = []
+    for rec in records:
+        for ans in (rec.get("answers") or {}).values():
+            parses = [s for s in ans.get("trace") or [] if s.get("kind") == "parse" and not s.get("invalid")]
+            if parses:
+                hows.append(parses[-1].get("how") == "fallback")
+    return metrics.wilson(sum(hows), len(hows))
 
 
 def summarise(run_dir: str | Path) -> list[dict[str, Any]]:
@@ -610,6 +698,7 @@ def summarise(run_dir: str | Path) -> list[dict[str, Any]]:
         s.update({"policy": policy, "backbone": backbone, "n": len(recs),
                   "answered": sum(r["status"] == "answered" for r in recs),
                   "invalid_n": sum(r["status"] == "invalid" for r in recs),
+                  "fallback_parsed": fallback_parsed(recs).to_dict(),
                   "median_input_tokens": statistics.median(tokens) if tokens else None,
                   "total_input_tokens": sum(tokens),
                   "total_output_tokens": sum(r["usage"].get("output_tokens") or 0 for r in recs),

@@ -27,6 +27,7 @@ from . import synth_bench
 from .synth_render import H, SR, W, Voicer, encode, paint_shots, require_tools
 from .synth_script import Measure, Timeline, build_script, estimate_seconds, layout
 
+MIN_MINUTES = 2.5  # the plot needs 2.2 min at any seed (words-per-minute estimate); real voices vary a little
 MAX_MINUTES = 600.0
 # film.mp4 first and truth.json last: truth.json present means the set is complete.
 FILES = ("film.mp4", "captions.srt", "mcq.jsonl", "claims.jsonl", "relations.jsonl", "truth.json")
@@ -36,6 +37,8 @@ Progress = Callable[[str, int, int], None]  # (step, done, total)
 def check_minutes(minutes: float) -> float:
     if not isinstance(minutes, (int, float)) or not math.isfinite(minutes) or minutes <= 0:
         raise MovieMemError(f"--minutes must be a positive number, not {minutes!r}")
+    if minutes < MIN_MINUTES:
+        raise MovieMemError(f"--minutes {minutes:g} is too short: the synthetic film needs at least {MIN_MINUTES:g} minutes")
     if minutes > MAX_MINUTES:
         raise MovieMemError(f"--minutes {minutes:g} is too long: the synthetic film is at most {MAX_MINUTES:g} minutes")
     return float(minutes)
@@ -123,6 +126,7 @@ def render(out_dir: Path, minutes: float = 3.0, seed: int = 7, film_id: str = "s
     check_minutes(minutes)
     require_tools()
     out_dir = Path(out_dir)
+    created = not out_dir.exists()
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         work = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.synth-", dir=out_dir.resolve().parent))
@@ -154,3 +158,5 @@ def render(out_dir: Path, minutes: float = 3.0, seed: int = 7, film_id: str = "s
         raise MovieMemError(f"cannot write the synthetic film to {out_dir}: {exc.strerror or exc}") from None
     finally:
         shutil.rmtree(work, ignore_errors=True)
+        if created and not any(out_dir.iterdir()):
+            out_dir.rmdir()  # a failed render leaves no empty folder behind

@@ -28,6 +28,7 @@ from ..memory.view import FilmMemory
 from .captioner import Line, known_names, run_requests, spread
 from .prompts import DESCRIBE_GAP, NARRATE_CLIP, SHORTEN, clock, names_clause
 from .report import Reporter
+from .structured import Ask, ask_json
 
 MIN_WORDS = 3  # a gap with room for fewer words is too short to describe anything
 
@@ -266,6 +267,10 @@ def describe(film: FilmMemory, backbone: Backbone, *, min_gap_s: float = 2.0, wo
     for i, (a, b, budget, text) in enumerate(lines):
         fitted, trimmed = fit_words(rewritten.get(i, text), budget)
         result.cues.append(Cue(round(a, 3), round(b, 3), fitted, budget, i in rewritten, trimmed))
+    if not result.cues and result.invalid:  # an empty track is no result: say why instead of writing it
+        a, b, why = result.invalid[0]
+        raise MovieMemError(f"no narration written: all {len(result.invalid)} replies were unusable "
+                            f"(first, {a:.1f}-{b:.1f} s: {why})")
     if out is not None:
         result.out = write_track(result.cues, Path(out))
     if reporter is not None:
@@ -340,13 +345,16 @@ def narrate(film: FilmMemory, backbone: Backbone, start: float, end: float, *, m
     text = NARRATE_CLIP.render(t0=clock(start), t1=clock(end), names=names_clause(mem.names),
                                frames=f" The {len(stills)} attached stills are from this stretch, in order." if stills else "",
                                context="\n".join(context) if context else "(only the stills)")
-    request = Request.build([system(NARRATE_CLIP.system), user(text, images=stills)],
-                            json_schema=NARRATE_CLIP.schema if json_reply else None, max_tokens=400)
-    reply = run_requests(backbone, [request])[0]
-    body = _reply_text(reply, json_reply)
-    chars: list[str] = []
-    if body is not None and json_reply and isinstance(reply.data, dict):
-        chars = list(dict.fromkeys(str(c).strip() for c in reply.data.get("characters") or [] if str(c).strip()))
+    messages = [system(NARRATE_CLIP.system), user(text, images=stills)]
+    if json_reply:  # a schema miss is asked again with its reason, as every structured call is
+        ans = ask_json(backbone, [Ask("narration", messages)], NARRATE_CLIP.schema, max_tokens=400,
+                       check=lambda data: None if _reply_text(Reply(data=data), True) else "no words in the narration")[0]
+        body, usage, error = (_reply_text(Reply(data=ans.data), True) if ans.ok else None), ans.usage, "; ".join(ans.errors)
+        data = ans.data if isinstance(ans.data, dict) else {}
+    else:
+        reply = run_requests(backbone, [Request.build(messages, max_tokens=400)])[0]
+        body, usage, error, data = _reply_text(reply, False), reply.usage, reply.error, {}
+    chars = list(dict.fromkeys(str(c).strip() for c in data.get("characters") or [] if str(c).strip()))
     return Narration(round(start, 3), round(end, 3), body or "", chars, NARRATE_CLIP.id, _backbone_label(backbone),
-                     reply.usage, invalid=body is None,
-                     error=None if body is not None else (reply.error or "no words in the narration"))
+                     usage, invalid=body is None,
+                     error=None if body is not None else (error or "no words in the narration"))

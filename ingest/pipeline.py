@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 from pathlib import Path
 
 from filelock import FileLock, Timeout
@@ -18,7 +19,7 @@ from ..memory.store import MemoryStore, params_hash
 from .probe import file_sha256, probe
 from .report import QuietReporter, Reporter
 from .stages import STAGES, VIDEO_STAGES, Ctx, Inputs, Stage
-from .texttracks import TextTrack, clip_to, load_track
+from .texttracks import TextTrack, check_time, clip_to, load_track
 
 
 def slug_for(path: Path) -> str:
@@ -27,12 +28,17 @@ def slug_for(path: Path) -> str:
     return slug.strip("-_")[:64] or "film"
 
 
+log = logging.getLogger("moviemem.ingest")
+
+
 def _lock(store: MemoryStore, film_id: str, reporter: Reporter, wait_s: float) -> FileLock:
     lock = FileLock(str(store.locks_dir() / f"{film_id}.lock"))
     try:
         lock.acquire(timeout=0)
     except Timeout:
-        reporter.warn(f"film {film_id!r} is being ingested by another process; waiting for it to finish")
+        message = f"film {film_id!r} is being ingested by another process; waiting up to {wait_s:.0f} s for it to finish"
+        log.warning(message)  # the Python API's reporter is quiet: a wait of minutes must still be visible
+        reporter.warn(message)
         try:
             lock.acquire(timeout=wait_s)
         except Timeout:
@@ -41,8 +47,10 @@ def _lock(store: MemoryStore, film_id: str, reporter: Reporter, wait_s: float) -
 
 
 def run_stages(store: MemoryStore, settings: Settings, inputs: Inputs, stages: list[Stage], reporter: Reporter,
-               only: set[str] | None = None) -> None:
-    """Run stages in order. With `only`, other stages run just when they have never finished."""
+               only: set[str] | None = None, replace: bool = False) -> None:
+    """Run stages in order. With `only`, other stages run just when they have never finished.
+    A stage that would now be skipped (e.g. events without --backbone) keeps its finished rows
+    unless it is asked for by name, and then dropping them needs `replace`."""
     film_id = inputs.film.film_id
     runs = store.finished_runs(film_id)
     for stage in stages:
@@ -60,6 +68,13 @@ def run_stages(store: MemoryStore, settings: Settings, inputs: Inputs, stages: l
             reporter.finish(stage.name, "cached", current.reason)
             continue
         reason = stage.skip_reason(ctx)
+        if reason and current is not None and current.status == "done" and current.rows:
+            if only is None or stage.name not in only:
+                reporter.finish(stage.name, "cached", f"kept its {current.rows} finished row(s) (now: {reason})")
+                continue
+            if not replace:
+                raise MovieMemError(f"stage {stage.name} would be skipped ({reason}) and drop its {current.rows} "
+                                    f"finished row(s) for {film_id!r}; pass --replace to drop them")
         ctx.run_id = store.begin_run(film_id, stage.name, params, phash, code_version=__version__)
         if reason:
             store.finish_run(film_id, stage.name, ctx.run_id, stage.owns, rows=0, status="skipped", reason=reason)
@@ -144,7 +159,7 @@ def _commit_film(store: MemoryStore, settings: Settings, inputs: Inputs, stages:
         _keep_imported(store, film.film_id, inputs)
         default = VIDEO_STAGES
         chosen, only = _select(stages, default)
-        run_stages(store, settings, inputs, chosen, reporter, only)
+        run_stages(store, settings, inputs, chosen, reporter, only, replace)
     finally:
         lock.release()
     return film.film_id
@@ -163,6 +178,7 @@ def ingest_video(store: MemoryStore, settings: Settings, path: Path | str, *, fi
     path = Path(path)
     film_id = check_film_id(film_id if film_id is not None else slug_for(path))
     info = probe(path)
+    check_time(info.duration_s, f"{path.name}: probed duration")
     inputs = Inputs(video=path, probe=info, film=FilmRow(film_id=film_id))
     if subtitles is not None:
         inputs.subtitles, inputs.subtitles_sha = _load_text(subtitles, reporter, duration_s=info.duration_s, encoding=encoding)
@@ -192,8 +208,8 @@ def ingest_text(store: MemoryStore, settings: Settings, path: Path | str, *, fil
         raise MovieMemError(f"--as must be utterances or captions, not {as_!r}")
     path = Path(path)
     film_id = check_film_id(film_id if film_id is not None else slug_for(path))
-    if duration_s is not None and duration_s <= 0:
-        raise MovieMemError(f"--duration must be positive, not {duration_s}")
+    if duration_s is not None and check_time(duration_s, "--duration") == 0:
+        raise MovieMemError("--duration must be positive, not 0")
     track, sha = _load_text(path, reporter, duration_s=duration_s, encoding=encoding, fmt=fmt)
     duration = duration_s if duration_s is not None else track.last_end
     inputs = Inputs(video=None, probe=None, film=FilmRow(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from rich.console import Console
+from rich.text import Text
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 
@@ -65,8 +66,8 @@ class RichReporter(QuietReporter):
             self._progress.stop()
             self._progress = None
         colour = {"done": "green", "cached": "dim", "skipped": "yellow", "failed": "red"}.get(status, "white")
-        self.console.print(f"[{colour}]{status:>7}[/] {label}" + (f"  [dim]{note}[/]" if note else ""), highlight=False)
+        self.console.print(Text.assemble((f"{status:>7}", colour), f" {label}", (f"  {note}" if note else "", "dim")), highlight=False)
 
     def warn(self, message: str) -> None:
         super().warn(message)
-        self.console.print(f"[yellow]warning:[/] {message}", highlight=False)
+        self.console.print(Text.assemble(("warning:", "yellow"), f" {message}"), highlight=False)

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..backbones import Backbone, Message, Reply, Request, assistant, user
+from ..backbones import Backbone, Message, Reply, Request, Usage, assistant, user
 from ..backbones.base import check_schema, parse_json_reply, run_many
 from ..errors import MovieMemError
 from .prompts_events import RETRY_NOTE
@@ -37,6 +37,7 @@ class Answer:
     raw: str = ""  # the last reply text (kept for the failure record)
     input_tokens: int = 0
     output_tokens: int = 0
+    usage: Usage = field(default_factory=Usage)  # every attempt's, cost included
 
     @property
     def ok(self) -> bool:
@@ -94,6 +95,7 @@ def ask_json(backbone: Backbone, asks: list[Ask], schema: dict[str, Any], *, max
             ans.raw = reply.raw or reply.text
             ans.input_tokens += reply.usage.input_tokens
             ans.output_tokens += reply.usage.output_tokens
+            ans.usage = ans.usage + reply.usage
             value, err = _judge(reply, schema, check)
             if err is None:
                 ans.data = value

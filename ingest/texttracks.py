@@ -8,6 +8,7 @@ format checks with a clear error, line numbers for malformed cues and undecodabl
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,6 +23,15 @@ FORMATS = ("srt", "vtt", "movie101", "json")
 _TAG = re.compile(r"\[([^\[\]]{1,60})\]")
 _M101 = re.compile(r"^\s*(\d+):(\d{1,2}):(\d{1,2}(?:\.\d+)?)\s*\|\s*(\d+):(\d{1,2}):(\d{1,2}(?:\.\d+)?)\s*\|(.*)$")
 _TIMING = re.compile(r"-->")
+MAX_FILM_S = 48 * 3600.0  # longer than any film or series episode; a bound that keeps windowing finite
+
+
+def check_time(value: float, what: str) -> float:
+    """The one check every time passes where it enters (cues, --duration, probes): finite,
+    non-negative and at most MAX_FILM_S. `what` names it, e.g. 'cue at line 7: start'."""
+    if not math.isfinite(value) or value < 0 or value > MAX_FILM_S:
+        raise MovieMemError(f"{what} {value!r} is not a time in seconds between 0 and {MAX_FILM_S:.0f} (48 h)")
+    return value
 
 
 @dataclass
@@ -232,6 +242,10 @@ def _load_track(path: Path, fmt: str | None, encoding: str | None) -> TextTrack:
         cues, warnings = _json(path, text)
     if not cues:
         raise MovieMemError(f"{path} holds no valid cue (format {fmt})")
+    where = "item" if fmt == "json" else "line"
+    for c in cues:
+        check_time(c.start, f"{path}: cue at {where} {c.line}: start")
+        check_time(c.end, f"{path}: cue at {where} {c.line}: end")
     if any(b.start < a.start for a, b in zip(cues, cues[1:])):
         warnings.append(f"{path}: cues were out of order and have been sorted by start time")
         cues.sort(key=lambda c: (c.start, c.end))

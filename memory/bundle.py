@@ -78,53 +78,118 @@ def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     tar.addfile(info, io.BytesIO(data))
 
 
+MAX_MEMBER_BYTES = 512 * 2**20  # one table or one still
+MAX_BUNDLE_BYTES = 4 * 2**30  # everything a bundle unpacks to
+
+
+class _Reader:
+    """Members of an untrusted tar: regular files only, each and all together under a size bound."""
+
+    def __init__(self, tar: tarfile.TarFile, bundle: Path):
+        self.tar, self.bundle, self.total = tar, bundle, 0
+
+    def fail(self, why: str) -> MovieMemError:
+        return MovieMemError(f"cannot import {self.bundle}: {why}")
+
+    def read(self, name: str) -> bytes:
+        try:
+            member = self.tar.getmember(name)
+        except KeyError:
+            raise self.fail(f"member {name!r} is missing") from None
+        if not member.isreg():
+            raise self.fail(f"member {name!r} is not a regular file (links are refused)")
+        self.total += member.size
+        if member.size > MAX_MEMBER_BYTES or self.total > MAX_BUNDLE_BYTES:
+            raise self.fail(f"member {name!r} is too large ({member.size} bytes; at most {MAX_MEMBER_BYTES >> 20} MB "
+                            f"each and {MAX_BUNDLE_BYTES >> 30} GB in all)")
+        with self.tar.extractfile(member) as f:  # type: ignore[union-attr]
+            return f.read(MAX_MEMBER_BYTES + 1)
+
+
 def import_film(store: MemoryStore, bundle: Path, *, film_id: str | None = None, replace: bool = False) -> str:
+    """Import a bundle. Everything is read and checked before anything is written (tables,
+    row models, every frame path inside the film's own bundled media), so a bad bundle fails in
+    one line and leaves nothing behind."""
     bundle = Path(bundle)
     if not bundle.is_file():
         raise MovieMemError(f"cannot import {bundle}: no such file")
     try:
         tar = tarfile.open(bundle, "r")
-    except (tarfile.TarError, OSError):
+    except (tarfile.TarError, OSError, EOFError):
         raise MovieMemError(f"cannot import {bundle}: not a tar bundle") from None
     with tar:
+        reader = _Reader(tar, bundle)
         try:
-            manifest = json.loads(tar.extractfile("manifest.json").read())  # type: ignore[union-attr]
-        except (KeyError, AttributeError, ValueError):
-            raise MovieMemError(f"cannot import {bundle}: no valid manifest.json (not a moviemem film bundle)") from None
-        if manifest.get("format") != FORMAT or manifest.get("version") != FORMAT_VERSION:
-            raise MovieMemError(f"cannot import {bundle}: unsupported bundle format {manifest.get('format')} v{manifest.get('version')}")
-        src_id = check_film_id(manifest["film_id"])
+            manifest = json.loads(reader.read("manifest.json"))
+        except (MovieMemError, ValueError, tarfile.TarError, OSError, EOFError):
+            raise reader.fail("no valid manifest.json (not a moviemem film bundle)") from None
+        if not isinstance(manifest, dict) or manifest.get("format") != FORMAT or manifest.get("version") != FORMAT_VERSION:
+            got = manifest if not isinstance(manifest, dict) else f"{manifest.get('format')} v{manifest.get('version')}"
+            raise reader.fail(f"unsupported bundle format {got}")
+        metas, media = manifest.get("tables"), manifest.get("media")
+        if not isinstance(metas, dict) or not isinstance(media, list) or "stages" not in metas:
+            raise reader.fail("the manifest needs a 'tables' object with a stages table and a 'media' list")
+        src_id = check_film_id(str(manifest.get("film_id")))
         dst_id = check_film_id(film_id or src_id)
-        for table, meta in manifest["tables"].items():
-            if table not in ROW_MODELS:
-                raise MovieMemError(f"cannot import {bundle}: unknown table {table!r}")
-            have = store.vector_dim(table)
-            if meta.get("vector_dim") and have and have != meta["vector_dim"]:
-                raise MovieMemError(f"cannot import {bundle}: its {table} vectors are {meta['vector_dim']}-d, this library's are {have}-d")
+        rows = _checked_rows(reader, store, metas, media, src_id, dst_id)
+        stills = _checked_media(reader, media, src_id)
         with FileLock(str(store.locks_dir() / f"{dst_id}.lock")):
-            if store.film_row(dst_id) is not None:
-                if not replace:
-                    raise MovieMemError(f"film {dst_id!r} is already in the library; pass --replace or --film-id")
+            if store.film_row(dst_id) is not None and not replace:
+                raise MovieMemError(f"film {dst_id!r} is already in the library; pass --replace or --film-id")
             store.delete_film(dst_id)  # also removes what an interrupted import left
-            tables = {t: pq.read_table(io.BytesIO(tar.extractfile(m["file"]).read())) for t, m in manifest["tables"].items()}  # type: ignore[union-attr]
-            for rel in manifest["media"]:
-                member = tar.getmember(f"media/{rel}")
-                parts = Path(rel).parts
-                if len(parts) < 3 or parts[0] != "media" or parts[1] != src_id or ".." in parts:
-                    raise MovieMemError(f"cannot import {bundle}: unexpected media path {rel!r}")
-                dest = store.media_dir(dst_id).joinpath(*parts[2:])
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                with tar.extractfile(member) as src:  # type: ignore[union-attr]
-                    dest.write_bytes(src.read())
-            for table, data in tables.items():
-                if table == "stages":
-                    continue
-                _append(store, table, data, src_id, dst_id)
-            _append(store, "stages", tables["stages"], src_id, dst_id)
+            try:
+                for parts, data in stills:
+                    dest = store.media_dir(dst_id).joinpath(*parts)
+                    dest.parent.mkdir(parents=True, exist_ok=True)
+                    dest.write_bytes(data)
+                for table, table_rows in rows.items():
+                    if table != "stages":
+                        store.append(table_rows)
+                store.append(rows["stages"])  # last: until it is written the film is not visible
+            except BaseException:
+                store.delete_film(dst_id)
+                raise
     return dst_id
 
 
-def _append(store: MemoryStore, table: str, data: pa.Table, src_id: str, dst_id: str) -> None:
+def _checked_media(reader: _Reader, media: list, src_id: str) -> list[tuple[tuple[str, ...], bytes]]:
+    """(path parts below the film's media folder, bytes) of each bundled still."""
+    out = []
+    for rel in media:
+        parts = Path(str(rel)).parts
+        if len(parts) < 3 or parts[0] != "media" or parts[1] != src_id or ".." in parts or Path(str(rel)).is_absolute():
+            raise reader.fail(f"unexpected media path {rel!r}")
+        out.append((parts[2:], reader.read(f"media/{rel}")))
+    return out
+
+
+def _checked_rows(reader: _Reader, store: MemoryStore, metas: dict, media: list, src_id: str,
+                  dst_id: str) -> dict[str, list]:
+    """Every table parsed and every row validated; frame images must be bundled media of the film."""
+    bundled = {str(m) for m in media}
+    rows: dict[str, list] = {}
+    for table, meta in metas.items():
+        if table not in ROW_MODELS or not isinstance(meta, dict):
+            raise reader.fail(f"unknown table {table!r}")
+        have = store.vector_dim(table)
+        if meta.get("vector_dim") and have and have != meta["vector_dim"]:
+            raise reader.fail(f"its {table} vectors are {meta['vector_dim']}-d, this library's are {have}-d")
+        try:
+            data = pq.read_table(io.BytesIO(reader.read(str(meta.get("file")))))
+        except (pa.ArrowException, OSError) as exc:
+            raise reader.fail(f"table {table!r} is not valid Parquet ({str(exc).splitlines()[0][:120]})") from None
+        if table == "frames":
+            for image in data.column("image").to_pylist() if "image" in data.column_names else []:
+                if image not in bundled:
+                    raise reader.fail(f"frame image {image!r} is not a still of film {src_id!r} in the bundle")
+        try:
+            rows[table] = _rows(table, data, src_id, dst_id)
+        except (ValueError, TypeError) as exc:
+            raise reader.fail(f"table {table!r} has a bad row ({str(exc).splitlines()[0][:160]})") from None
+    return rows
+
+
+def _rows(table: str, data: pa.Table, src_id: str, dst_id: str) -> list:
     model = ROW_MODELS[table]
     rows = []
     for rec in data.to_pylist():
@@ -132,4 +197,4 @@ def _append(store: MemoryStore, table: str, data: pa.Table, src_id: str, dst_id:
         if table == "frames" and src_id != dst_id:
             rec["image"] = rec["image"].replace(f"media/{src_id}/", f"media/{dst_id}/", 1)
         rows.append(model.model_validate(rec))
-    store.append(rows)
+    return rows

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rich.text import Text
+
 from ..config import Settings
 from ..errors import MovieMemError
 from ..ingest.pipeline import slug_for
@@ -395,7 +397,7 @@ class IngestProgress:
     def event(self, ev: Event) -> None:
         if ev.kind == "warn":
             where = f"{ev.film_id}: " if ev.film_id else ""
-            self.console.print(f"[yellow]warning:[/] {where}{ev.note}", highlight=False)
+            self.console.print(Text.assemble(("warning:", "yellow"), f" {where}{ev.note}"), highlight=False)
             return
         if ev.film_id not in self.lines:
             self.lines[ev.film_id] = self.bar.add_task(f"  {ev.film_id}", total=None, note="")
@@ -413,6 +415,8 @@ class IngestProgress:
         if line is not None:
             self.bar.remove_task(line)
         self.bar.advance(self.films)
-        status = "[green]done[/]" if outcome.ok else f"[red]failed[/] {outcome.error}"
+        status = ("done", "green") if outcome.ok else ("failed", "red")
         retried = f" ({outcome.attempts} attempts)" if outcome.attempts > 1 else ""
-        self.console.print(f"{outcome.film_id}: {status}{retried}  [dim]{outcome.wall_s:.1f} s[/]", highlight=False)
+        error = "" if outcome.ok else f" {outcome.error}"
+        self.console.print(Text.assemble(f"{outcome.film_id}: ", status, f"{error}{retried}  ", (f"{outcome.wall_s:.1f} s", "dim")),
+                           highlight=False)

@@ -144,7 +144,7 @@ def test_openai_exhausted_retries_and_malformed_bodies_give_invalid_replies(oai)
     assert down.invalid and down.transient and "503" in down.error and down.text == ""
     oai.push(FakeResponse(200, "this is { not json"))
     bad = b.chat("hello")
-    assert bad.invalid and not bad.transient and bad.raw == "this is { not json"
+    assert bad.invalid and bad.transient and bad.raw == "this is { not json"  # a transport fault: asked again, never cached
     oai.push(FakeOpenAI.completion(None, [("search", "{not json at all")]))
     args = b.chat("hello", tools=[SEARCH])
     assert args.invalid and "arguments" in args.error and "not json at all" in args.raw
@@ -216,7 +216,7 @@ def test_gemini_retries_and_invalid_replies(gem):
     assert b.chat("hi", timeout=0.4).text == "fast"
     gem.push(FakeResponse(200, "<html>gateway error</html>"))
     bad = b.chat("hi")
-    assert bad.invalid and bad.raw == "<html>gateway error</html>" and not bad.transient
+    assert bad.invalid and bad.raw == "<html>gateway error</html>" and bad.transient  # a transport fault: asked again, never cached
     gem.push({"candidates": [{"content": {"parts": []}, "finishReason": "SAFETY"}]})
     blocked = b.chat("hi")
     assert blocked.invalid and "SAFETY" in blocked.error

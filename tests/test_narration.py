@@ -121,8 +121,8 @@ def test_narrate_uses_the_range_only(named):
     assert far and not any(u.text in body for u in far if len(u.text) > 25)
     imgs = [p for m in req.messages for p in m.parts if isinstance(p, Image)]
     assert 0 < len(imgs) <= 8
-    bad = ScriptedBackbone(["no json here"])
-    assert named.narrate(t0, t1, backbone=bad).invalid
+    bad = ScriptedBackbone(["no json here"], cycle=True)
+    assert named.narrate(t0, t1, backbone=bad).invalid and len(bad.calls) == 3  # asked again twice, then invalid
     with pytest.raises(MovieMemError, match="start < end"):
         named.narrate(10, 5, backbone=bad)
     with pytest.raises(MovieMemError, match="past the end"):

@@ -207,7 +207,7 @@ def test_claims_relations_and_setting_sweep_reports(tmp_path: Path):
     run_bench(bench, ["p[k=1]", "p[k=2]"], [ScriptedBackbone(["x"], cycle=True)], tmp_path / "claims", answerer=_fixed(verdict))
     md = write_report(tmp_path / "claims", inspector=False)["report"].read_text()
     assert "## MF² claim pairs" in md
-    assert "| p[k=1] | scripted | 4 | 25.0 ± 42.4 | 75.0 ± 42.4 | 25.0 ± 42.4 | 12.5 ± 22.9 |" in md
+    assert "| p[k=1] | scripted | 4 | 25.0 [4.6, 69.9] | 75.0 [30.1, 95.4] | 25.0 [4.6, 69.9] | 12.5 [2.2, 47.1] |" in md
     assert "## Setting sweeps" in md and "| p | k | 1 | scripted |" in md and "| p | k | 2 | scripted |" in md
 
     rels = [(i + 1, {"id": f"r{i}", "film_id": "f", "event_a": "a", "event_b": "b", "label": lab})
@@ -217,4 +217,4 @@ def test_claims_relations_and_setting_sweep_reports(tmp_path: Path):
     run_bench(bench, ["p"], [ScriptedBackbone(["x"], cycle=True)], tmp_path / "rel", answerer=_fixed(lambda q, p: letter))
     md = write_report(tmp_path / "rel", inspector=False)["report"].read_text()
     assert "## NEST relations (F1 per type)" in md
-    assert "| p | scripted | 0.50 | 0.22 | 0.00 | 0.00 | 0.67 | 100.0 ± 0.0 |" in md
+    assert "| p | scripted | 0.50 | 0.22 | 0.00 | 0.00 | 0.67 | 100.0 [34.2, 100.0] |" in md

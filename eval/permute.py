@@ -1,0 +1,59 @@
+"""Position bias in multiple choice: every item asked once per rotation of its options.
+
+`rotated` turns a benchmark into one whose items are `ID@rK` (options shifted K places, the answer
+letter moved with them), so the ordinary runner asks, resumes and scores them. `position_bias`
+reads the records back: per configuration, the share of items answered with the same option
+text under every rotation (consistency) and how often each letter was chosen."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from typing import Any
+
+from ..errors import MovieMemError
+from .formats import LETTERS, MCQ, Benchmark, Item
+
+SEP = "@r"
+
+
+def rotated(bench: Benchmark) -> Benchmark:
+    """Each MCQ item once per rotation of its options (n options: n items)."""
+    if bench.format != "mcq":
+        raise MovieMemError(f"--permute applies to multiple choice (mcq) benchmarks, not {bench.format}")
+    items: list[Item] = []
+    for it in bench.items:
+        assert isinstance(it, MCQ)
+        n = len(it.options)
+        right = LETTERS.index(it.answer)
+        for k in range(n):
+            options = it.options[k:] + it.options[:k]
+            items.append(it.model_copy(update={"id": f"{it.id}{SEP}{k}", "options": options,
+                                               "answer": LETTERS[(right - k) % n]}))
+    return Benchmark(bench.format, items, bench.path, bench.source, {**bench.meta, "permuted": True})
+
+
+def position_bias(items: list[Item], grid: dict[tuple[str, str], list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Per (policy, backbone): items with every rotation answered, consistency across rotations
+    and the chosen-letter distribution (share of valid answers per letter)."""
+    by_id = {it.id: it for it in items if SEP in it.id}
+    rows = []
+    for (policy, backbone), recs in sorted(grid.items()):
+        chosen: dict[str, dict[str, str | None]] = defaultdict(dict)
+        letters: Counter[str] = Counter()
+        for r in recs:
+            item = by_id.get(r["item_id"])
+            if item is None:
+                continue
+            letter = ((r.get("answers") or {}).get("answer") or {}).get("choice")
+            base = r["item_id"].rsplit(SEP, 1)[0]
+            valid = r["status"] == "answered" and letter in LETTERS[: len(item.options)]
+            chosen[base][r["item_id"]] = item.options[LETTERS.index(letter)] if valid else None
+            if valid:
+                letters[letter] += 1
+        full = {b: picks for b, picks in chosen.items() if len(picks) == len(by_id[next(iter(picks))].options)}
+        same = sum(1 for picks in full.values() if None not in picks.values() and len(set(picks.values())) == 1)
+        total = sum(letters.values())
+        rows.append({"policy": policy, "backbone": backbone, "items": len(full),
+                     "consistency": same / len(full) if full else None,
+                     "letters": {k: letters[k] / total for k in sorted(letters)} if total else {}})
+    return rows

@@ -1,0 +1,67 @@
+"""What produced a run's numbers: moviemem's version and commit, the versions of the engines that
+shape answers, each backbone's identity and each policy's settings. Stored in run.json and
+printed by `moviemem report`; a rerun into the same directory whose provenance differs says so."""
+
+from __future__ import annotations
+
+import subprocess
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from .. import __version__
+
+ENGINES = ("llama-cpp-python", "lancedb", "sentence-transformers", "faster-whisper")
+
+
+def _git_commit() -> str | None:
+    """The checkout's commit (with '+dirty' for local changes), or None outside a git checkout."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if head.returncode != 0:
+        return None
+    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def collect(backbones: dict[str, Any], policies: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """`backbones`: spec -> loaded backbone (its model_id is its identity); `policies`: spec -> settings."""
+    return {"moviemem": __version__, "commit": _git_commit(),
+            "engines": {name: _version(name) for name in ENGINES},
+            "backbones": {spec: str(getattr(b, "model_id", "") or spec) for spec, b in sorted(backbones.items())},
+            "policies": {spec: settings for spec, settings in sorted(policies.items())}}
+
+
+def differences(old: dict[str, Any] | None, new: dict[str, Any]) -> list[str]:
+    """What changed between two runs' provenance, one short phrase each (empty when nothing did)."""
+    if not old:
+        return []
+    out = [f"{key} {old.get(key)} -> {new.get(key)}" for key in ("moviemem", "commit") if old.get(key) != new.get(key)]
+    for group in ("engines", "backbones", "policies"):
+        before, now = old.get(group) or {}, new.get(group) or {}
+        out += [f"{group[:-1]} {k}: {before[k]} -> {now[k]}" for k in sorted(set(before) & set(now)) if before[k] != now[k]]
+    return out
+
+
+def markdown(prov: dict[str, Any] | None) -> list[str]:
+    """The report's provenance block."""
+    if not prov:
+        return ["", "## Provenance", "", "Not recorded (the run predates provenance in run.json)."]
+    engines = ", ".join(f"{k} {v}" for k, v in prov.get("engines", {}).items() if v) or "none installed"
+    lines = ["", "## Provenance", "", f"- moviemem {prov.get('moviemem')}, commit {prov.get('commit') or 'n/a'}",
+             f"- engines: {engines}"]
+    lines += [f"- backbone `{spec}`: {ident}" for spec, ident in prov.get("backbones", {}).items()]
+    lines += [f"- policy `{spec}`: settings {settings or '{}'}" for spec, settings in prov.get("policies", {}).items()]
+    lines += [f"- changed during the run: {d}" for d in prov.get("changes", [])]
+    return lines

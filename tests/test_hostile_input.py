@@ -1,0 +1,276 @@
+"""Hostile and careless input (issue 18, items 1-7): every case fails fast with one line, or is
+shown as written; nothing is half-written."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from moviemem import Library, MovieMemError
+
+SRT = "1\n00:00:05,000 --> 00:00:07,000\nWhere is Williams?\n"
+
+
+# --- item 4: times are checked once, where tracks and durations enter ---------------------------
+
+@pytest.mark.parametrize("start, end", [(float("nan"), 2.0), (0.0, float("inf")), (-3.0, -1.0), (0.0, 1e9)])
+def test_cue_times_must_be_finite_non_negative_and_bounded(tmp_path: Path, start: float, end: float) -> None:
+    track = tmp_path / "cues.json"
+    track.write_text(json.dumps([{"start": 0, "end": 1, "text": "fine"}, {"start": start, "end": end, "text": "bad"}]))
+    with pytest.raises(MovieMemError, match=r"cue at item 1: (start|end)") as exc:
+        Library(tmp_path / "lib").ingest_text(track, as_="captions")
+    assert "\n" not in str(exc.value)
+    assert not (tmp_path / "lib" / "films").exists() or not any((tmp_path / "lib" / "films").iterdir())
+
+
+def test_movie101_cue_far_past_any_film_names_its_line(tmp_path: Path) -> None:
+    narr = tmp_path / "n.txt"
+    narr.write_text("0:0:10|0:0:20|fine\n999999:0:0|999999:0:5|too late\n")
+    with pytest.raises(MovieMemError, match="cue at line 2: start"):
+        Library(tmp_path / "lib").ingest_text(narr, as_="captions")
+
+
+@pytest.mark.parametrize("duration", ["nan", "inf", "1e9", "-1", "0"])
+def test_duration_option_is_refused_in_one_line(tmp_path: Path, cli, duration: str) -> None:
+    srt = tmp_path / "a.srt"
+    srt.write_text(SRT)
+    res = cli("ingest", "--text", str(srt), "--duration", duration)
+    assert res.code == 2 and "--duration" in res.err and len(res.err.strip().splitlines()) == 1
+    films = cli("films", "--json")
+    assert films.code == 0 and "NaN" not in films.out and json.loads(films.out) == {"films": []}
+
+
+# --- item 5: user- and model-written text is never read as Rich markup ----------------------------
+
+def test_titles_with_square_brackets_print_as_written(tmp_path: Path, cli) -> None:
+    srt = tmp_path / "a.srt"
+    srt.write_text(SRT)
+    assert cli("ingest", "--text", str(srt), "--title", "[bold]x[/] and [red]", "--json").code == 0
+    res = cli("films")
+    assert res.code == 0, res.err
+    assert "[bold]x[/] and [red]" in res.out
+    shown = cli("show", "a")
+    assert shown.code == 0 and "[bold]x[/] and [red]" in shown.out
+
+
+def test_help_keeps_square_brackets_and_colons(cli) -> None:
+    bench = cli("bench", "--help", library=False)
+    assert "name[key=value]" in " ".join(bench.out.split())
+    ingest = cli("ingest", "--help", library=False)
+    assert "h:m:s|h:m:s|text" in ingest.out and "\u24c2" not in ingest.out
+
+
+# --- item 6: JSONL is split on "\n" only; non-objects, unknown files and too many options refused ----
+
+def _item(**over: object) -> dict:
+    return {"id": "q1", "film_id": "a", "question": "Who\u2028speaks first?", "options": ["Hildy", "Walter"],
+            "answer": "A", **over}
+
+
+def test_line_separator_inside_an_item_benches_and_reports(tmp_path: Path, cli) -> None:
+    srt = tmp_path / "a.srt"
+    srt.write_text(SRT)
+    assert cli("ingest", "--text", str(srt), "--json").code == 0
+    bench = tmp_path / "b.jsonl"
+    bench.write_text(json.dumps(_item(), ensure_ascii=False) + "\r\n", encoding="utf-8")
+    assert "\u2028" in bench.read_text(encoding="utf-8")
+    run = tmp_path / "run"
+    r = cli("bench", str(bench), "--policies", "closed-book", "--backbones", "scripted:A", "--out", str(run), "--json")
+    assert r.code == 0, r.err
+    assert r.json()["items"] == 1
+    rep = cli("report", str(run), "--json", library=False)
+    assert rep.code == 0, rep.err
+
+
+def test_a_line_that_is_not_an_object_is_one_error(tmp_path: Path) -> None:
+    from moviemem.eval.formats import load_benchmark
+
+    bench = tmp_path / "b.jsonl"
+    bench.write_text("[1, 2, 3]\n")
+    with pytest.raises(MovieMemError, match="no line is a JSON object"):
+        load_benchmark(bench)
+    bench.write_text("[1, 2, 3]\n" + json.dumps(_item()) + "\n")
+    with pytest.raises(MovieMemError, match=r"b.jsonl:1: expected a JSON object, got list"):
+        load_benchmark(bench)
+
+
+def test_a_json_file_that_is_no_benchmark_is_one_line(tmp_path: Path, cli) -> None:
+    truth = tmp_path / "truth.json"
+    truth.write_text(json.dumps({"film_id": "synth", "events": [{"start": 1, "end": 2}], "characters": ["A", "B"]}))
+    r = cli("bench", str(truth), "--backbones", "scripted:A", "--out", str(tmp_path / "run"))
+    assert r.code == 2 and len(r.err.strip().splitlines()) == 1
+    assert "is not a MovieCORE annotation file" in r.err and "missing field" not in r.err
+
+
+def test_more_options_than_policies_take_are_refused_at_load(tmp_path: Path) -> None:
+    from moviemem.eval.formats import load_benchmark
+
+    bench = tmp_path / "b.jsonl"
+    bench.write_text(json.dumps(_item(options=[f"opt {i}" for i in range(12)])) + "\n")
+    with pytest.raises(MovieMemError, match="has 12 options; policies take at most 10"):
+        load_benchmark(bench)
+    bench.write_text(json.dumps(_item(options=[f"opt {i}" for i in range(10)], answer="J")) + "\n")
+    assert load_benchmark(bench).items[0].answer == "J"
+
+
+# --- item 7: synth says its minimum and leaves nothing behind when refused ------------------------
+
+def test_synth_help_states_the_range_and_a_refusal_leaves_no_folder(tmp_path: Path, cli) -> None:
+    from moviemem.eval.synth import MAX_MINUTES, MIN_MINUTES, plan
+
+    for command in ("synth", "demo"):
+        shown = " ".join(cli(command, "--help", library=False).out.split())
+        assert f"in minutes ({MIN_MINUTES:g} to {MAX_MINUTES:g})" in shown
+    assert all(plan(MIN_MINUTES, seed).duration > 0 for seed in range(20))  # the stated minimum works
+    out = tmp_path / "short"
+    r = cli("synth", str(out), "--minutes", "2", library=False)
+    assert r.code == 2 and f"at least {MIN_MINUTES:g} minutes" in r.err
+    assert not out.exists()
+
+
+# --- item 3: credentials are redacted wherever they are written or printed ------------------------
+
+def test_url_credentials_and_echoed_keys_never_reach_disk_or_output(tmp_path: Path, cli, monkeypatch) -> None:
+    from moviemem.backbones.testing import FakeOpenAI
+
+    key = "sk-test-0123456789abcdef"
+    monkeypatch.setenv("OPENAI_COMPATIBLE_API_KEY", key)
+    srt = tmp_path / "a.srt"
+    srt.write_text(SRT)
+    assert cli("ingest", "--text", str(srt), "--json").code == 0
+    bench = tmp_path / "b.jsonl"
+    bench.write_text(json.dumps(_item(question="Who speaks first?")) + "\n")
+    run = tmp_path / "run"
+    with FakeOpenAI() as srv:
+        srv.push(FakeOpenAI.completion(f'{{"answer": "A"}} (your key is {key})'))
+        spec = "openai-compatible:" + srv.base_url.replace("http://", "http://alice:hunter2pass@") + "#m"
+        r = cli("bench", str(bench), "--policies", "closed-book", "--backbones", spec, "--out", str(run),
+                "--cache", str(tmp_path / "cache"), "--json")
+        assert r.code == 0, r.err
+        rep = cli("report", str(run), "--json", library=False)
+        assert rep.code == 0, rep.err
+    written = [p for p in [*run.rglob("*"), *(tmp_path / "cache").rglob("*")] if p.is_file()]
+    assert any(p.name == "results.jsonl" for p in written) and any(p.suffix == ".sqlite" for p in written)
+    for text in [r.out, r.err, rep.out, *(p.read_bytes().decode("utf-8", "replace") for p in written)]:
+        assert "hunter2pass" not in text and key not in text
+    assert "http://***@127.0.0.1" in (run / "results.jsonl").read_text()
+
+
+# --- item 2: the gateway reads no local file, answers only loopback JSON, takes a token -------------
+
+def test_gateway_refuses_paths_foreign_hosts_origins_plain_text_and_missing_tokens(tmp_path: Path) -> None:
+    import httpx
+
+    from moviemem.backbones import ScriptedBackbone
+    from moviemem.backbones.gateway import start_gateway
+
+    secret = tmp_path / "secret.png"
+    secret.write_bytes(b"\x89PNG not really")
+    hi = {"role": "user", "content": "hi"}
+    backbone = ScriptedBackbone(["B"], cycle=True)
+    with start_gateway(backbone, None) as gw:
+        url = f"{gw.base_url}/chat/completions"
+        assert httpx.post(url, json={"messages": [hi]}).status_code == 200
+        for part in ({"type": "image_url", "image_url": {"url": str(secret)}}, {"type": "image_url", "image_url": "/etc/passwd"},
+                     {"type": "image", "path": str(secret)}, {"type": "image_url", "image_url": {"url": "file:///etc/hostname"}}):
+            r = httpx.post(url, json={"messages": [{"role": "user", "content": [{"type": "text", "text": "x"}, part]}]})
+            assert r.status_code == 400 and ("reads no local files" in r.text or "not accepted" in r.text), r.text
+        assert str(secret) not in str([m for c in backbone.calls for m in c.messages])
+        assert len(backbone.calls) == 1  # nothing refused reached the backbone
+        plain = httpx.post(url, content=json.dumps({"messages": [hi]}), headers={"content-type": "text/plain"})
+        assert plain.status_code == 415
+        assert httpx.post(url, json={"messages": [hi]}, headers={"host": "evil.example"}).status_code == 403
+        assert httpx.post(url, json={"messages": [hi]}, headers={"origin": "https://evil.example"}).status_code == 403
+        big = httpx.post(url, content=b'{"messages": "' + b"x" * (33 * 2**20) + b'"}',
+                         headers={"content-type": "application/json"})
+        assert big.status_code == 400 and "over 32 MB" in big.text
+    with start_gateway(ScriptedBackbone(["B"], cycle=True), None, token="s3cret-token") as gw:
+        url = f"{gw.base_url}/chat/completions"
+        assert httpx.post(url, json={"messages": [hi]}).status_code == 401
+        ok = httpx.post(url, json={"messages": [hi]}, headers={"authorization": "Bearer s3cret-token"})
+        assert ok.status_code == 200
+
+
+# --- item 1: bundles are data checked before anything is written -----------------------------------
+
+def _rebundle(src: Path, dst: Path, *, manifest_edit=None, add: dict | None = None, link: str | None = None) -> Path:
+    """A copy of bundle `src` with the manifest edited and members added (bytes) or linked."""
+    import io
+    import tarfile
+
+    with tarfile.open(src) as tar:
+        members = {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isreg()}
+    manifest = json.loads(members.pop("manifest.json"))
+    if manifest_edit:
+        manifest_edit(manifest)
+    members.update(add or {})
+    with tarfile.open(dst, "w") as tar:
+        for name, data in [*members.items(), ("manifest.json", json.dumps(manifest).encode())]:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        if link:
+            info = tarfile.TarInfo(link)
+            info.type, info.linkname = tarfile.SYMTYPE, "/etc/hostname"
+            tar.addfile(info)
+    return dst
+
+
+def _exported(tmp_path: Path) -> Path:
+    """The bundle of a one-cue text film 'a'."""
+    srt = tmp_path / "a.srt"
+    srt.write_text(SRT)
+    src = Library(tmp_path / "src")
+    src.ingest_text(srt, film_id="a")
+    return src.export("a", tmp_path / "a.tar")
+
+
+def test_hostile_bundles_fail_in_one_line_and_leave_nothing(tmp_path: Path, cli) -> None:
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    good = _exported(tmp_path)
+    buf = io.BytesIO()
+    pq.write_table(pa.table({"image": ["/etc/passwd"]}), buf)
+
+    def frames(m):
+        m["tables"]["frames"] = {"file": "tables/frames.parquet", "rows": 1, "vector_dim": None}
+
+    def escape(m):
+        m["media"] = ["media/a/../../../etc/hostname"]
+
+    cases = {
+        "frame path outside the film's media": (_rebundle(good, tmp_path / "1.tar", manifest_edit=frames,
+                                                          add={"tables/frames.parquet": buf.getvalue()}),
+                                                "is not a still of film"),
+        "no stages table": (_rebundle(good, tmp_path / "2.tar", manifest_edit=lambda m: m["tables"].pop("stages")),
+                            "stages table"),
+        "no tables key": (_rebundle(good, tmp_path / "3.tar", manifest_edit=lambda m: m.pop("tables")), "'tables'"),
+        "corrupt parquet": (_rebundle(good, tmp_path / "4.tar", add={"tables/utterances.parquet": b"PAR1 junk"}),
+                            "not valid Parquet"),
+        "missing member": (_rebundle(good, tmp_path / "5.tar", manifest_edit=frames), "is missing"),
+        "link member": (_rebundle(good, tmp_path / "6.tar", manifest_edit=lambda m: m.update(media=["media/a/x.jpg"]),
+                                  link="media/media/a/x.jpg"), "not a regular file"),
+        "media path escape": (_rebundle(good, tmp_path / "7.tar", manifest_edit=escape), "unexpected media path"),
+    }
+    lib_dir = tmp_path / "lib"
+    for what, (bundle, message) in cases.items():
+        r = cli("import", str(bundle), "--library", str(lib_dir), library=False)
+        assert r.code == 2 and message in r.err and len(r.err.strip().splitlines()) == 1, (what, r.err)
+        assert cli("films", "--json", "--library", str(lib_dir), library=False).json() == {"films": []}, what
+        assert not (lib_dir / "media" / "a").exists() or not any((lib_dir / "media" / "a").rglob("*")), what
+    ok = cli("import", str(good), "--library", str(lib_dir), "--json", library=False)
+    assert ok.code == 0 and ok.json()["counts"]["utterances"] == 1
+
+
+def test_a_member_over_the_size_bound_is_refused_before_it_is_read(tmp_path: Path, monkeypatch) -> None:
+    from moviemem.memory import bundle as bundle_mod
+
+    good = _exported(tmp_path)
+    monkeypatch.setattr(bundle_mod, "MAX_MEMBER_BYTES", 1000)
+    with pytest.raises(MovieMemError, match="is too large"):
+        Library(tmp_path / "lib").import_bundle(good)

@@ -1,0 +1,106 @@
+"""Runs (issue 18, items 8-10): one writer per run directory, honest records of transport faults,
+a token cap that holds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from moviemem.agents.base import Answer, Question
+from moviemem.agents.parsing import parse_answer
+from moviemem.backbones import user
+from moviemem.backbones.testing import FakeOpenAI, FakeResponse
+from moviemem.eval.formats import Benchmark, validate_rows
+from moviemem.eval.runner import read_results, run_bench, summarise
+
+
+def _bench(n: int) -> Benchmark:
+    rows = [(i + 1, {"id": f"q{i}", "film_id": "f", "question": f"Question {i}?", "options": ["red", "blue"],
+                     "answer": "B"}) for i in range(n)]
+    return Benchmark("mcq", validate_rows(rows, "mcq", "m.jsonl"), "m.jsonl", "jsonl")
+
+
+def _parsing_answerer(film_id, query, policy, backbone):
+    """One call, the reply read by the policies' own parser."""
+    reply = backbone.chat([user(query.question)], max_tokens=8)
+    got = parse_answer(reply, Question.make(query.question, ["red", "blue"]))
+    return Answer(choice=got.choice, text=got.text, confidence=None, invalid=got.invalid, policy=policy,
+                  backbone=backbone.name, usage=reply.usage, error=got.error)
+
+
+# --- item 9: transport faults are no answers ------------------------------------------------------
+
+def test_transport_faults_are_transient_never_cached_and_asked_again(tmp_path: Path) -> None:
+    with FakeOpenAI() as srv:
+        spec = f"openai-compatible:{srv.base_url}#m"
+        srv.push(FakeResponse(body="The answer is B", headers={"content-type": "text/plain"}),  # not a completion
+                 FakeResponse(body={"id": "x", "object": "chat.completion", "choices": []}))  # no choices
+        kw = dict(answerer=_parsing_answerer, cache=tmp_path / "cache", cache_mode="readwrite")
+        first = run_bench(_bench(2), ["p"], [spec], tmp_path / "run", **kw)
+        recs = read_results(tmp_path / "run")
+        assert [r["status"] for r in recs] == ["transient", "transient"]  # B was never scored from the body
+        assert all(r["reason"].startswith("transport fault") for r in recs)
+        assert not first.complete and any("rerun to ask them again" in w for w in first.warnings)
+        assert summarise(tmp_path / "run") == []  # nothing to score yet
+
+        srv.push(FakeOpenAI.completion("B"), FakeOpenAI.completion("B"))
+        again = run_bench(_bench(2), ["p"], [spec], tmp_path / "run", **kw)  # a plain rerun, no --retry-invalid
+        assert again.complete and again.answered == 2 and again.spend.calls == 2  # asked again: nothing was cached
+        assert any("retrying 2 item(s) that hit transport faults" in w for w in again.warnings)
+        assert [r["status"] for r in read_results(tmp_path / "run")] == ["answered", "answered"]
+        assert summarise(tmp_path / "run")[0]["accuracy"]["value"] == 1.0
+
+
+def test_parse_answer_reads_only_the_models_reply() -> None:
+    from moviemem.backbones import Reply
+
+    q = Question.make("Which?", ["red", "blue"])
+    body = Reply.failed("transport fault: malformed response body", raw="The answer is B", transient=True)
+    got = parse_answer(body, q)
+    assert got.invalid and got.choice is None and got.error.startswith("transport fault")
+
+
+# --- item 8: one writer per run directory -----------------------------------------------------------
+
+def test_a_second_bench_on_the_same_run_directory_is_refused(tmp_path: Path) -> None:
+    from filelock import FileLock
+
+    from moviemem.backbones import ScriptedBackbone
+    from moviemem.errors import MovieMemError
+
+    run = tmp_path / "run"
+    first = run_bench(_bench(2), ["p"], [ScriptedBackbone(["B"], cycle=True)], run, answerer=_parsing_answerer)
+    assert first.complete
+    with FileLock(str(run / ".writer.lock")):  # another process's bench holds the directory
+        b = ScriptedBackbone(["B"], cycle=True)
+        with pytest.raises(MovieMemError, match="another bench is writing to"):
+            run_bench(_bench(4), ["p"], [b], run, answerer=_parsing_answerer, retry_invalid=True)
+        assert b.calls == []  # nothing asked, nothing paid, nothing rewritten
+    assert len(read_results(run)) == 2
+    after = run_bench(_bench(4), ["p"], [ScriptedBackbone(["B"], cycle=True)], run, answerer=_parsing_answerer)
+    assert after.complete and len(read_results(run)) == 4  # the lock is free again once the holder is done
+
+
+# --- item 10: the token cap holds back calls whose output could not fit -----------------------------
+
+def test_token_cap_reserves_each_calls_output_limit_before_sending(tmp_path: Path) -> None:
+    from moviemem.backbones import Capabilities, Reply, Usage
+
+    class Verbose:  # every reply uses its whole output limit
+        name = model_id = "verbose"
+        capabilities = Capabilities(text=True)
+
+        def chat(self, messages, max_tokens=512, **kw):
+            return Reply(text="B", usage=Usage(input_tokens=5, output_tokens=max_tokens))
+
+    def answerer(film_id, query, policy, backbone):
+        reply = backbone.chat([user(query.question)], max_tokens=40)
+        return Answer(choice="B", text="blue", confidence=None, invalid=False, policy=policy, backbone=backbone.name,
+                      usage=reply.usage)
+
+    res = run_bench(_bench(10), ["p"], [Verbose()], tmp_path / "run", answerer=answerer,
+                    max_tokens=100)
+    assert res.stopped and "token cap 100" in res.stopped
+    # two calls (2 x 45 = 90) fit; a third could produce 40 more and is never sent (before: 135 spent)
+    assert res.spend.calls == 2 and res.spend.tokens == 90 <= 100
