@@ -15,7 +15,6 @@ from __future__ import annotations
 import atexit
 import hashlib
 import json
-import os
 import re
 import threading
 import time
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import MovieMemError
+from ..hardware import default_threads
 from .base import BaseBackbone, Capabilities, Message, Reply, Request, Tool, ToolCall, Usage, parse_arguments
 from .settings import get_backbone_settings
 
@@ -140,8 +140,8 @@ def parse_tool_calls(text: str, tools: tuple[Tool, ...]) -> tuple[str, list[Tool
 class LlamaCppBackbone(BaseBackbone):
     """`llamacpp:/path/model.gguf`, or `local` / `local-small` for the prepared offline models.
 
-    Options: n_ctx (default: the llm_context setting), n_threads (llm_threads, 0 = llama.cpp's
-    choice), cache_bytes (RAM prompt cache), seed, and BaseBackbone's reliability options.
+    Options: n_ctx (default: the llm_context setting), n_threads (llm_threads; 0 = the physical
+    cores this process may use, for prompt reading and generation alike), cache_bytes (RAM prompt cache), seed, and BaseBackbone's reliability options.
     """
 
     sequential = True
@@ -157,7 +157,7 @@ class LlamaCppBackbone(BaseBackbone):
         self.path = Path(path).expanduser()
         self.n_ctx = int(n_ctx or settings.llm_context)
         threads = settings.llm_threads if n_threads is None else n_threads
-        self.n_threads = int(threads) if threads else max(1, (os.cpu_count() or 2) // 2)
+        self.n_threads = int(threads) if threads else default_threads()  # physical cores this process may use
         self.cache_bytes = settings.llm_cache_bytes if cache_bytes is None else int(cache_bytes)
         self.seed = seed
         self.name = name or f"llamacpp:{self.path}"
