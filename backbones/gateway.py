@@ -34,6 +34,7 @@ from ..errors import MovieMemError
 from .base import Backbone, Reply, Request, Tool
 from .registry import load
 
+SHUTDOWN_GRACE_S = 5.0  # requests in flight get this long after SIGTERM; then the gateway stops anyway
 log = logging.getLogger("moviemem.backbones.gateway")
 
 _FINISH = {"stop", "length", "tool_calls", "content_filter"}
@@ -328,7 +329,8 @@ class Gateway:
         host, port = sock.getsockname()[:2]
         self.url = f"http://{host}:{port}"
         self.base_url = f"{self.url}/v1"
-        self._server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False))
+        self._server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False,
+                                                     timeout_graceful_shutdown=SHUTDOWN_GRACE_S))
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, daemon=True,
                                         name="moviemem-gateway")
 
@@ -394,4 +396,6 @@ def serve(backbone_spec: str, embedder: str | None = "minilm", host: str = "127.
     log.info("moviemem gateway on http://%s:%d/v1 (backbone %s, embedder %s)", host, port, bb.name,
              getattr(emb, "name", None))
     app = create_app(bb, emb, token=token, allowed_hosts=allowed)
-    uvicorn.Server(uvicorn.Config(app, log_level=log_level, lifespan="off")).run(sockets=[sock])
+    # a client that stalls mid-request must not keep SIGTERM from stopping the gateway
+    config = uvicorn.Config(app, log_level=log_level, lifespan="off", timeout_graceful_shutdown=SHUTDOWN_GRACE_S)
+    uvicorn.Server(config).run(sockets=[sock])

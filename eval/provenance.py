@@ -4,7 +4,9 @@ printed by `moviemem report`; a rerun into the same directory whose provenance d
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
+from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -35,12 +37,58 @@ def _version(dist: str) -> str | None:
         return None
 
 
-def collect(backbones: dict[str, Any], policies: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """`backbones`: spec -> loaded backbone (its model_id is its identity); `policies`: spec -> settings."""
+@lru_cache(maxsize=16)
+def _file_sha256(path: str, size: int, mtime: float) -> str:
+    """A weights file's digest (size and mtime in the key: a replaced file is hashed again)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 22), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def backbone_identity(b: Any, spec: str) -> str:
+    """model_id, plus the weights' sha256 for a local GGUF file (two files of one name are told apart)."""
+    ident = str(getattr(b, "model_id", "") or spec)
+    inner = getattr(b, "inner", b)  # the replay cache wraps the model
+    path = getattr(inner, "path", None)
+    if isinstance(path, Path) and path.is_file() and path.suffix == ".gguf":
+        st = path.stat()
+        ident += f" sha256:{_file_sha256(str(path), st.st_size, st.st_mtime)}"
+    return ident
+
+
+def film_stages(library: Any, film_ids: list[str]) -> dict[str, dict[str, str]]:
+    """For every film the run answered from: each finished stage's params hash (what the memory was built with)."""
+    out: dict[str, dict[str, str]] = {}
+    for fid in sorted(set(film_ids)):
+        try:
+            film = library.film(fid)
+        except Exception:  # noqa: BLE001 - a film missing from the library is reported by the answers themselves
+            continue
+        out[fid] = {r.stage: f"{r.status}:{r.params_hash}" for r in film.stages()}
+    return out
+
+
+def prompts(records: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """Per policy: the prompt ids and versions its answers sent (from their traces)."""
+    out: dict[str, set[str]] = {}
+    for rec in records:
+        for ans in (rec.get("answers") or {}).values():
+            for step in ans.get("trace") or []:
+                if step.get("kind") == "prompt":
+                    out.setdefault(rec["policy"], set()).add(f"{step.get('prompt')}@v{step.get('version')}")
+    return {k: sorted(v) for k, v in sorted(out.items())}
+
+
+def collect(backbones: dict[str, Any], policies: dict[str, dict[str, Any]],
+            films: dict[str, dict[str, str]] | None = None) -> dict[str, Any]:
+    """`backbones`: spec -> loaded backbone; `policies`: spec -> resolved settings; `films`: film -> stage hashes."""
     return {"moviemem": __version__, "commit": _git_commit(),
             "engines": {name: _version(name) for name in ENGINES},
-            "backbones": {spec: str(getattr(b, "model_id", "") or spec) for spec, b in sorted(backbones.items())},
-            "policies": {spec: settings for spec, settings in sorted(policies.items())}}
+            "backbones": {spec: backbone_identity(b, spec) for spec, b in sorted(backbones.items())},
+            "policies": {spec: settings for spec, settings in sorted(policies.items())},
+            "films": films or {}}
 
 
 def differences(old: dict[str, Any] | None, new: dict[str, Any]) -> list[str]:
@@ -48,7 +96,7 @@ def differences(old: dict[str, Any] | None, new: dict[str, Any]) -> list[str]:
     if not old:
         return []
     out = [f"{key} {old.get(key)} -> {new.get(key)}" for key in ("moviemem", "commit") if old.get(key) != new.get(key)]
-    for group in ("engines", "backbones", "policies"):
+    for group in ("engines", "backbones", "policies", "films"):
         before, now = old.get(group) or {}, new.get(group) or {}
         out += [f"{group[:-1]} {k}: {before[k]} -> {now[k]}" for k in sorted(set(before) & set(now)) if before[k] != now[k]]
     return out
@@ -63,5 +111,8 @@ def markdown(prov: dict[str, Any] | None) -> list[str]:
              f"- engines: {engines}"]
     lines += [f"- backbone `{spec}`: {ident}" for spec, ident in prov.get("backbones", {}).items()]
     lines += [f"- policy `{spec}`: settings {settings or '{}'}" for spec, settings in prov.get("policies", {}).items()]
+    lines += [f"- prompts of `{spec}`: {', '.join(ids)}" for spec, ids in prov.get("prompts", {}).items()]
+    lines += [f"- film `{fid}`: " + ", ".join(f"{k} {v}" for k, v in stages.items())
+              for fid, stages in prov.get("films", {}).items()]
     lines += [f"- changed during the run: {d}" for d in prov.get("changes", [])]
     return lines

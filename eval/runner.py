@@ -535,7 +535,8 @@ def run_bench(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any
     cache_path = Path(cache) if cache is not None else (Path(lib_path) / "cache" if lib_path else None)
     metered = [MeteredBackbone(_load_backbone(b, cache_path, cache_mode), budget, spec)
                for b, spec in zip(backbones, specs)]
-    _record_provenance(manifest_path, manifest, old.get("provenance"), metered, policies, warnings)
+    _record_provenance(manifest_path, manifest, old.get("provenance"), metered, policies, warnings,
+                       library or getattr(answerer, "library", None), [it.film_id for it in items])
 
     grid = [(p, mb, it) for mb in metered for p in policies for it in _order(items)]
     total = len(grid)
@@ -617,6 +618,7 @@ def run_bench(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
         writer.close()
+    _record_prompts(manifest_path, manifest, run_dir)
 
     stopped = None
     if budget.exceeded:
@@ -636,12 +638,25 @@ def run_bench(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any
 # ----------------------------------------------------------------------------- summaries
 
 
+def _resolved_settings(spec: str) -> dict[str, Any]:
+    """A policy's full settings (defaults with the spec's overrides); the overrides alone for an unknown policy."""
+    from ..agents import get_policy
+
+    name, overrides = parse_policy_spec(spec)
+    try:
+        return _jsonable(get_policy(name, **overrides).settings)
+    except MovieMemError:
+        return overrides
+
+
 def _record_provenance(path: Path, manifest: dict[str, Any], old: dict[str, Any] | None, metered: list[MeteredBackbone],
-                       policies: Sequence[str], warnings: list[str]) -> None:
+                       policies: Sequence[str], warnings: list[str], library: Any = None,
+                       film_ids: Sequence[str] = ()) -> None:
     """run.json gets what produced the numbers; a rerun whose provenance differs says what changed."""
     from . import provenance
 
-    prov = provenance.collect({mb.name: mb.inner for mb in metered}, {p: parse_policy_spec(p)[1] for p in policies})
+    films = provenance.film_stages(library, list(film_ids)) if library is not None else {}
+    prov = provenance.collect({mb.name: mb.inner for mb in metered}, {p: _resolved_settings(p) for p in policies}, films)
     changes = provenance.differences(old, prov)
     if changes:
         warnings.append("provenance differs from the earlier run in this directory: " + "; ".join(changes))
@@ -649,6 +664,14 @@ def _record_provenance(path: Path, manifest: dict[str, Any], old: dict[str, Any]
         prov[group] = {**((old or {}).get(group) or {}), **prov[group]}
     prov["changes"] = [*((old or {}).get("changes") or []), *changes]
     manifest["provenance"] = prov
+    _write_json(path, manifest)
+
+
+def _record_prompts(path: Path, manifest: dict[str, Any], run_dir: Path) -> None:
+    """The prompt ids and versions each policy's answers sent, read from the records once they are written."""
+    from . import provenance
+
+    manifest.setdefault("provenance", {})["prompts"] = provenance.prompts(read_results(run_dir))
     _write_json(path, manifest)
 
 

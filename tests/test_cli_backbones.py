@@ -72,3 +72,34 @@ def test_serve_answers_openai_requests_on_loopback(tmp_path) -> None:
         proc.terminate()
         proc.wait(timeout=30)
     assert list((tmp_path / "cache").iterdir())  # requests went through the replay cache
+
+
+def test_serve_stops_on_sigterm_while_a_client_stalls_mid_request() -> None:
+    """A client that sends headers and half a body, then waits, held the gateway up forever after
+    SIGTERM (uvicorn waits for open requests); now it gets a bounded grace period."""
+    import signal
+
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-c", "from moviemem.cli import main; main()", "serve", "--backbone",
+                             "local-small", "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.time() + 120
+        while True:
+            try:
+                sock = socket.create_connection(("127.0.0.1", port), timeout=1)
+                break
+            except OSError:
+                assert proc.poll() is None, proc.stderr.read().decode()
+                assert time.time() < deadline, "gateway did not start"
+                time.sleep(0.5)
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 100000\r\n\r\n{\"messages\": ")
+        time.sleep(1)
+        started = time.time()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+        assert time.time() - started < 15
+        sock.close()
+    finally:
+        if proc.poll() is None:
+            proc.kill()

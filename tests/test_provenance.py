@@ -40,3 +40,29 @@ def test_run_json_and_report_record_what_produced_the_numbers_and_changes_are_sa
     again = run_bench(_bench(), ["p[k=3]"], [ScriptedBackbone(["A"], cycle=True)], run, answerer=_answer)
     assert any("provenance differs" in w and "engine lancedb: 0.0.1-older ->" in w for w in again.warnings)
     assert "changed during the run: engine lancedb: 0.0.1-older" in write_report(run, inspector=False)["report"].read_text()
+
+
+def test_provenance_names_resolved_settings_prompts_films_and_weights(tmp_path: Path) -> None:
+    from moviemem import Library
+    from moviemem.backbones.llamacpp_backend import LlamaCppBackbone
+    from moviemem.eval.provenance import backbone_identity
+
+    srt = tmp_path / "f.srt"
+    srt.write_text("1\n00:00:01,000 --> 00:00:03,000\nThe key is under the mat.\n")
+    lib = Library(tmp_path / "lib")
+    lib.ingest_text(srt, film_id="f")
+    run = tmp_path / "run"
+    run_bench(_bench(), ["closed-book", "hybrid[reader=json,budget_tokens=300]"],
+              [ScriptedBackbone(['{"answer": "A", "confidence": 3}'], cycle=True)], run, library=lib)
+    prov = json.loads((run / "run.json").read_text())["provenance"]
+    hyb = prov["policies"]["hybrid[reader=json,budget_tokens=300]"]
+    assert hyb["budget_tokens"] == 300 and hyb["reader"] == "json" and hyb["units"] == "mixed"  # defaults resolved
+    assert prov["prompts"] == {"closed-book": ["closed-book@v1"], "hybrid[reader=json,budget_tokens=300]": ["hybrid@v1"]}
+    stages = prov["films"]["f"]
+    assert stages["transcript"].startswith("done:") and stages["passages"].startswith("done:")
+    md = write_report(run, inspector=False)["report"].read_text()
+    assert "prompts of `closed-book`: closed-book@v1" in md and "film `f`: " in md
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF weights")
+    ident = backbone_identity(LlamaCppBackbone(gguf, name="x"), "x")
+    assert ident.endswith("sha256:" + __import__("hashlib").sha256(b"GGUF weights").hexdigest())
