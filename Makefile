@@ -8,11 +8,14 @@ PYTEST_ARGS ?=
 setup:
 	@bash scripts/setup.sh
 
+# --rootdir=tests: the repository root is the package itself (it has __init__.py); as pytest's rootdir
+# it would be collected as a package named after the checkout's folder, which fails for folder names
+# that are not Python identifiers (a clone into `moviemem-main`, say)
 test: setup
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q --rootdir=tests $(PYTEST_ARGS)
 
 test-fast: setup
-	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest -q --rootdir=tests -m "not slow" $(PYTEST_ARGS)
 
 demo: setup
 	$(VENV)/bin/moviemem demo --out out/demo --library out/library
