@@ -139,6 +139,7 @@ class Hybrid(BasePolicy):
     @dataclass
     class Settings(GatherSettings):
         budget_tokens: int = 1000  # evidence text shown to the model (the prompt adds the question)
+        budget_share: float = 0.5  # ... and at most this share of the film's transcript and captions (0: no cap)
         reader: str = "auto"  # json | logprobs | auto (logprobs where the backbone gives them, for mcq and claims)
         max_tokens: int | None = None
         temperature: float = 0.0
@@ -146,8 +147,10 @@ class Hybrid(BasePolicy):
     def _answer(self, film: FilmMemory, question: Question, run: Run) -> Parsed:
         s = self.settings
         ranked = gather(film, question, s, run)
-        shown = fit_budget(ranked, s.budget_tokens, Lines(film))
-        run.note(f"{len(shown)} blocks from {len(ranked)} hits fit the budget of {s.budget_tokens} tokens")
+        lines = Lines(film)
+        budget = effective_budget(s.budget_tokens, s.budget_share, lines.total_tokens())
+        shown = fit_budget(ranked, budget, lines)
+        run.note(f"{len(shown)} blocks from {len(ranked)} hits fit the budget of {budget} tokens")
         shown.sort(key=lambda e: (e.start, e.end, e.id))
         ids = {f"E{n}": e for n, e in enumerate(shown, 1)}
         context = "\n".join(render(eid, e) for eid, e in ids.items())
@@ -167,6 +170,15 @@ class Hybrid(BasePolicy):
             e.cited = True
         run.show(cited_ev + [e for e in shown if e not in cited_ev])
         return parsed
+
+
+def effective_budget(budget: int, share: float, memory_tokens: int) -> int:
+    """The evidence budget, capped at a share of the film's own text: on a short film a fixed budget
+    shows nearly all of it, and the small reader then does worse than with the best part (synthetic
+    3-minute film: 56% with 1,000 tokens, 71% with 450). Feature films (10k+ tokens) are unaffected."""
+    if share <= 0 or memory_tokens <= 0:
+        return budget
+    return max(1, min(budget, int(share * memory_tokens)))
 
 
 def render(eid: str, e: Evidence) -> str:

@@ -74,6 +74,10 @@ class Lines:
         self.film = film
         self._rows: dict[str, dict[int, tuple[float, float, str]]] = {}
 
+    def total_tokens(self) -> int:
+        """Estimated tokens of the film's visible transcript and captions."""
+        return sum(estimate_tokens(t) + 1 for source in ("utterance", "caption") for _, _, t in self.of(source).values())
+
     def of(self, source: str) -> dict[int, tuple[float, float, str]]:
         if source not in self._rows:
             if source == "utterance":

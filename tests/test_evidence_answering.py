@@ -222,7 +222,7 @@ def test_bench_records_evidence_and_flags_policies_that_never_search(textfilm, t
     lib, _, items = textfilm
     ok = '{"answer": "A", "confidence": 3, "evidence": ["E1"]}'
     b = ScriptedBackbone([ok], cycle=True, name="scripted-ok")
-    run_bench(load_benchmark(items), ["hybrid[reader=json]", "archival[search_first=false]"], [b], tmp_path / "run",
+    run_bench(load_benchmark(items), ["hybrid[reader=json,budget_share=0]", "archival[search_first=false]"], [b], tmp_path / "run",
               answerer=None, library=lib)
     recs = [json.loads(x) for x in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
     hyb = [r for r in recs if r["policy"].startswith("hybrid")]
@@ -231,7 +231,7 @@ def test_bench_records_evidence_and_flags_policies_that_never_search(textfilm, t
     assert all(r["searches"] == 0 and r["evidence"]["outcome"] in ("lucky", "not found") for r in arch)
     rows = {r["policy"]: r for r in summarise(tmp_path / "run")}
     assert rows["archival[search_first=false]"]["searched_share"] == 0.0
-    assert rows["hybrid[reader=json]"]["evidence_recall"] == 1.0
+    assert rows["hybrid[reader=json,budget_share=0]"]["evidence_recall"] == 1.0
     from moviemem.eval.report import write_report
 
     paths = write_report(tmp_path / "run", inspector=True)
@@ -239,3 +239,18 @@ def test_bench_records_evidence_and_flags_policies_that_never_search(textfilm, t
     assert "## Evidence" in md and "NEVER SEARCHED" in md
     page = (paths["inspector"].parent / "items" / "1.html").read_text()
     assert "Gold evidence" in page and "0:05:05" in page and "gold cited" in page
+
+
+def test_budget_is_capped_at_a_share_of_a_short_films_text(textfilm) -> None:
+    from moviemem.agents.hybrid import effective_budget
+
+    assert effective_budget(1000, 0.5, 15_000) == 1000  # a feature film: the budget stands
+    assert effective_budget(1000, 0.5, 900) == 450  # a short film: at most half of its text
+    assert effective_budget(1000, 0.0, 900) == 1000  # 0 turns the cap off
+    _, film, _ = textfilm
+    total = Lines(film).total_tokens()
+    assert 0 < total < 2000
+    b = ScriptedBackbone(['{"answer": "A", "confidence": 3, "evidence": []}'])
+    ans = ask(film, "Where does Sara's uncle work?", OPTIONS, policy="hybrid", backbone=b, reader="json")
+    note = next(s.data["text"] for s in ans.trace if s.kind == "note" and "fit the budget" in s.data["text"])
+    assert note.endswith(f"fit the budget of {min(1000, total // 2)} tokens")
