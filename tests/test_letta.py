@@ -113,7 +113,8 @@ def test_policy_replays_recorded_exchange(recording, letta_film):
     from moviemem.agents import get_policy
 
     fake = FakeLetta(recording["exchange"])
-    pol = get_policy("letta", url=fake.url, search_first=True, max_steps=3)
+    # the recording was made with a store of captions and single transcript lines
+    pol = get_policy("letta", url=fake.url, search_first=True, max_steps=3, kinds=("caption", "utterance"))
     try:
         ans = pol.answer(letta_film, _question(recording), _scripted())
     finally:
