@@ -22,6 +22,7 @@ from ..retrievers.text import TextRetriever
 from ..retrievers.window import rows_as_evidence
 from .base import BasePolicy, Question, Run, Step, register_policy
 from .calls import default_max_tokens
+from .packing import passage_sources
 from .parsing import Parsed, parse_answer
 from .prompts import (
     ARCHIVAL,
@@ -51,7 +52,7 @@ class ArchivalSettings:
 def store_kinds(film: FilmMemory, kinds: tuple[str, ...]) -> tuple[str, ...]:
     """The kinds the store holds for this film: transcript passages read as single lines where the
     film has none (its passages stage has not run)."""
-    if "passage" in kinds and film.run_filter("passages") is None:
+    if "passage" in kinds and not passage_sources(film):
         return tuple(dict.fromkeys("utterance" if k == "passage" else k for k in kinds))
     return kinds
 

@@ -65,11 +65,11 @@ def answer_once(run: Run, prompt: Prompt, q: Question, body: str, *, images: Seq
     reply = run.chat(prompt, messages, json_schema=schema,
                      max_tokens=max_tokens or default_max_tokens(q, extra=cite or missing), temperature=temperature)
     parsed = parse_answer(reply, q)
-    run.trace.append(_parse_step(parsed))
+    run.trace.append(parse_step(parsed))
     return parsed
 
 
-def _parse_step(parsed: Parsed) -> Any:
+def parse_step(parsed: Parsed) -> Any:
     from .base import Step
 
     return Step("parse", {"choice": parsed.choice, "invalid": parsed.invalid, "how": parsed.how, "error": parsed.error,

@@ -20,7 +20,7 @@ from ..retrievers.text import TextRetriever
 from .base import BasePolicy, Question, Run, Step, register_policy
 from .calls import answer_once, body
 from .reader import can_read, read
-from .packing import Lines, fit_budget, fuse, informative_first, interleave
+from .packing import Lines, fit_budget, fuse, informative_first, interleave, passage_sources
 from .parsing import Parsed
 from .prompts import HYBRID
 
@@ -82,7 +82,7 @@ def channels_for(film: FilmMemory, question: Question, s: GatherSettings, run: R
     qtype = classify(question)
     channels = list(s.channels.get(qtype) or s.channels.get("other") or CHANNELS["other"])
     if s.units in ("passages", "mixed"):
-        sources = {p.source for p in film.passages()} if film.run_filter("passages") else set()
+        sources = passage_sources(film)
         if not sources:
             if run is not None:
                 run.note("no passages in this film's memory (passages stage not run): searching single lines")

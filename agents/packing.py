@@ -18,9 +18,9 @@ from functools import lru_cache
 
 from ..backbones.base import estimate_tokens
 from ..memory.view import FilmMemory
-from ..retrievers.base import Evidence
+from ..retrievers.base import Evidence, visible_filter
+from ..retrievers.text import rrf
 
-RRF_K = 60
 MIN_CONTENT_WORDS = 2
 _WORD = re.compile(r"[A-Za-z][A-Za-z']+")
 
@@ -37,7 +37,7 @@ def content_words(text: str) -> int:
     """Words that carry meaning: not stop words, not interjections, not a capitalised name alone."""
     stop = _stop_words()
     words = [w for w in _WORD.findall(text) if w.lower() not in stop]
-    return sum(1 for i, w in enumerate(words) if not (w[0].isupper() and len(words) == 1))
+    return 0 if len(words) == 1 and words[0][0].isupper() else len(words)
 
 
 def informative_first(ranked: Sequence[Evidence]) -> list[Evidence]:
@@ -47,16 +47,23 @@ def informative_first(ranked: Sequence[Evidence]) -> list[Evidence]:
     return good + [e for e in ranked if id(e) not in keep]
 
 
-def fuse(rankings: Sequence[Sequence[Evidence]], weights: Sequence[float] | None = None) -> list[Evidence]:
-    """Reciprocal-rank fusion of ranked lists (Cormack et al. 2009); ties by time, so the order is total."""
-    scores: dict[str, float] = {}
+def fuse(rankings: Sequence[Sequence[Evidence]]) -> list[Evidence]:
+    """Reciprocal-rank fusion of ranked evidence lists (the text retriever's `rrf`); ties by time, so the order is total."""
+    scores = rrf([[e.key for e in ranking] for ranking in rankings])
     first: dict[str, Evidence] = {}
-    for n, ranking in enumerate(rankings):
-        w = weights[n] if weights else 1.0
-        for rank, e in enumerate(ranking, 1):
-            scores[e.key] = scores.get(e.key, 0.0) + w / (RRF_K + rank)
+    for ranking in rankings:
+        for e in ranking:
             first.setdefault(e.key, e)
     return sorted(first.values(), key=lambda e: (-scores[e.key], e.start, e.key))
+
+
+def passage_sources(film: FilmMemory) -> set[str]:
+    """Which sources (utterance, caption) this film has passages of; empty when its passages stage has not
+    run. Counted in LanceDB, not read: called for every question."""
+    where = visible_filter(film, "passages")
+    if where is None:
+        return set()
+    return {s for s in ("utterance", "caption") if film.store.count("passages", f"{where} AND source = '{s}'") > 0}
 
 
 def interleave(lists: Sequence[Sequence[Evidence]]) -> list[Evidence]:

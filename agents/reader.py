@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 from ..backbones import system, user
 from .base import Question, Run, Step
+from .calls import parse_step
 from .parsing import Parsed
 from .prompts import READ_CLAIM, READ_LETTER, question_head
 
@@ -84,6 +85,5 @@ def read(run: Run, q: Question, context: str) -> Parsed:
 
 
 def _done(run: Run, parsed: Parsed) -> Parsed:
-    run.trace.append(Step("parse", {"choice": parsed.choice, "invalid": parsed.invalid, "how": parsed.how,
-                                    "error": parsed.error, "confidence": parsed.confidence}))
+    run.trace.append(parse_step(parsed))
     return parsed

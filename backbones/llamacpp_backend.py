@@ -141,7 +141,8 @@ class LlamaCppBackbone(BaseBackbone):
     """`llamacpp:/path/model.gguf`, or `local` / `local-small` for the prepared offline models.
 
     Options: n_ctx (default: the llm_context setting), n_threads (llm_threads; 0 = the physical
-    cores this process may use, for prompt reading and generation alike), cache_bytes (RAM prompt cache), seed, and BaseBackbone's reliability options.
+    cores this process may use, for prompt reading and generation alike), cache_bytes (RAM prompt
+    cache), seed, and BaseBackbone's reliability options.
     """
 
     sequential = True
@@ -281,7 +282,6 @@ class LlamaCppBackbone(BaseBackbone):
                 finish = "tool_calls"
         return Reply(text=text.strip(), tool_calls=calls, usage=usage, finish_reason=finish, raw=raw_text)
 
-
     def _next_token(self, model: _Model, tokens: list[int], top: int) -> Reply:
         """The next token's top alternatives with log-probabilities, from one forward pass.
 
@@ -289,16 +289,13 @@ class LlamaCppBackbone(BaseBackbone):
         next-token distribution needs (logits_all would hold n_ctx x vocab floats, ~5 GB here).
         The prompt prefix already in the context is reused, as in generation."""
         import numpy as np
+        from llama_cpp import Llama
 
         llm = model.llm
         with model.lock:
             started = time.perf_counter()
-            have = llm.input_ids[: llm.n_tokens].tolist()
-            same = 0
-            for a, b in zip(have, tokens[:-1]):  # at least the last token is evaluated: its logits are wanted
-                if a != b:
-                    break
-                same += 1
+            # at least the last token is evaluated: its logits are the ones wanted
+            same = Llama.longest_token_prefix(llm.input_ids[: llm.n_tokens].tolist(), tokens[:-1])
             llm.n_tokens = same
             llm.eval(tokens[same:])
             logits = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),)).astype(np.float64)  # noqa: SLF001

@@ -79,7 +79,7 @@ def answer_evidence(gold: Sequence[Sequence[float]], answer: dict[str, Any]) -> 
             "cited_precision": precision(gold, cited)}
 
 
-def _mean(values: list[float | None]) -> float | None:
+def mean(values: Sequence[float | None]) -> float | None:
     xs = [v for v in values if v is not None]
     return round(sum(xs) / len(xs), 4) if xs else None
 
@@ -90,9 +90,9 @@ def record_evidence(gold: Sequence[Sequence[float]], answers: dict[str, dict[str
     if not gold:
         return None
     per = [answer_evidence(gold, a) for a in answers.values()]
-    rec = _mean([p["evidence_recall"] for p in per])
-    return {"recall": rec, "coverage": _mean([p["evidence_coverage"] for p in per]),
-            "cited_precision": _mean([p["cited_precision"] for p in per]), "outcome": outcome(rec, correct)}
+    rec = mean([p["evidence_recall"] for p in per])
+    return {"recall": rec, "coverage": mean([p["evidence_coverage"] for p in per]),
+            "cited_precision": mean([p["cited_precision"] for p in per]), "outcome": outcome(rec, correct)}
 
 
 def searches(answers: dict[str, dict[str, Any]]) -> int | None:
@@ -110,12 +110,12 @@ def summary(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     ev = [r["evidence"] for r in records if r.get("evidence")]
     out: dict[str, Any] = {"evidence_n": len(ev)}
     if ev:
-        out["evidence_recall"] = _mean([e["recall"] for e in ev])
-        out["evidence_coverage"] = _mean([e["coverage"] for e in ev])
-        out["cited_precision"] = _mean([e["cited_precision"] for e in ev])
+        out["evidence_recall"] = mean([e["recall"] for e in ev])
+        out["evidence_coverage"] = mean([e["coverage"] for e in ev])
+        out["cited_precision"] = mean([e["cited_precision"] for e in ev])
         out["outcomes"] = {o: sum(e["outcome"] == o for e in ev) for o in OUTCOMES}
         cats = sorted({r.get("category") or "all" for r in records if r.get("evidence")})
-        out["evidence_recall_by_category"] = {c: _mean([r["evidence"]["recall"] for r in records
+        out["evidence_recall_by_category"] = {c: mean([r["evidence"]["recall"] for r in records
                                                         if r.get("evidence") and (r.get("category") or "all") == c])
                                               for c in cats}
     n = [r["searches"] for r in records if r.get("searches") is not None]

@@ -12,7 +12,7 @@ fusion settings are compared, in seconds, before any answer is paid for.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from ..agents.base import Question
@@ -106,16 +106,12 @@ def score_probe(film: FilmMemory, lines: Lines, probe: Probe, settings: GatherSe
     return out
 
 
-def _mean(values: Sequence[float]) -> float:
-    return round(sum(values) / len(values), 4) if values else 0.0
-
-
 def _summary(rows: Sequence[dict[str, Any]], budgets: Sequence[int]) -> dict[str, Any]:
     return {"n": len(rows),
-            "recall_at_budget": {str(b): _mean([r["recall_at_budget"][str(b)] for r in rows]) for b in budgets},
-            "coverage_at_budget": {str(b): _mean([r["coverage_at_budget"][str(b)] for r in rows]) for b in budgets},
-            "recall_at_k": {str(k): _mean([r["recall_at_k"][str(k)] for r in rows]) for k in AT_K},
-            "mrr": _mean([r["rr"] for r in rows])}
+            "recall_at_budget": {str(b): ev.mean([r["recall_at_budget"][str(b)] for r in rows]) for b in budgets},
+            "coverage_at_budget": {str(b): ev.mean([r["coverage_at_budget"][str(b)] for r in rows]) for b in budgets},
+            "recall_at_k": {str(k): ev.mean([r["recall_at_k"][str(k)] for r in rows]) for k in AT_K},
+            "mrr": ev.mean([r["rr"] for r in rows])}
 
 
 def retrieval_eval(library: Any, bench: Benchmark, retrievers: Sequence[str] = ("hybrid",),
@@ -174,7 +170,3 @@ def plot(result: dict[str, Any], path: str) -> None:
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
-
-def with_settings(name: str, **overrides: Any) -> GatherSettings:
-    """A named retriever's settings with fields overridden (for experiments from Python)."""
-    return replace(RETRIEVERS[name][1](), **overrides)

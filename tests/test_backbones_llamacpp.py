@@ -126,3 +126,17 @@ def test_real_model_prompt_cache_stays_within_capacity():
     for i in range(5):
         b.chat([user(f"Count to {i + 3} in words, film number {i * 7919}.")], max_tokens=4)
     assert cache is not None and 0 < len(cache.cache_state) and cache.cache_size <= 300_000_000
+
+
+def test_next_token_log_probabilities_reuse_the_prompt_prefix(small: LlamaCppBackbone) -> None:
+    assert small.capabilities.logprobs
+    q = [user("Answer with one letter. Which comes first in the alphabet, A or B?")]
+    first = small.chat(q, max_tokens=1, logprobs=5)
+    alts = first.logprobs[0]
+    assert len(alts) == 5 and all(v <= 0 for v in alts.values())
+    assert first.text == next(iter(alts)).strip() and first.usage.output_tokens == 1
+    again = small.chat(q, max_tokens=1, logprobs=5)  # the prompt is in the context: only its last token is read again
+    assert again.usage.cached_input_tokens == again.usage.input_tokens - 1
+    assert set(again.logprobs[0]) & set(alts)
+    with pytest.raises(MovieMemError, match="between 0 and 20"):
+        small.chat(q, max_tokens=1, logprobs=21)
