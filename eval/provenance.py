@@ -62,11 +62,8 @@ def film_stages(library: Any, film_ids: list[str]) -> dict[str, dict[str, str]]:
     """For every film the run answered from: each finished stage's params hash (what the memory was built with)."""
     out: dict[str, dict[str, str]] = {}
     for fid in sorted(set(film_ids)):
-        try:
-            film = library.film(fid)
-        except Exception:  # noqa: BLE001 - a film missing from the library is reported by the answers themselves
-            continue
-        out[fid] = {r.stage: f"{r.status}:{r.params_hash}" for r in film.stages()}
+        if fid in library:  # a film missing from the library is reported by the answers themselves
+            out[fid] = {r.stage: f"{r.status}:{r.params_hash}" for r in library.film(fid).stages()}
     return out
 
 
