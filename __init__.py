@@ -1,9 +1,8 @@
 """moviemem: a queryable memory of a full-length film, and agent policies that answer from it."""
 
-__version__ = "0.1.0"
-
-from .errors import MovieMemError  # noqa: E402
-from .library import Film, Library  # noqa: E402
+from ._version import __version__
+from .errors import MovieMemError
+from .library import Film, Library
 
 __all__ = ["Answer", "Evidence", "Film", "Library", "MovieMemError", "Question", "__version__"]
 

@@ -12,17 +12,17 @@ from typing import TYPE_CHECKING, Any
 
 from .config import Settings, get_settings
 from .errors import MovieMemError
-from .ingest.report import QuietReporter, Reporter
 from .memory.bundle import export_film, import_film
 from .memory.schema import FilmRow
 from .memory.store import MemoryStore
 from .memory.view import FilmMemory
+from .progress import QuietReporter, Reporter
 
 if TYPE_CHECKING:
+    from .agents.narration import Description, Narration
     from .backbones import Backbone
     from .graph import NarrativeGraph
     from .ingest.collections import CollectionItem
-    from .ingest.narration import Description, Narration
 
 
 # cues per embedding pass of a collection import: large enough for full parallel batches, small
@@ -65,15 +65,15 @@ class Film(FilmMemory):
 
     def describe(self, out: str | Path | None = None, *, backbone: str | Backbone | None = None,
                  **options: Any) -> Description:
-        """An audio-description track placed in the dialogue gaps (see ingest.narration.describe)."""
-        from .ingest.narration import describe
+        """An audio-description track placed in the dialogue gaps (see agents.narration.describe)."""
+        from .agents.narration import describe
 
         return describe(self, self._backbone(backbone), out=out, **options)
 
     def narrate(self, start: float, end: float, *, backbone: str | Backbone | None = None,
                 **options: Any) -> Narration:
-        """A Movie101v2-style narration of [start, end) (see ingest.narration.narrate)."""
-        from .ingest.narration import narrate
+        """A Movie101v2-style narration of [start, end) (see agents.narration.narrate)."""
+        from .agents.narration import narrate
 
         return narrate(self, self._backbone(backbone), start, end, **options)
 
@@ -158,7 +158,7 @@ class Library:
 
     def _imported(self, it: CollectionItem) -> bool:
         """Whether the film's text stage already holds this file, embedded by this embedder."""
-        from .ingest.probe import file_sha256
+        from .digests import file_sha256
 
         stage = "transcript" if it.as_ == "utterances" else "captions"
         run = self.store.finished_runs(it.film_id).get(stage)

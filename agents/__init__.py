@@ -12,7 +12,9 @@ from typing import Any
 from ..backbones import Backbone
 from ..errors import MovieMemError
 from ..memory.view import FilmMemory
-from .base import Answer, Policy, PolicyInfo, Question, Step, get_policy, list_policies, register_policy
+from .base import Policy
+from .registry import PolicyInfo, get_policy, list_policies, register_policy
+from .types import Answer, Question, Step
 
 __all__ = ["Answer", "Policy", "PolicyInfo", "Question", "Step", "ask", "get_policy", "list_policies", "register_policy"]
 

@@ -13,26 +13,25 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..backbones import Backbone, load, system, user
+from ..backbones import Backbone, Reply, Request, load, system, user
+from ..backbones.base import Wrapper
 from ..errors import MovieMemError
 from ..memory.view import FilmMemory
-from .base import Answer, BasePolicy, Question, Run, Step, get_policy, register_policy
+from .base import BasePolicy, Run
 from .prompts import ACE_SELECT
+from .registry import get_policy
+from .types import Answer, Question, Step
 
 
-class SampledBackbone:
+class SampledBackbone(Wrapper):
     """The base backbone with every call drawn at `temperature` with `seed` (a candidate's identity)."""
 
     def __init__(self, inner: Backbone, seed: int, temperature: float):
-        self.inner, self.seed, self.temperature = inner, seed, temperature
+        super().__init__(inner)
+        self.seed, self.temperature = seed, temperature
 
-    def __getattr__(self, attr: str) -> Any:  # name, model_id, capabilities, ...
-        return getattr(self.inner, attr)
-
-    def chat(self, messages: Any, **kw: Any) -> Any:
-        kw["temperature"] = max(float(kw.get("temperature") or 0.0), self.temperature)
-        kw["seed"] = self.seed
-        return self.inner.chat(messages, **kw)
+    def send(self, request: Request) -> Reply:
+        return self.inner.send(replace(request, temperature=max(request.temperature, self.temperature), seed=self.seed))
 
 
 def candidate_line(k: int, a: Answer, q: Question) -> str:
@@ -47,7 +46,6 @@ def selection_schema(n: int) -> dict[str, Any]:
     return {"type": "object", "required": ["best"], "properties": {"best": {"type": "integer", "enum": list(range(1, n + 1))}}}
 
 
-@register_policy("ace", needs=())
 class Ace(BasePolicy):
     """Several candidate answers from a base policy; a selector model picks the best (MovieCORE ACE)."""
 
@@ -93,7 +91,7 @@ class Ace(BasePolicy):
         selector = load(s.selector) if s.selector else backbone
         run.backbone = selector
         listing = "\n".join(candidate_line(k, a, question) for k, a in enumerate(cands, 1))
-        qtext = question.text + ("\n" + "\n".join(f"{l}. {o}" for l, o in zip(question.letters, question.options))
+        qtext = question.text + ("\n" + "\n".join(f"{letter}. {o}" for letter, o in zip(question.letters, question.options))
                                  if question.kind == "mcq" else "")
         reply = run.chat(ACE_SELECT, [system(ACE_SELECT.system), user(ACE_SELECT.render(question=qtext, candidates=listing))],
                          json_schema=selection_schema(len(cands)), max_tokens=s.max_tokens, temperature=0.0)

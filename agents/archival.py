@@ -17,10 +17,11 @@ from typing import Any
 from ..backbones import Tool, assistant, system, tool_result, user
 from ..errors import MovieMemError
 from ..memory.view import FilmMemory
-from ..retrievers.base import Evidence, hms
+from ..retrievers.base import Evidence
 from ..retrievers.text import TextRetriever
 from ..retrievers.window import rows_as_evidence
-from .base import BasePolicy, Question, Run, Step, register_policy
+from ..timefmt import hms
+from .base import BasePolicy, Run
 from .calls import default_max_tokens
 from .packing import passage_sources
 from .parsing import Parsed, parse_answer
@@ -33,6 +34,7 @@ from .prompts import (
     answer_schema,
     question_block,
 )
+from .types import Question, Step
 
 MAX_TOP_K = 20
 
@@ -104,7 +106,6 @@ def protocol_for(backbone: Any) -> str:
     return "tools" if backbone.capabilities.tools else "text"
 
 
-@register_policy("archival", needs=("captions", "transcript"))
 class Archival(BasePolicy):
     """Captions and transcript in an archival store; the backbone searches it in a tool loop.
 

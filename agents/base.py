@@ -1,4 +1,4 @@
-"""Questions, answers, trace steps, the Policy protocol and the policy registry.
+"""The Policy protocol and the plumbing every policy shares (the Run that records a trace).
 
 A policy turns (film, question, backbone) into an Answer that carries the evidence it showed
 the model and a trace of every step (retrieval queries, prompts by id and version, tool calls,
@@ -8,92 +8,14 @@ replies), so an answer can be inspected and a run compared across policies.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
-from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
 
-from ..backbones import Backbone, Reply, Usage
-from ..errors import MovieMemError
+from ..backbones.base import Backbone
+from ..backbones.types import Reply, Request, Usage
 from ..memory.view import FilmMemory
 from ..retrievers.base import Evidence
-
-Kind = Literal["mcq", "claim", "open"]
-LETTERS = "ABCDEFGHIJ"
-
-
-@dataclass(frozen=True)
-class Question:
-    """mcq: text + options (2-10); claim: a statement judged TRUE/FALSE; open: free answer."""
-
-    text: str
-    options: tuple[str, ...] = ()
-    kind: Kind = "mcq"
-
-    def __post_init__(self) -> None:
-        if not self.text or not self.text.strip():
-            raise MovieMemError("the question is empty")
-        if self.kind not in ("mcq", "claim", "open"):
-            raise MovieMemError(f"unknown question kind {self.kind!r}; use mcq, claim or open")
-        if self.kind == "mcq" and not 2 <= len(self.options) <= len(LETTERS):
-            raise MovieMemError(f"a multiple-choice question needs 2 to {len(LETTERS)} options, not {len(self.options)}")
-        if self.kind != "mcq" and self.options:
-            raise MovieMemError(f"a {self.kind} question takes no options")
-
-    @property
-    def letters(self) -> str:
-        return LETTERS[: len(self.options)]
-
-    @classmethod
-    def make(cls, text: str, options: list[str] | tuple[str, ...] | None = None, kind: str | None = None) -> Question:
-        """Kind defaults to mcq with options and open without."""
-        opts = tuple(str(o) for o in options or ())
-        return cls(text, opts, (kind or ("mcq" if opts else "open")))  # type: ignore[arg-type]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"text": self.text, "options": list(self.options), "kind": self.kind}
-
-
-@dataclass
-class Step:
-    """One thing a policy did: kind is retrieve | prompt | reply | tool | note."""
-
-    kind: str
-    data: dict[str, Any] = field(default_factory=dict)
-    t: float = field(default_factory=time.time)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, **self.data}
-
-
-@dataclass
-class Answer:
-    """choice: a letter (mcq), TRUE/FALSE (claim) or None (open, or invalid); text: the answer
-    in words (the option text, or the free answer); confidence in [0, 1] or None."""
-
-    choice: str | None
-    text: str
-    confidence: float | None
-    invalid: bool
-    policy: str
-    backbone: str
-    evidence: list[Evidence] = field(default_factory=list)
-    trace: list[Step] = field(default_factory=list)
-    usage: Usage = field(default_factory=Usage)
-    error: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """The `moviemem ask --json` object."""
-        u = self.usage
-        return {
-            "choice": self.choice, "text": self.text, "confidence": self.confidence, "invalid": self.invalid,
-            "policy": self.policy, "backbone": self.backbone,
-            "evidence": [{"kind": e.kind, "start": round(e.start, 3), "end": round(e.end, 3), "text": e.text,
-                          "score": round(e.score, 6), "retriever": e.retriever, "id": e.id, "cited": e.cited}
-                         for e in self.evidence],
-            "usage": {"input_tokens": u.input_tokens, "output_tokens": u.output_tokens, "images": u.images,
-                      "latency_s": round(u.latency_s, 3), "cost_usd": u.cost_usd},
-            "trace": [s.to_dict() for s in self.trace],
-        }
+from .types import Answer, Question, Step
 
 
 class Run:
@@ -124,7 +46,7 @@ class Run:
                                           "images": sum(len([p for p in getattr(m, "parts", ()) if type(p).__name__ == "Image"])
                                                         for m in messages)}))
         started = time.perf_counter()
-        reply = self.backbone.chat(messages, **kw)
+        reply = self.backbone.send(Request.build(messages, **kw))
         if not reply.usage.latency_s:
             reply.usage.latency_s = time.perf_counter() - started
         self.usage = self.usage + reply.usage
@@ -143,69 +65,17 @@ class Policy(Protocol):
     def answer(self, film: FilmMemory, question: Question, backbone: Backbone) -> Answer: ...
 
 
-# ----------------------------------------------------------------------------- registry
-
-
-@dataclass
-class PolicyInfo:
-    name: str
-    factory: Callable[..., Policy]
-    description: str
-    defaults: dict[str, Any]
-    needs: tuple[str, ...] = ()  # film content it reads: transcript, captions, frames, clip, events, video
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "description": self.description, "defaults": self.defaults, "needs": list(self.needs)}
-
-
-_policies: dict[str, PolicyInfo] = {}
-
-
-def register_policy(name: str, *, description: str = "", needs: tuple[str, ...] = ()) -> Callable[[type], type]:
-    """Class decorator: the class takes its settings as keyword arguments (defaults in `Settings`)."""
-
-    def deco(cls: type) -> type:
-        doc = (cls.__doc__ or "").strip().splitlines()
-        defaults = asdict(cls.Settings()) if hasattr(cls, "Settings") else {}
-        _policies[name] = PolicyInfo(name, cls, description or (doc[0] if doc else ""), defaults, needs)
-        cls.name = name
-        return cls
-
-    return deco
-
-
-def _load_builtin() -> None:
-    from . import policies  # noqa: F401 - registers the built-in policies
-
-
-def list_policies() -> list[PolicyInfo]:
-    _load_builtin()
-    return [_policies[k] for k in sorted(_policies)]
-
-
-def get_policy(name: str, **settings: Any) -> Policy:
-    """A policy by name with its settings overridden; unknown names and settings are refused."""
-    _load_builtin()
-    if name not in _policies:
-        raise MovieMemError(f"unknown policy {name!r}; known: {', '.join(sorted(_policies))}")
-    info = _policies[name]
-    unknown = sorted(set(settings) - set(info.defaults))
-    if unknown:
-        raise MovieMemError(f"policy {name} has no setting {unknown[0]!r}; settings: {', '.join(info.defaults) or 'none'}")
-    return info.factory(**settings)
-
-
 class BasePolicy:
     """Shared plumbing: settings as a dataclass, the Run, and the final Answer."""
 
-    name: ClassVar[str] = ""
+    name: str = ""  # the registry name it was created under
 
     @dataclass
     class Settings:
         pass
 
     def __init__(self, **settings: Any):
-        self.settings = self.Settings(**settings)
+        self.settings: Any = self.Settings(**settings)  # each policy's own Settings dataclass
 
     def answer(self, film: FilmMemory, question: Question, backbone: Backbone) -> Answer:
         run = Run(backbone)

@@ -8,10 +8,12 @@ from typing import Any, TypeVar
 from ..backbones import Clip, system, user
 from ..errors import MovieMemError
 from ..memory.view import FilmMemory
-from ..retrievers.base import Evidence, hms
-from .base import Question, Run
+from ..retrievers.base import Evidence
+from ..timefmt import hms
+from .base import Run
 from .parsing import Parsed, parse_answer
 from .prompts import Prompt, answer_schema, question_block
+from .types import Question
 
 T = TypeVar("T")
 
@@ -70,7 +72,7 @@ def answer_once(run: Run, prompt: Prompt, q: Question, body: str, *, images: Seq
 
 
 def parse_step(parsed: Parsed) -> Any:
-    from .base import Step
+    from .types import Step
 
     return Step("parse", {"choice": parsed.choice, "invalid": parsed.invalid, "how": parsed.how, "error": parsed.error,
                           "confidence": parsed.confidence})

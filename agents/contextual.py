@@ -11,13 +11,13 @@ from dataclasses import dataclass
 from ..errors import MovieMemError
 from ..memory.view import FilmMemory
 from ..retrievers.window import rows_as_evidence
-from .base import BasePolicy, Question, Run, register_policy
+from .base import BasePolicy, Run
 from .calls import answer_once, body, stage_reason, world_state
 from .parsing import Parsed
 from .prompts import CLOSED_BOOK, SOCRATIC, SUBTITLES
+from .types import Question
 
 
-@register_policy("closed-book", needs=())
 class ClosedBook(BasePolicy):
     """The question alone (optionally with the film's title and year): what the backbone already knows."""
 
@@ -37,7 +37,6 @@ class ClosedBook(BasePolicy):
                            max_tokens=s.max_tokens, temperature=s.temperature)
 
 
-@register_policy("subtitles", needs=("transcript",))
 class Subtitles(BasePolicy):
     """The whole transcript with times, in one call."""
 
@@ -100,14 +99,12 @@ class _Socratic(BasePolicy):
                            max_tokens=s.max_tokens, temperature=s.temperature)
 
 
-@register_policy("socratic-frame", needs=("captions",))
 class SocraticFrame(_Socratic):
     """The whole history of frame captions (per minute of 0.5 fps stills) as `HH:MM:SS - HH:MM:SS` lines."""
 
     caption_kind = "frame"
 
 
-@register_policy("socratic-clip", needs=("captions",))
 class SocraticClip(_Socratic):
     """The whole history of clip captions (per segment, with audio) as `HH:MM:SS - HH:MM:SS` lines."""
 

@@ -6,16 +6,17 @@ from dataclasses import dataclass
 
 from ..errors import MovieMemError
 from ..memory.view import FilmMemory
-from ..retrievers.base import Evidence, hms
-from .base import BasePolicy, Question, Run, register_policy
+from ..retrievers.base import Evidence
+from ..timefmt import hms
+from .base import BasePolicy, Run
 from .calls import answer_once, body, film_clip, require_video
 from .parsing import Parsed
 from .prompts import END_TO_END_FRAMES, END_TO_END_VIDEO
+from .types import Question
 
 POOLS = (64, 128, 256)
 
 
-@register_policy("end-to-end", needs=("video",))
 class EndToEnd(BasePolicy):
     """N uniform frames of the film (N in 64/128/256), or the whole video with audio (video=True)."""
 

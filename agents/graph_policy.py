@@ -14,16 +14,16 @@ from itertools import combinations
 
 from ..errors import MovieMemError
 from ..memory.view import FilmMemory
-from ..retrievers.base import hms
 from ..retrievers.graph import event_evidence, film_graph, link_evidence
 from ..retrievers.text import TextRetriever
-from .base import BasePolicy, Question, Run, Step, register_policy
+from ..timefmt import hms
+from .base import BasePolicy, Run
 from .calls import answer_once, body, stage_reason
 from .parsing import Parsed
 from .prompts import GRAPH
+from .types import Question, Step
 
 
-@register_policy("graph", needs=("events",))
 class GraphPolicy(BasePolicy):
     """Event graph: match events to the question, follow causal / temporal / flashback paths, answer from the path."""
 

@@ -15,14 +15,16 @@ from dataclasses import dataclass, field, replace
 
 from ..errors import MovieMemError
 from ..memory.view import FilmMemory
-from ..retrievers.base import Evidence, hms
+from ..retrievers.base import Evidence
 from ..retrievers.text import TextRetriever
-from .base import BasePolicy, Question, Run, Step, register_policy
+from ..timefmt import hms
+from .base import BasePolicy, Run
 from .calls import answer_once, body
-from .reader import can_read, read
 from .packing import Lines, fit_budget, fuse, informative_first, interleave, passage_sources
 from .parsing import Parsed
 from .prompts import HYBRID
+from .reader import can_read, read
+from .types import Question, Step
 
 # question type -> pattern over the question's words (first match wins, in this order)
 QUESTION_TYPES: dict[str, str] = {
@@ -132,7 +134,6 @@ def widen(e: Evidence, n: int) -> Evidence:
     return replace(e, rows=(e.kind, max(0, idx - n), idx + n))
 
 
-@register_policy("hybrid", needs=("transcript", "captions"))
 class Hybrid(BasePolicy):
     """Routes by question type across transcript passages, captions, on-screen text and events, under a token budget."""
 

@@ -33,13 +33,15 @@ from typing import Any
 from ..backbones import Backbone, Usage
 from ..errors import MovieMemError
 from ..memory.view import FilmMemory
-from ..retrievers.base import Evidence, hms
+from ..retrievers.base import Evidence
+from ..timefmt import hms
 from .archival import ArchivalSettings, archival_passages
-from .base import BasePolicy, Question, Run, Step, register_policy
+from .base import BasePolicy, Run
 from .parsing import Parsed, parse_answer
 from .prompts import LETTA, LETTA_FINAL, Prompt, question_block
+from .types import Question, Step
 
-EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 TAG = "moviemem"
 BATCH = 128  # passages per insert request
 
@@ -149,7 +151,6 @@ class _Session:
                 "embedding_chunk_size": 100000, "batch_size": 64}
 
 
-@register_policy("letta", needs=("captions", "transcript"))
 class LettaPolicy(BasePolicy):
     """The archival paradigm run by a real Letta agent (letta-client) over the same passages."""
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..backbones import Reply
 from ..backbones.base import parse_json_reply
-from .base import Question
+from .types import Question
 
 ANSWER_KEYS = ("answer", "choice", "option", "label", "verdict", "final_answer")
 

@@ -10,25 +10,10 @@ The Letta policy shares ARCHIVAL_SYSTEM (see LETTA_SYSTEM), the user turns and t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-from .base import Question
-
-
-@dataclass(frozen=True)
-class Prompt:
-    id: str
-    version: int
-    system: str
-    template: str  # {placeholders} filled by render(); film text may hold braces, so no str.format
-
-    def render(self, **values: str) -> str:
-        out = self.template
-        for key, value in values.items():
-            out = out.replace("{" + key + "}", value)
-        return out
-
+from ..backbones.prompt import Prompt
+from .types import Question
 
 SYSTEM = ("You answer questions about a film. Use only the film material you are given (and, when no material "
           "is given, what you know). Reply with one JSON object and nothing else.")
@@ -192,7 +177,50 @@ ACE_SELECT = Prompt("ace-select", 1,
                     "{candidates}\n\nWhich candidate answers the question best? Prefer answers that are specific, "
                     "consistent and plausible for the film. Reply with JSON: {\"best\": <candidate number>}")
 
+# ----------------------------------------------------------------------------- narration (audio description, Movie101)
+
+_SYSTEM_NARRATE = ("You write audio description for blind and partially sighted film audiences: present tense, "
+                   "concrete, characters named, nothing invented beyond what you are told or shown. "
+                   "Answer with JSON only.")
+
+_NARRATION_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"narration": {"type": "string"}},
+    "required": ["narration"],
+}
+_CLIP_NARRATION_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"narration": {"type": "string"}, "characters": {"type": "array", "items": {"type": "string"}}},
+    "required": ["narration", "characters"],
+}
+
+DESCRIBE_GAP = Prompt(
+    "narration.gap", 1, _SYSTEM_NARRATE,
+    "Write one audio-description line to be spoken from {t0} to {t1}, while nobody talks. "
+    "Use at most {words} words.{names} Describe only what the film shows in that stretch; do not repeat dialogue."
+    "{frames}\nWhat the film shows then:\n{context}{before}\n"
+    'Reply as JSON: {{"narration": "..."}}',
+    _NARRATION_SCHEMA,
+)
+SHORTEN = Prompt(
+    "narration.shorten", 1, _SYSTEM_NARRATE,
+    "This audio-description line has {have} words but must be spoken in at most {words} words:\n{line}\n"
+    "Rewrite it as one complete sentence of at most {words} words. Keep the names and the main action; "
+    'drop the rest. Reply as JSON: {{"narration": "..."}}',
+    _NARRATION_SCHEMA,
+)
+NARRATE_CLIP = Prompt(
+    "narration.clip", 1, _SYSTEM_NARRATE,
+    "Narrate {t0}-{t1} of a film the way a film narrator tells it to a blind audience (Movie101 style): one "
+    "paragraph of 2-6 sentences that sets the scene (place, time of day, who is there) and then tells what the "
+    "characters do, in order, by name. Do not quote dialogue.{names}{frames}\n"
+    "What the memory of the film holds for this stretch:\n{context}\n"
+    'Reply as JSON: {{"narration": "...", "characters": ["names of characters in the narration"]}}',
+    _CLIP_NARRATION_SCHEMA,
+)
+
+
 PROMPTS = {p.id: p for p in [CLOSED_BOOK, SUBTITLES, SOCRATIC, END_TO_END_FRAMES, END_TO_END_VIDEO, VIDEOAGENT, ARCHIVAL,
                              ARCHIVAL_FINAL, GRAPH, HYBRID, ACE_SELECT, READ_LETTER, READ_CLAIM, ARCHIVAL_TEXT,
                              ARCHIVAL_TEXT_FINAL]}
-PROMPTS.update({p.id: p for p in [LETTA, LETTA_FINAL]})
+PROMPTS.update({p.id: p for p in [LETTA, LETTA_FINAL, DESCRIBE_GAP, SHORTEN, NARRATE_CLIP]})

@@ -15,10 +15,11 @@ import math
 from collections.abc import Sequence
 
 from ..backbones import system, user
-from .base import Question, Run, Step
+from .base import Run
 from .calls import parse_step
 from .parsing import Parsed
 from .prompts import READ_CLAIM, READ_LETTER, question_head
+from .types import Question, Step
 
 TOP = 20  # alternatives asked for: option letters and yes/no are always among them when the prompt asks for one
 CONTENT_FREE = "N/A"

@@ -16,16 +16,17 @@ from dataclasses import dataclass
 from ..errors import MovieMemError
 from ..memory.schema import FrameRow
 from ..memory.view import FilmMemory
-from ..retrievers.base import Evidence, hms
+from ..retrievers.base import Evidence
 from ..retrievers.frames import FrameRetriever, clip_status
 from ..retrievers.window import around
-from .base import BasePolicy, Question, Run, register_policy
+from ..timefmt import hms
+from .base import BasePolicy, Run
 from .calls import answer_once, body, require_video, uniform
 from .parsing import Parsed
 from .prompts import VIDEOAGENT, VIDEOAGENT_TEXT_FRAME
+from .types import Question
 
 
-@register_policy("videoagent", needs=("video", "frames", "clip"))
 class VideoAgent(BasePolicy):
     """8 uniform frames of the 64 pool; while unsure, up to 4 more by CLIP cosine; at most 3 rounds."""
 

@@ -2,7 +2,8 @@
 
     from moviemem.backbones import load, user
     b = load("local-small")
-    reply = b.chat([user("Which option ...?")], json_schema={...}, max_tokens=64)
+    reply = b.send(Request.build([user("Which option ...?")], json_schema={...}, max_tokens=64))
+    reply = b.chat([user("Which option ...?")], max_tokens=64)  # the same call, built for you
     reply.text, reply.tool_calls, reply.usage
 
 Specs: openai:MODEL, openai-compatible:URL#MODEL, gemini:MODEL, llamacpp:PATH, local,
@@ -14,10 +15,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import (
+from .base import Backbone, BackboneBase, BaseBackbone, Wrapper, send_all
+from .cache import ReplayCache, ReplayMiss
+from .pricing import cost, load_prices, price_for
+from .registry import list_backbones, load, register, registered
+from .scripted import ScriptedBackbone
+from .types import (
     Audio,
-    Backbone,
-    BaseBackbone,
     Capabilities,
     Clip,
     Image,
@@ -34,13 +38,9 @@ from .base import (
     tool_result,
     user,
 )
-from .cache import ReplayCache, ReplayMiss
-from .pricing import cost, load_prices, price_for
-from .registry import list_backbones, load, register, registered
-from .scripted import ScriptedBackbone
 
 __all__ = [
-    "Audio", "Backbone", "BaseBackbone", "Capabilities", "Clip", "Gateway", "Image", "Message", "Reply",
+    "Audio", "Backbone", "BackboneBase", "BaseBackbone", "Wrapper", "send_all", "Capabilities", "Clip", "Gateway", "Image", "Message", "Reply",
     "ReplayCache", "ReplayMiss", "Request", "ScriptedBackbone", "Text", "Tool", "ToolCall", "Usage", "assistant",
     "cost", "list_backbones", "load", "load_prices", "normalise_messages", "price_for", "register", "registered",
     "serve", "start_gateway", "system", "tool_result", "user",

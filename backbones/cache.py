@@ -16,15 +16,15 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, get_args
 
 from ..errors import MovieMemError
-from .base import Backbone, MessageLike, Reply, Request, Tool, run_many
+from .base import Backbone, Wrapper
 from .retry import redact
 from .settings import CacheMode, get_backbone_settings
+from .types import Reply, Request
 
 MODES: tuple[str, ...] = get_args(CacheMode)
 KEY_VERSION = 1
@@ -53,20 +53,15 @@ def _db_path(path: str | Path | None) -> Path:
     return base if base.suffix in (".sqlite", ".db") else base / DB_NAME
 
 
-class ReplayCache:
+class ReplayCache(Wrapper):
     """A Backbone that answers from its cache first. `stats` counts hits, misses and writes."""
 
     def __init__(self, backbone: Backbone, path: str | Path | None = None, mode: CacheMode | str | None = None):
         mode = mode or get_backbone_settings().cache_mode
         if mode not in MODES:
             raise MovieMemError(f"unknown cache mode {mode!r}; use one of {', '.join(MODES)}")
-        self.inner = backbone
+        super().__init__(backbone)
         self.mode = mode
-        self.name = backbone.name
-        self.model_id = backbone.model_id
-        self.capabilities = backbone.capabilities
-        self.sequential = bool(getattr(backbone, "sequential", False))
-        self.concurrency = int(getattr(backbone, "concurrency", 4))
         self.path = _db_path(path)
         self.stats = CacheStats()
         self._stats_lock = threading.Lock()
@@ -104,7 +99,7 @@ class ReplayCache:
         data.pop("cached", None)
         data.pop("transient", None)
         # a server that echoes the key (or a URL with credentials) must not leave it on disk
-        stored = redact(json.dumps(data, ensure_ascii=False), getattr(self.inner, "secrets", list)())
+        stored = redact(json.dumps(data, ensure_ascii=False), self.secrets())
         self._conn().execute("INSERT OR REPLACE INTO replies (key, model_id, reply, created) VALUES (?, ?, ?, ?)",
                              (key, self.model_id, stored, time.time()))
 
@@ -112,17 +107,9 @@ class ReplayCache:
         with self._stats_lock:
             setattr(self.stats, field, getattr(self.stats, field) + 1)
 
-    def chat(self, messages: Iterable[MessageLike] | str, *, tools: Iterable[Tool | dict[str, Any]] | None = None,
-             json_schema: dict[str, Any] | None = None, max_tokens: int = 512, temperature: float = 0.0,
-             timeout: float | None = None, tool_choice: str | None = None, seed: int | None = None,
-             logprobs: int = 0) -> Reply:
-        return self.send(Request.build(messages, tools=tools, json_schema=json_schema, max_tokens=max_tokens,
-                                       temperature=temperature, tool_choice=tool_choice, timeout=timeout, seed=seed,
-                                       logprobs=logprobs))
-
     def send(self, request: Request) -> Reply:
         if self.mode == "off":
-            return self._call(request)
+            return self.inner.send(request)
         key = self.key(request)
         if self.mode in ("read", "readwrite", "replay-only"):
             hit = self.get(key)
@@ -133,24 +120,11 @@ class ReplayCache:
             if self.mode == "replay-only":
                 raise ReplayMiss(f"replay cache {self.path} has no reply for this request to {self.model_id} "
                                  f"(key {key[:12]}); rerun with cache mode readwrite to fill it")
-        reply = self._call(request)
+        reply = self.inner.send(request)
         if self.mode in ("write", "readwrite") and not reply.transient:
             self.put(key, reply)
             self._count("writes")
         return reply
-
-    def chat_many(self, requests: Sequence[Request | dict[str, Any]]) -> list[Reply]:
-        reqs = [r if isinstance(r, Request) else Request.build(**r) for r in requests]
-        return run_many(self.send, reqs, sequential=self.sequential, workers=self.concurrency)
-
-    def _call(self, request: Request) -> Reply:
-        send = getattr(self.inner, "send", None)
-        if callable(send):
-            return send(request)
-        return self.inner.chat(list(request.messages), tools=list(request.tools) or None,
-                               json_schema=request.json_schema, max_tokens=request.max_tokens,
-                               temperature=request.temperature, timeout=request.timeout,
-                               tool_choice=request.tool_choice, seed=request.seed)
 
     def entries(self) -> int:
         return int(self._conn().execute("SELECT COUNT(*) FROM replies").fetchone()[0])

@@ -31,8 +31,9 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from ..errors import MovieMemError
-from .base import Backbone, Reply, Request, Tool
+from .base import Backbone
 from .registry import load
+from .types import Reply, Request, Tool
 
 SHUTDOWN_GRACE_S = 5.0  # requests in flight get this long after SIGTERM; then the gateway stops anyway
 log = logging.getLogger("moviemem.backbones.gateway")
@@ -168,14 +169,7 @@ def create_app(backbone: Backbone, embedder: Any = None, *, token: str | None = 
     stats = _Stats()
     app.state.stats = stats
     created = int(time.time())
-    send = getattr(backbone, "send", None)
-
-    def answer(request: Request) -> Reply:
-        if callable(send):
-            return send(request)
-        return backbone.chat(list(request.messages), tools=list(request.tools) or None,
-                             json_schema=request.json_schema, max_tokens=request.max_tokens,
-                             temperature=request.temperature, tool_choice=request.tool_choice, seed=request.seed)
+    answer = backbone.send
 
     def model_card(model_id: str) -> dict[str, Any]:
         return {"id": model_id, "object": "model", "created": created, "owned_by": "moviemem"}

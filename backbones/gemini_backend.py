@@ -24,8 +24,9 @@ from typing import Any
 
 from ..errors import MovieMemError
 from . import media
-from .base import Audio, BaseBackbone, Capabilities, Clip, Image, Message, Reply, Request, Text, ToolCall, Usage
+from .base import BaseBackbone
 from .settings import get_backbone_settings
+from .types import Audio, Capabilities, Clip, Image, Message, Reply, Request, Text, ToolCall, Usage
 
 SKIP_SIGNATURE = b"skip_thought_signature_validator"  # Google's documented stand-in for a lost signature
 _FINISH = {"STOP": "stop", "MAX_TOKENS": "length", "MALFORMED_FUNCTION_CALL": "malformed_function_call"}
@@ -150,7 +151,7 @@ class GeminiBackbone(BaseBackbone):
         """(uri, mime) of `path` in the Files API, uploading only when no live upload exists."""
         from google.genai import types
 
-        key = hashlib.sha256(f"{media.file_sha256(path)}|{self.base_url or 'default'}".encode()).hexdigest()
+        key = hashlib.sha256(f"{media.media_fingerprint(path)}|{self.base_url or 'default'}".encode()).hexdigest()
         known = self._uploads.get(key)
         client = self.client()
         if known is not None:

@@ -24,8 +24,9 @@ from typing import Any
 
 from ..errors import MovieMemError
 from ..hardware import default_threads
-from .base import BaseBackbone, Capabilities, Message, Reply, Request, Tool, ToolCall, Usage, parse_arguments
+from .base import BaseBackbone
 from .settings import get_backbone_settings
+from .types import Capabilities, Message, Reply, Request, Tool, ToolCall, Usage, parse_arguments
 
 _TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.S)
 # the Hermes/Qwen convention, used for templates that know nothing about tools
@@ -67,7 +68,7 @@ def _state_bytes(state: Any) -> int:
     return int(state.llama_state_size) + int(getattr(state.scores, "nbytes", 0)) + int(getattr(state.input_ids, "nbytes", 0))
 
 
-def _RAMCache(base: type, capacity_bytes: int) -> Any:
+def _RAMCache(base: type, capacity_bytes: int) -> Any:  # noqa: N802 - a class factory, named like the class it makes
     """llama-cpp-python's RAM prompt cache, bounded by what its states really occupy: the stock
     class counts only the KV state, so a run of a few dozen prompts grew past 16 GB."""
 
@@ -236,7 +237,7 @@ class LlamaCppBackbone(BaseBackbone):
 
     def _send(self, request: Request, timeout: float) -> Reply:
         from llama_cpp import StoppingCriteriaList
-        from llama_cpp import llama_cpp as C
+        from llama_cpp import llama_cpp as C  # noqa: N812 - the C API, named as llama.cpp's own examples do
 
         model = self.model()
         llm = model.llm

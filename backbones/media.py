@@ -39,7 +39,7 @@ def bytes_sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def file_sha256(path: str | Path) -> str:
+def media_fingerprint(path: str | Path) -> str:
     """Content fingerprint, memoised on (path, size, mtime) so a film is hashed once per process.
 
     Files over 256 MiB are fingerprinted from their size and three 16 MiB blocks (start,
@@ -50,11 +50,11 @@ def file_sha256(path: str | Path) -> str:
         st = p.stat()
     except OSError as exc:
         raise MovieMemError(f"cannot read {p}: {exc.strerror}") from None
-    return _file_sha256(str(p), st.st_size, st.st_mtime_ns)
+    return _fingerprint(str(p), st.st_size, st.st_mtime_ns)
 
 
 @functools.lru_cache(maxsize=4096)
-def _file_sha256(path: str, size: int, mtime_ns: int) -> str:
+def _fingerprint(path: str, size: int, mtime_ns: int) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
         if size <= _FULL_HASH_LIMIT:
@@ -99,7 +99,7 @@ def cut(path: str | Path, start: float, end: float | None, *, kind: str, scratch
         raise MovieMemError("ffmpeg is not installed; it is needed to cut clips")
     src = Path(path)
     ext = ".mp4" if kind == "video" else ".mp3"
-    key = bytes_sha256(f"{file_sha256(src)}:{start:.3f}:{end}:{kind}".encode())[:32]
+    key = bytes_sha256(f"{media_fingerprint(src)}:{start:.3f}:{end}:{kind}".encode())[:32]
     out = scratch / "clips" / f"{key}{ext}"
     if out.is_file() and out.stat().st_size > 0:
         return out

@@ -17,21 +17,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 from ..errors import MovieMemError
 from . import media
-from .base import (
-    Audio,
-    BaseBackbone,
-    Capabilities,
-    Clip,
-    Image,
-    Message,
-    Reply,
-    Request,
-    Text,
-    ToolCall,
-    Usage,
-    parse_arguments,
-)
+from .base import BaseBackbone
 from .settings import get_backbone_settings
+from .types import Audio, Capabilities, Clip, Image, Message, Reply, Request, Text, ToolCall, Usage, parse_arguments
 
 OPENAI_URL = "https://api.openai.com/v1"
 # reasoning models accept only the default temperature and count output as max_completion_tokens

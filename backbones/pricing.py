@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import MovieMemError
-from .base import Usage
+from .types import Usage
 
 DEFAULT_PRICES = Path(__file__).with_name("prices.toml")
 

@@ -13,12 +13,13 @@ import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
 from ..errors import MovieMemError
-from .base import Backbone, Capabilities
+from ..registry import Registry
+from .base import Backbone
+from .types import Capabilities
 
 log = logging.getLogger("moviemem.backbones")
 
@@ -26,10 +27,15 @@ ENTRY_POINT_GROUP = "moviemem.backbones"
 Factory = Callable[..., Backbone]
 
 
+BACKBONES: Registry[Factory] = Registry("backbone", ENTRY_POINT_GROUP)
+
+
 @dataclass
 class Registration:
+    """What a listing shows of a backbone, without importing its SDK."""
+
     name: str
-    factory: Factory
+    factory: Factory | str
     description: str = ""
     capabilities: Capabilities | None = None
     example: str = ""
@@ -53,8 +59,11 @@ class Registration:
                 "requires": list(self.requires), "ready": self.is_ready(), "source": self.source}
 
 
-_registry: dict[str, Registration] = {}
-_entry_points_loaded = False
+def _add(name: str, factory: Factory | str, description: str = "", capabilities: Capabilities | None = None,
+         example: str = "", requires: tuple[str, ...] = (), source: str = "moviemem",
+         ready: Callable[[], bool] | None = None) -> None:
+    BACKBONES.add(name, factory, source=source, description=description, capabilities=capabilities, example=example,
+                  requires=tuple(requires), ready=ready)
 
 
 def register(name: str, *, description: str = "", capabilities: Capabilities | None = None, example: str = "",
@@ -65,30 +74,25 @@ def register(name: str, *, description: str = "", capabilities: Capabilities | N
 
     def deco(factory: Factory) -> Factory:
         doc = (factory.__doc__ or "").strip().splitlines()
-        _registry[name] = Registration(name, factory, description or (doc[0] if doc else ""), capabilities,
-                                       example, tuple(requires), source=getattr(factory, "__module__", "") or "")
+        _add(name, factory, description or (doc[0] if doc else ""), capabilities, example, requires,
+             getattr(factory, "__module__", "") or "")
         return factory
 
     return deco
 
 
-def _load_entry_points() -> None:
-    """Register third-party backbones from installed packages (once per process)."""
-    global _entry_points_loaded
-    if _entry_points_loaded:
-        return
-    _entry_points_loaded = True
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        if ep.name in _registry:
-            continue
+def _registration(name: str) -> Registration:
+    entry = BACKBONES.entry(name)
+    meta = dict(entry.meta)
+    if entry.lazy and not meta.get("description"):  # an entry point: its docstring is the description
         try:
-            obj = ep.load()
-        except Exception as exc:  # noqa: BLE001 - one broken plugin must not hide the others
-            log.warning("backbone plugin %s (%s) failed to load: %s", ep.name, ep.value, exc)
-            continue
-        if ep.name not in _registry:  # importing it may have registered it with @register already
-            doc = (getattr(obj, "__doc__", "") or "").strip().splitlines()
-            _registry[ep.name] = Registration(ep.name, obj, doc[0] if doc else "", source=f"entry point {ep.value}")
+            doc = (getattr(BACKBONES.get(name), "__doc__", "") or "").strip().splitlines()
+            meta["description"] = doc[0] if doc else ""
+        except MovieMemError as exc:
+            log.warning("%s", exc)
+            meta["description"] = f"(failed to load: {BACKBONES.failures.get(name, exc)})"
+    return Registration(name, entry.target, meta.get("description", ""), meta.get("capabilities"),
+                        meta.get("example", ""), tuple(meta.get("requires", ())), entry.source, meta.get("ready"))
 
 
 def _factory_call(factory: Factory, arg: str | None, options: dict[str, Any]) -> Backbone:
@@ -105,13 +109,11 @@ def load(spec: str | Backbone, *, cache: str | Path | bool | None = None, cache_
     if isinstance(spec, str):
         spec = spec.strip()
         name, _, arg = spec.partition(":")
-        if name not in _registry:
-            _load_entry_points()
-        if name not in _registry and spec.endswith(".gguf"):
+        if name not in BACKBONES and spec.endswith(".gguf"):
             name, arg = "llamacpp", spec  # a bare GGUF path
-        if name not in _registry:
-            raise MovieMemError(f"unknown backbone {name!r}; registered: {', '.join(sorted(_registry))}")
-        backbone = _factory_call(_registry[name].factory, arg or None, options)
+        if name not in BACKBONES:
+            raise MovieMemError(f"unknown backbone {name!r}; registered: {', '.join(sorted(BACKBONES.names()))}")
+        backbone = _factory_call(BACKBONES.get(name), arg or None, options)
         if not isinstance(backbone, Backbone):
             raise MovieMemError(f"backbone factory {name!r} returned {type(backbone).__name__}, not a Backbone")
     elif isinstance(spec, Backbone):
@@ -127,13 +129,11 @@ def load(spec: str | Backbone, *, cache: str | Path | bool | None = None, cache_
 
 def list_backbones() -> list[dict[str, Any]]:
     """Registered backbones with capabilities and readiness, JSON-serialisable (for `moviemem backbones`)."""
-    _load_entry_points()
-    return [_registry[n].to_dict() for n in sorted(_registry)]
+    return [_registration(n).to_dict() for n in sorted(BACKBONES.names())]
 
 
 def registered() -> dict[str, Registration]:
-    _load_entry_points()
-    return dict(_registry)
+    return {n: _registration(n) for n in BACKBONES.names()}
 
 
 # ----------------------------------------------------------------------------- built-ins
@@ -176,7 +176,7 @@ def _register_builtins() -> None:
          "local-small", (), _prepared("local-small")),
     ]
     for name, module, desc, caps, example, requires, ready in builtins:
-        _registry[name] = Registration(name, _lazy(module, name), desc, caps, example, requires, "moviemem", ready)
+        _add(name, _lazy(module, name), desc, caps, example, requires, "moviemem", ready)
 
     def scripted(arg: str | None, **options: Any) -> Backbone:
         from .scripted import ScriptedBackbone
@@ -186,8 +186,8 @@ def _register_builtins() -> None:
             options["cycle"] = True
         return ScriptedBackbone(**options)
 
-    _registry["scripted"] = Registration("scripted", scripted, "answers from a script (tests); echoes by default",
-                                         replace(Capabilities.all(), logprobs=False), "scripted", (), "moviemem", lambda: True)
+    _add("scripted", scripted, "answers from a script (tests); echoes by default",
+         replace(Capabilities.all(), logprobs=False), "scripted", (), "moviemem", lambda: True)
 
 
 _register_builtins()

@@ -16,7 +16,7 @@ import httpx
 import tenacity
 
 from ..errors import MovieMemError
-from .base import Reply
+from .types import Reply
 
 log = logging.getLogger("moviemem.backbones")
 
@@ -115,7 +115,7 @@ def describe(exc: BaseException, secrets: Iterable[str] = ()) -> str:
     return redact(f"{head}: {msg[:300]}", secrets)
 
 
-class wait_retry_after(tenacity.wait.wait_base):
+class wait_retry_after(tenacity.wait.wait_base):  # noqa: N801 - named like tenacity's own wait_* strategies
     """Wait what Retry-After says (capped), else exponential backoff with full jitter."""
 
     def __init__(self, initial: float, max_wait: float) -> None:

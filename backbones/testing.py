@@ -76,7 +76,7 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (a timeout test): nothing to answer
 
-    do_GET = do_POST = do_DELETE = _handle
+    do_GET = do_POST = do_DELETE = _handle  # noqa: N815 - http.server's handler method names
 
 
 class _Server(ThreadingHTTPServer):

@@ -80,6 +80,7 @@ def bench_local(spec: str, prompt_words: int, gen_tokens: int, repeats: int) -> 
 
 def bench_gateway(n: int = 300) -> dict[str, float]:
     import openai
+
     from moviemem.backbones import ScriptedBackbone, start_gateway
 
     backbone = ScriptedBackbone(lambda r: "B")

@@ -37,10 +37,10 @@ import numpy as np
 
 from moviemem import Library
 from moviemem.config import get_settings
-from moviemem.eval.synth import render
 from moviemem.graph import NarrativeGraph, NarrativeGraphWarning
 from moviemem.ingest.events import EventsStage
 from moviemem.models.embedder import get_embedder
+from moviemem.synth import render
 
 SYMMETRIC = {"overlap", "coreference"}
 

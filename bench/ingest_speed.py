@@ -8,9 +8,9 @@ transcript (ASR), clip and ocr; also times a second, fully cached ingest (resume
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import os
-import datetime as dt
 import shutil
 import tempfile
 import time
@@ -19,7 +19,7 @@ from pathlib import Path
 from moviemem import Library
 from moviemem.config import get_settings
 from moviemem.eval.ingest_quality import boundary_f1, word_error_rate
-from moviemem.eval.synth import render
+from moviemem.synth import render
 
 MEASURED = ["frames", "shots", "segments", "transcript", "clip", "ocr"]
 

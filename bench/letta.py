@@ -44,7 +44,7 @@ def synth(root: Path):
 
     from moviemem import Library
     from moviemem.config import get_settings
-    from moviemem.eval.synth import render
+    from moviemem.synth import render
 
     d = render(root / "film", minutes=3.0, seed=7)["film.mp4"].parent
     srt = truth_srt(json.loads((d / "truth.json").read_text()), d / "subtitles.srt")
@@ -126,7 +126,7 @@ def bench_archive(url: str, film: Any, n: int, queries: list[str]) -> dict[str, 
 def bench_questions(url: str, film: Any, items: list[dict[str, Any]], backbone_spec: str,
                     shared: dict[str, Any], search_first: bool) -> dict[str, Any]:
     from moviemem.agents import get_policy
-    from moviemem.agents.base import Question
+    from moviemem.agents.types import Question
     from moviemem.backbones import load
 
     backbone = load(backbone_spec)

@@ -127,16 +127,17 @@ def build(path: Path, films: int, batch: int = 20, seed: int = 0) -> float:
         for i in range(b, min(films, b + batch)):
             for table, rows in film_rows(i, texts, rng).items():
                 acc.setdefault(table, []).extend(rows)
-        for table, rows in acc.items():
+        for rows in acc.values():
             store.append(rows)
         print(f"\r  built {min(films, b + batch)}/{films} films ({time.perf_counter() - started:.0f} s)", end="",
               file=sys.stderr, flush=True)
     print(file=sys.stderr)
     store.optimize()
-    from moviemem.retrievers.text import SOURCES, ensure_indexes
+    from moviemem.memory.search import ensure_indexes
+    from moviemem.retrievers.text import SOURCES
 
     for src in SOURCES.values():
-        ensure_indexes(store, src)
+        ensure_indexes(store, src.where)
     (path / "BENCH_DONE").write_text(json.dumps({"films": films}))
     return time.perf_counter() - started
 

@@ -34,8 +34,8 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # the local clu
 
 from moviemem import Library  # noqa: E402
 from moviemem.config import cpu_cores, get_settings  # noqa: E402
-from moviemem.eval.synth import render  # noqa: E402
 from moviemem.memory.store import MemoryStore  # noqa: E402
+from moviemem.synth import render  # noqa: E402
 
 NEST_FILMS = 1005
 NEST_MINUTES = 98.0
@@ -178,11 +178,10 @@ def main() -> None:
         load_after = os.getloadavg()[0]
         timings.write_text(json.dumps([serial_s, ray_s, ray_start_s, load_before, load_after]))
 
-    a, b = MemoryStore(serial_lib), MemoryStore(ray_lib)
     counts = {f: (Library(serial_lib).film(f).summary()["counts"], Library(ray_lib).film(f).summary()["counts"])
               for f, _ in films}
     same = all(x == y for x, y in counts.values())
-    film_s = sum(a.film_row(f).duration_s for f, _ in films)
+    film_s = sum(MemoryStore(serial_lib).film_row(f).duration_s for f, _ in films)
     size = memory_size(ray_lib, [f for f, _ in films])
     ratio_here = serial_s / film_s
     speedup = serial_s / ray_s

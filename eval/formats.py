@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ..errors import MovieMemError
 from ..memory.schema import check_film_id
+from ..registry import Registry
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 RELATION_TYPES = ("before", "after", "overlap", "causal", "precondition", "hierarchical", "coreference", "flashback")
@@ -171,21 +172,21 @@ class FormatSpec:
     description: str = ""
 
 
-_FORMATS: dict[str, FormatSpec] = {}
 Adapter = Callable[..., list[Item]]
-_ADAPTERS: dict[str, tuple[Adapter, str]] = {}
+FORMATS: Registry[FormatSpec] = Registry("format", "moviemem.formats")  # entry points name a FormatSpec
+ADAPTERS: Registry[Adapter] = Registry("adapter", "moviemem.adapters")  # entry points name a reader
 
 
 def register_format(name: str, model: type[Item], keys: Iterable[str], description: str = "") -> None:
     """Make `name` a JSONL format whose lines validate against `model`; `keys` identify it."""
     if not issubclass(model, Item):
         raise MovieMemError(f"format {name!r}: model must subclass moviemem.eval.formats.Item")
-    _FORMATS[name] = FormatSpec(name, model, frozenset(keys), description or (model.__doc__ or "").strip().split("\n")[0])
+    FORMATS.add(name, FormatSpec(name, model, frozenset(keys), description or (model.__doc__ or "").strip().split("\n")[0]))
 
 
 def register_adapter(name: str, reader: Adapter, description: str = "") -> None:
     """Make `name` a reader `reader(path, **options) -> list[Item]` for a non-JSONL layout."""
-    _ADAPTERS[name] = (reader, description or (reader.__doc__ or "").strip().split("\n")[0])
+    ADAPTERS.add(name, reader, description=description or (reader.__doc__ or "").strip().split("\n")[0])
 
 
 def item_category(item: Item) -> str | None:
@@ -195,11 +196,12 @@ def item_category(item: Item) -> str | None:
 
 
 def formats() -> dict[str, FormatSpec]:
-    return dict(_FORMATS)
+    """Every format that loads (built-in, registered, or from the `moviemem.formats` entry points)."""
+    return {name: spec for name, spec in FORMATS.load_all().items() if isinstance(spec, FormatSpec)}
 
 
 def adapters() -> dict[str, str]:
-    return {k: v[1] for k, v in _ADAPTERS.items()}
+    return {name: ADAPTERS.entry(name).meta.get("description", "") for name in ADAPTERS.names()}
 
 
 register_format("mcq", MCQ, ["question", "options", "answer"])
@@ -265,12 +267,12 @@ def _pydantic_msg(exc: ValidationError) -> str:
 
 def detect_format(row: dict[str, Any]) -> str:
     """The registered format whose identifying keys the row has (the most specific wins)."""
-    if isinstance(row.get("format"), str) and row["format"] in _FORMATS:
+    if isinstance(row.get("format"), str) and row["format"] in FORMATS:
         return row["format"]
-    matches = [s for s in _FORMATS.values() if s.keys <= row.keys()]
+    matches = [s for s in formats().values() if s.keys <= row.keys()]
     if not matches:
         raise MovieMemError(f"cannot tell the format from keys {sorted(row)}; pass --format "
-                            f"({', '.join(_FORMATS)})")
+                            f"({', '.join(FORMATS)})")
     return max(matches, key=lambda s: len(s.keys)).name
 
 
@@ -279,9 +281,7 @@ def validate_rows(rows: Iterable[tuple[int | str, dict[str, Any]]], fmt: str, pa
     """Items from (line, row) pairs; every problem names its line. `library` (anything with
     `__contains__(film_id)`) makes a film id it lacks an error. Problems already found while
     reading the file come in `errors` and are reported together with these."""
-    if fmt not in _FORMATS:
-        raise MovieMemError(f"unknown format {fmt!r}; known: {', '.join(_FORMATS)}")
-    model = _FORMATS[fmt].model
+    model = FORMATS.get(fmt).model
     errors = errors or _Errors(path)
     items: list[Item] = []
     seen: dict[str, int | str] = {}
@@ -362,8 +362,8 @@ def load_benchmark(path: str | Path, fmt: str | None = None, library: Any = None
             fmt = "moviecore"
         elif (path.is_dir() and (path / "narration").is_dir()) or path.suffix == ".txt":
             fmt = "movie101"
-    if fmt in _ADAPTERS:
-        items = _ADAPTERS[fmt][0](path, library=library, **options)
+    if fmt in ADAPTERS:
+        items = ADAPTERS.get(fmt)(path, library=library, **options)
         return Benchmark(items[0].format, items, str(path), fmt)
     if options:
         raise MovieMemError(f"options {sorted(options)} apply to adapters only, not to format {fmt!r}")
@@ -448,7 +448,7 @@ def read_moviecore(path: Path, *, library: Any = None, film_prefix: str = "", **
     if not isinstance(data, dict) or not data or not all(
             isinstance(qas, list) and any(isinstance(qa, dict) and "question" in qa for qa in qas) for qas in data.values()):
         raise MovieMemError(f"{path} is not a MovieCORE annotation file (an object mapping video names to lists of "
-                            f"{{question, answer}}); for another benchmark pass --format ({', '.join([*_FORMATS, *_ADAPTERS])})")
+                            f"{{question, answer}}); for another benchmark pass --format ({', '.join([*FORMATS, *ADAPTERS])})")
     rows: list[tuple[int | str, dict[str, Any]]] = []
     for video, qas in data.items():
         fid = film_prefix + re.sub(r"[^a-z0-9_-]+", "-", Path(video).stem.lower()).strip("-")

@@ -4,14 +4,13 @@ printed by `moviemem report`; a rerun into the same directory whose provenance d
 
 from __future__ import annotations
 
-import hashlib
 import subprocess
-from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
+from .._version import __version__
+from ..digests import file_sha256
 
 ENGINES = ("llama-cpp-python", "lancedb", "sentence-transformers", "faster-whisper")
 
@@ -37,24 +36,13 @@ def _version(dist: str) -> str | None:
         return None
 
 
-@lru_cache(maxsize=16)
-def _file_sha256(path: str, size: int, mtime: float) -> str:
-    """A weights file's digest (size and mtime in the key: a replaced file is hashed again)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def backbone_identity(b: Any, spec: str) -> str:
     """model_id, plus the weights' sha256 for a local GGUF file (two files of one name are told apart)."""
     ident = str(getattr(b, "model_id", "") or spec)
     inner = getattr(b, "inner", b)  # the replay cache wraps the model
     path = getattr(inner, "path", None)
     if isinstance(path, Path) and path.is_file() and path.suffix == ".gguf":
-        st = path.stat()
-        ident += f" sha256:{_file_sha256(str(path), st.st_size, st.st_mtime)}"
+        ident += f" sha256:{file_sha256(path)}"
     return ident
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import MovieMemError
+from ..timefmt import hms
 from . import evidence, metrics, provenance
 from .formats import LETTERS, Item, item_category
 from .runner import grid_records, parse_policy_spec, read_manifest, summarise
@@ -390,11 +391,9 @@ def _env() -> Any:
 
 def _hms(t: Any) -> str:
     try:
-        s = float(t)
+        return hms(float(t), tenths=True)
     except (TypeError, ValueError):
         return "?"
-    whole = int(s)
-    return f"{whole // 3600}:{whole // 60 % 60:02d}:{whole % 60:02d}.{int(round((s - whole) * 10)) % 10}"
 
 
 def _thumb(frame: str | None, library: str | None, out_dir: Path) -> str | None:

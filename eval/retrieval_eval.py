@@ -15,9 +15,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..agents.base import Question
 from ..agents.hybrid import CHANNELS, GatherSettings, Hybrid, gather
 from ..agents.packing import Lines, fit_budget
+from ..agents.types import Question
 from ..errors import MovieMemError
 from ..memory.view import FilmMemory
 from . import evidence as ev

@@ -37,6 +37,8 @@ from typing import Any, Protocol
 
 from filelock import FileLock, Timeout
 
+from ..backbones import Backbone, Reply, Request
+from ..backbones.base import Wrapper
 from ..backbones.retry import redact, redact_urls
 from ..errors import MovieMemError
 from . import evidence, metrics
@@ -106,7 +108,7 @@ class LibraryAnswerer:
 
     def check_policies(self, policies: Sequence[str]) -> None:
         """Refuse unknown policy names and settings before any call is made."""
-        from ..agents.base import get_policy
+        from ..agents.registry import get_policy
 
         for p in policies:
             name, settings = parse_policy_spec(p)
@@ -187,20 +189,14 @@ class Budget:
                 item_spend.add(fresh)
 
 
-class MeteredBackbone:
+class MeteredBackbone(Wrapper):
     """Wraps a backbone: checks the budget before each call and charges what came back,
     both to the run and to the item being answered on this thread."""
 
-    def __init__(self, inner: Any, budget: Budget, spec: str):
-        self.inner = inner
+    def __init__(self, inner: Backbone, budget: Budget, spec: str):
+        super().__init__(inner, name=spec)
         self.budget = budget
-        self.name = spec
-        self.model_id = inner.model_id
-        self.capabilities = inner.capabilities
         self._local = threading.local()
-
-    def __getattr__(self, attr: str) -> Any:  # sequential, concurrency, stats, ...
-        return getattr(self.inner, attr)
 
     def begin_item(self) -> Spend:
         self._local.spend = Spend()
@@ -226,20 +222,8 @@ class MeteredBackbone:
             self.budget.charge(reply, self._item(), reserve)
         return replies
 
-    def chat(self, messages: Any, **kw: Any) -> Any:
-        return self._metered(lambda: [self.inner.chat(messages, **kw)], [int(kw.get("max_tokens") or 512)])[0]
-
-    def send(self, request: Any) -> Any:
-        return self._metered(lambda: [self.inner.send(request)], [_max_tokens(request)])[0]
-
-    def chat_many(self, requests: Any) -> list[Any]:
-        return self._metered(lambda: self.inner.chat_many(requests), [_max_tokens(r) for r in requests])
-
-
-def _max_tokens(request: Any) -> int:
-    """A request's output limit (Request or its dict form; 512, the backbones' default, if unset)."""
-    value = request.get("max_tokens") if isinstance(request, dict) else getattr(request, "max_tokens", None)
-    return int(value or 512)
+    def send(self, request: Request) -> Reply:
+        return self._metered(lambda: [self.inner.send(request)], [request.max_tokens])[0]
 
 
 # ----------------------------------------------------------------------------- records

@@ -13,8 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import MovieMemError
+from ..registry import Registry
+from ..timefmt import hms
 from . import metrics
-from .formats import LETTERS, RELATION_TYPES, ClaimPair, Item, Localization, MCQ, Narration, OpenQuestion, Relation, item_category
+from .formats import LETTERS, MCQ, RELATION_TYPES, ClaimPair, Item, Localization, Narration, OpenQuestion, Relation, item_category
 
 
 @dataclass(frozen=True)
@@ -29,11 +31,6 @@ class Query:
 
 
 # ----------------------------------------------------------------------------- helpers
-
-
-def hms(t: float) -> str:
-    s = max(0, int(round(t)))
-    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
 
 
 _HMS = re.compile(r"\b(?:(\d{1,2}):)?(\d{1,2}):(\d{2}(?:\.\d+)?)\b")
@@ -220,17 +217,17 @@ class NarrationTask(OpenTask):
         return [Query("answer", q, "open", until=item.end)]
 
 
-_TASKS: dict[str, Task] = {}
+TASKS: Registry[Task] = Registry("task", "moviemem.tasks")  # keyed by format; entry points name a Task
 
 
 def register_task(task: Task) -> None:
-    _TASKS[task.format] = task
+    TASKS.add(task.format, task)
 
 
 def task_for(fmt: str) -> Task:
-    if fmt not in _TASKS:
-        raise MovieMemError(f"no task for format {fmt!r}; tasks: {', '.join(_TASKS)}")
-    return _TASKS[fmt]
+    if fmt not in TASKS:
+        raise MovieMemError(f"no task for format {fmt!r}; tasks: {', '.join(TASKS)}")
+    return TASKS.get(fmt)
 
 
 for _t in (MCQTask(), ClaimsTask(), RelationsTask(), LocalizationTask(), OpenTask(), NarrationTask()):

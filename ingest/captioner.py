@@ -11,18 +11,18 @@ other window is done, so a rerun retries just those.
 
 from __future__ import annotations
 
-import threading
-from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from ..backbones import Backbone, Clip, Reply, Request, load, system, user
+from ..backbones.base import send_all
+from ..backbones.prompt import Prompt, names_clause
 from ..errors import MovieMemError
-from .prompts import CLIP_FRAMES, CLIP_VIDEO, FRAME, Prompt, clock, names_clause
-from .report import Reporter
+from ..memory.lines import Line, known_names, spread
+from ..progress import Reporter
+from ..timefmt import hms
+from .prompts import CLIP_FRAMES, CLIP_VIDEO, FRAME
 
 FRAME_WINDOW_S = 60.0  # one frame-caption request per minute of film
 MAX_IMAGES = 30  # stills per request (a minute of the 0.5 fps strip)
@@ -88,42 +88,6 @@ def _k(n: int) -> str:
     return f"{n / 1000:.1f}k" if n >= 1000 else str(n)
 
 
-def run_requests(backbone: Backbone, requests: Sequence[Request], *,
-                 on_reply: Callable[[int, Reply], None] | None = None) -> list[Reply]:
-    """Send requests on a bounded thread pool (the backbone's concurrency; one worker for a
-    local model, whose requests go in prefix order so each reuses the last prompt's KV cache).
-    `on_reply(done, reply)` is called in turn as replies arrive (progress)."""
-    send = getattr(backbone, "send", None)
-    if not callable(send):
-        def send(r: Request) -> Reply:
-            return backbone.chat(list(r.messages), json_schema=r.json_schema, max_tokens=r.max_tokens,
-                                 temperature=r.temperature)
-    out: list[Reply | None] = [None] * len(requests)
-    lock = threading.Lock()
-    done = 0
-
-    def one(i: int) -> None:
-        nonlocal done
-        reply = send(requests[i])
-        with lock:
-            out[i] = reply
-            done += 1
-            if on_reply is not None:
-                on_reply(done, reply)
-
-    sequential = bool(getattr(backbone, "sequential", False))
-    order = sorted(range(len(requests)), key=lambda i: requests[i].prefix_text()) if sequential else range(len(requests))
-    workers = 1 if sequential else max(1, min(int(getattr(backbone, "concurrency", 4)), len(requests) or 1))
-    if workers == 1:
-        for i in order:
-            one(i)
-    else:
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            for f in [pool.submit(one, i) for i in order]:
-                f.result()
-    return out  # type: ignore[return-value]
-
-
 # ----------------------------------------------------------------------------- windows
 
 
@@ -131,14 +95,6 @@ def run_requests(backbone: Backbone, requests: Sequence[Request], *,
 class Still:
     t: float
     path: Path
-
-
-@dataclass(frozen=True)
-class Line:
-    start: float
-    end: float
-    text: str
-    speaker: str = ""
 
 
 @dataclass
@@ -151,37 +107,17 @@ class Window:
 
     @property
     def label(self) -> str:
-        return f"{self.kind} {clock(self.start)}-{clock(self.end)}"
-
-
-def spread(items: Sequence[Any], k: int) -> list[Any]:
-    """At most k items, evenly spaced, first and last kept."""
-    n = len(items)
-    if n <= k:
-        return list(items)
-    if k == 1:
-        return [items[n // 2]]
-    return [items[round(i * (n - 1) / (k - 1))] for i in range(k)]
+        return f"{self.kind} {hms(self.start, short=True)}-{hms(self.end, short=True)}"
 
 
 def dialogue(lines: Iterable[Line], t0: float, t1: float) -> str:
     """What is said in [t0, t1), one timestamped line each."""
-    said = [f"[{clock(ln.start)}] {ln.speaker + ': ' if ln.speaker else ''}{ln.text}"
+    said = [f"[{hms(ln.start, short=True)}] {ln.speaker + ': ' if ln.speaker else ''}{ln.text}"
             for ln in lines if ln.end > t0 and ln.start < t1]
     return "\n".join(said)
 
 
-def known_names(lines: Iterable[Line], extra: Iterable[str] = (), limit: int = 20) -> list[str]:
-    """Speaker names and other known names, most frequent first."""
-    counts: Counter[str] = Counter()
-    for ln in lines:
-        for name in ln.speaker.split(","):
-            if name.strip():
-                counts[name.strip()] += 1
-    for name in extra:
-        if name.strip():
-            counts[name.strip()] += 1
-    return [n for n, _ in counts.most_common(limit)]
+
 
 
 def _step(stills: Sequence[Still]) -> float:
@@ -197,7 +133,7 @@ def frame_windows(stills: Sequence[Still], duration: float, names: list[str], *,
         t1 = min(t0 + window_s, duration)
         shown = spread([s for s in stills if t0 <= s.t < t1], max_images)
         if shown:
-            text = FRAME.render(n=len(shown), t0=clock(t0), t1=clock(t1), step=_step(shown), names=names_clause(names))
+            text = FRAME.render(n=len(shown), t0=hms(t0, short=True), t1=hms(t1, short=True), step=_step(shown), names=names_clause(names))
             req = Request.build([system(FRAME.system), user(text, images=[s.path for s in shown])],
                                 json_schema=FRAME.schema if json_reply else None, max_tokens=CAPTION_MAX_TOKENS)
             out.append(Window("frame", t0, t1, FRAME, req))
@@ -216,7 +152,7 @@ def clip_windows(segments: Sequence[tuple[float, float]], *, video: Path | None,
         if take_video and video is not None:
             said = "" if take_audio else dialogue(lines, t0, t1)
             extra = f"\nDialogue in this stretch (the sound is not attached):\n{said}\n" if said else ""
-            text = CLIP_VIDEO.render(t0=clock(t0), t1=clock(t1), names=names_clause(names), dialogue=extra)
+            text = CLIP_VIDEO.render(t0=hms(t0, short=True), t1=hms(t1, short=True), names=names_clause(names), dialogue=extra)
             req = Request.build([system(CLIP_VIDEO.system), user(text, video=Clip(Path(video), t0, t1))],
                                 json_schema=schema, max_tokens=CAPTION_MAX_TOKENS)
             out.append(Window("clip", t0, t1, CLIP_VIDEO, req))
@@ -226,7 +162,7 @@ def clip_windows(segments: Sequence[tuple[float, float]], *, video: Path | None,
             continue
         said = dialogue(lines, t0, t1)
         extra = f"\nDialogue in this stretch:\n{said}\n" if said else " Nobody speaks in this stretch."
-        text = CLIP_FRAMES.render(n=len(shown), t0=clock(t0), t1=clock(t1), step=_step(shown), dialogue=extra,
+        text = CLIP_FRAMES.render(n=len(shown), t0=hms(t0, short=True), t1=hms(t1, short=True), step=_step(shown), dialogue=extra,
                                   names=names_clause(names))
         req = Request.build([system(CLIP_FRAMES.system), user(text, images=[s.path for s in shown])],
                             json_schema=schema, max_tokens=CAPTION_MAX_TOKENS)
@@ -301,13 +237,13 @@ def generate_captions(backbone: Backbone, *, video: Path | None, stills: Sequenc
 
     if reporter is not None:
         reporter.update(0, len(windows), postfix=run.tally.postfix())
-    replies = run_requests(backbone, [w.request for w in windows], on_reply=progress)
+    replies = send_all(backbone, [w.request for w in windows], on_reply=progress)
     for w, reply in zip(windows, replies):
         got = read_caption(reply, json_reply)
         if isinstance(got, str):
             (run.failed if reply.transient else run.invalid).append((w.label, got))
             continue
         text, chars = got
-        run.captions.append(Caption(w.kind, round(w.start, 3), round(w.end, 3), text, chars, w.prompt.id))
+        run.captions.append(Caption(w.kind, round(w.start, 3), round(w.end, 3), text, chars, w.prompt.ref))
     run.captions.sort(key=lambda c: (c.start, c.kind != "frame", c.end))
     return run

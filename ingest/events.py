@@ -23,13 +23,13 @@ from typing import Any
 import numpy as np
 
 from ..backbones import Backbone, system, user
+from ..backbones.structured import Answer, Ask, ask_json
 from ..errors import MovieMemError
 from ..memory.schema import EventRow, RelationRow, SegmentRow
 from .flashbacks import Span, TimedEvent, story_time
 from .prompts_events import EXTRACT, MAX_EVENTS, RELATE, ROLES, extract_schema
 from .relations import EventView, PairParams, candidate_pairs, classify
-from .stages import Ctx, Outcome, Stage, register_stage
-from .structured import Answer, Ask, ask_json
+from .stage import Ctx, Outcome, Stage
 
 MAX_LINES = 40  # lines per extraction request; longer segments are split into parts
 
@@ -234,5 +234,3 @@ def _record(ctx: Ctx, failures: list[dict[str, Any]]) -> Path | None:
     path.write_text("".join(json.dumps(f, ensure_ascii=False, default=str) + "\n" for f in failures), encoding="utf-8")
     return path
 
-
-register_stage(EventsStage(), after="captions")

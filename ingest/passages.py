@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..memory.schema import PassageRow
-from .stages import Ctx, Outcome, Stage, _embed_texts, register_stage
+from .stage import Ctx, Outcome, Stage, embed_texts
 
 
 @dataclass(frozen=True)
@@ -109,7 +109,7 @@ class PassagesStage(Stage):
             "caption": [Line(c.idx, c.start, c.end, c.text) for c in ctx.rows("captions") if c.text.strip()],
         }
         built = [(source, p) for source, lines in sources.items() for p in build_passages(lines, PassageParams(), bounds)]
-        vecs, dim = _embed_texts(ctx, [p.text for _, p in built]) if built else ([], None)
+        vecs, dim = embed_texts(ctx, [p.text for _, p in built]) if built else ([], None)
         ctx.write([PassageRow(film_id=ctx.film_id, idx=i, source=source, start=round(p.start, 3), end=round(p.end, 3),
                               text=p.text, first_row=p.first_row, last_row=p.last_row, vector=v)
                    for i, ((source, p), v) in enumerate(zip(built, vecs))], dim)
@@ -117,5 +117,3 @@ class PassagesStage(Stage):
         return Outcome(note=f"{counts['utterance']} transcript and {counts['caption']} caption passages"
                             + (" (within segments)" if bounds else ""))
 
-
-register_stage(PassagesStage(), after="captions")

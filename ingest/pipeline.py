@@ -11,14 +11,17 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 from slugify import slugify
 
-from .. import __version__
+from .._version import __version__
 from ..config import Settings
+from ..digests import file_sha256
 from ..errors import FilmBusyError, MovieMemError
 from ..memory.schema import FilmRow, check_film_id
 from ..memory.store import MemoryStore, params_hash
-from .probe import file_sha256, probe
-from .report import QuietReporter, Reporter
-from .stages import STAGES, VIDEO_STAGES, Ctx, Inputs, Stage
+from ..progress import QuietReporter, Reporter
+from .probe import probe
+from .registry import STAGES, ordered_stages
+from .registry import stage as stage_named
+from .stage import Ctx, Inputs, Stage
 from .texttracks import TextTrack, check_time, clip_to, load_track
 
 
@@ -105,7 +108,7 @@ def _select(stages: list[str] | None, default: list[Stage]) -> tuple[list[Stage]
         name = todo.pop()
         if name not in wanted:
             wanted.add(name)
-            todo.extend(STAGES[name].needs)
+            todo.extend(stage_named(name).needs)
     return [s for s in default if s.name in wanted], set(stages) | {"probe"}
 
 
@@ -157,7 +160,7 @@ def _commit_film(store: MemoryStore, settings: Settings, inputs: Inputs, stages:
             if changed:
                 store.update_film(film.film_id, changed)
         _keep_imported(store, film.film_id, inputs)
-        default = VIDEO_STAGES
+        default = ordered_stages()
         chosen, only = _select(stages, default)
         run_stages(store, settings, inputs, chosen, reporter, only, replace)
     finally:
@@ -166,7 +169,7 @@ def _commit_film(store: MemoryStore, settings: Settings, inputs: Inputs, stages:
 
 
 def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat()
+    return dt.datetime.now(dt.UTC).isoformat()
 
 
 def ingest_video(store: MemoryStore, settings: Settings, path: Path | str, *, film_id: str | None = None,

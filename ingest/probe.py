@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
 import av
 
+from ..digests import file_sha256
 from ..errors import MovieMemError
 
 MIN_SIDE = 16
@@ -25,11 +25,6 @@ class Probe:
     height: int
     has_audio: bool
     variable_frame_rate: bool
-
-
-def file_sha256(path: Path) -> str:
-    with path.open("rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def _bad(path: Path, why: str) -> MovieMemError:

@@ -7,24 +7,9 @@ cache misses on the new text instead of serving answers to the old one).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-
-@dataclass(frozen=True)
-class Prompt:
-    id: str
-    version: int
-    system: str
-    template: str  # str.format fields
-
-    @property
-    def ref(self) -> str:
-        return f"{self.id}@v{self.version}"
-
-    def render(self, **fields: Any) -> str:
-        return self.template.format(**fields)
-
+from ..backbones.prompt import Prompt
 
 ROLES = ("ARG0", "ARG1", "ARG2", "ARGM-LOC", "ARGM-TMP")
 MAX_EVENTS = 6  # per segment part: keeps a local model's reply short enough to finish
@@ -111,4 +96,3 @@ RELATION_SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
 }
 
-RETRY_NOTE = "Your reply could not be used ({error}). Reply again with JSON only, following the schema."

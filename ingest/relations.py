@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..backbones import Backbone, system, user
+from ..backbones.structured import Answer, Ask, ask_json
 from .prompts_events import RELATE, RELATION_SCHEMA
-from .structured import Answer, Ask, ask_json
 
 
 @dataclass(frozen=True)

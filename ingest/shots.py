@@ -144,7 +144,7 @@ def _decoded(stream: _SmallFrameStream) -> Iterator[tuple[FrameTimecode, float, 
             while not stop.is_set() and (image := stream.read()) is not False:
                 put((stream.position, stream.frame_end_s(), image))
             put(_DONE)
-        except BaseException as exc:  # re-raised in the caller's thread
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread, which re-raises it
             put(exc)
 
     worker = threading.Thread(target=work, name="moviemem-shots-decode", daemon=True)

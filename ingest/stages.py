@@ -4,119 +4,23 @@ the pipeline handles hashing, skipping, commits and resume."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
-from ..config import Settings
 from ..errors import MovieMemError
 from ..memory.schema import (
+    TABLE_OWNER,
     CaptionRow,
     ClipRow,
-    FilmRow,
     FrameRow,
     OnscreenRow,
-    Row,
     SegmentRow,
     ShotRow,
-    StageRow,
     UtteranceRow,
 )
-from ..memory.store import MemoryStore, sql_str
-from ..memory.view import OWNED_TABLES
-from .probe import Probe
-from .report import Reporter
+from ..memory.store import sql_str
 from .segments import fixed_windows, group_shots
-from .texttracks import TextTrack
-
-
-@dataclass
-class Inputs:
-    """What the user handed to `ingest` besides settings."""
-
-    video: Path | None
-    probe: Probe | None
-    film: FilmRow
-    subtitles: TextTrack | None = None
-    subtitles_sha: str = ""
-    text_source: str = "subtitles"  # subtitles | text (films without video)
-    captions: TextTrack | None = None
-    captions_sha: str = ""
-
-
-@dataclass
-class Ctx:
-    store: MemoryStore
-    settings: Settings
-    inputs: Inputs
-    reporter: Reporter
-    run_id: str = ""
-    upstream: dict[str, StageRow] = field(default_factory=dict)
-    written: int = 0
-
-    @property
-    def film_id(self) -> str:
-        return self.inputs.film.film_id
-
-    def write(self, rows: list[Row], dim: int | None = None) -> int:
-        for r in rows:
-            r.film_id, r.run_id = self.film_id, self.run_id
-        n = self.store.append(rows, dim)
-        self.written += n
-        return n
-
-    def _upstream_filter(self, table: str) -> str:
-        owner = next(s for s, ts in OWNED_TABLES.items() if table in ts)
-        run = self.upstream[owner]
-        return f"film_id = {sql_str(self.film_id)} AND run_id = {sql_str(run.run_id)}"
-
-    def rows(self, table: str) -> list[Any]:
-        """Rows of an upstream stage's finished run."""
-        return self.store.rows(table, self._upstream_filter(table))
-
-    def has_rows(self, table: str) -> bool:
-        """Whether an upstream stage's finished run wrote any row, without reading them (a film's
-        utterances with their vectors take ~40 ms to read and validate)."""
-        return self.store.count(table, self._upstream_filter(table)) > 0
-
-    def run_dir(self, stage: str) -> Path:
-        return self.store.media_dir(self.film_id) / stage / self.run_id
-
-    def progress(self, done: int, total: int | None = None) -> None:
-        self.reporter.update(done, total)
-
-
-@dataclass
-class Outcome:
-    model: str = ""
-    note: str = ""
-
-
-class Stage:
-    name: ClassVar[str]
-    needs: ClassVar[tuple[str, ...]] = ()
-    version: ClassVar[int] = 1
-
-    @property
-    def owns(self) -> list[str]:
-        return OWNED_TABLES.get(self.name, [])
-
-    def params(self, ctx: Ctx) -> dict[str, Any]:
-        return {}
-
-    def skip_reason(self, ctx: Ctx) -> str | None:
-        return None
-
-    def run(self, ctx: Ctx) -> Outcome:
-        raise NotImplementedError
-
-
-def _embed_texts(ctx: Ctx, texts: list[str]) -> tuple[list[list[float]], int]:
-    from ..models.embedder import get_embedder
-
-    emb = get_embedder(ctx.settings.embedder, ctx.settings)
-    vecs = emb.embed(texts)
-    return vecs.tolist(), emb.dim
+from .stage import Ctx, Outcome, Stage, embed_texts
 
 
 class ProbeStage(Stage):
@@ -245,7 +149,7 @@ class TranscriptStage(Stage):
             items = [dict(u, speaker=u.get("speaker", "")) for u in tr.utterances]
             model = f"faster-whisper:{name}"
             note = "; ".join([f"{len(items)} utterances, language {tr.language} ({tr.language_probability:.2f})", *tr.notes])
-        vecs, dim = _embed_texts(ctx, [u["text"] for u in items]) if items else ([], None)
+        vecs, dim = embed_texts(ctx, [u["text"] for u in items]) if items else ([], None)
         ctx.write([UtteranceRow(film_id=ctx.film_id, idx=i, start=round(u["start"], 3), end=round(u["end"], 3),
                                 text=u["text"], source=self.source(ctx), speaker=u.get("speaker", ""),
                                 words=json.dumps(u.get("words", [])), vector=v) for i, (u, v) in enumerate(zip(items, vecs))], dim)
@@ -263,13 +167,13 @@ class ClipStage(Stage):
     def skip_reason(self, ctx: Ctx) -> str | None:
         if not ctx.inputs.film.has_video:
             return "no video"
-        from .clip import clip_weights_available
+        from ..models.clip import clip_weights_available
 
         ok, reason = clip_weights_available(ctx.settings.clip_pretrained, ctx.settings.clip_model)
         return None if ok else reason
 
     def run(self, ctx: Ctx) -> Outcome:
-        from .clip import ClipEncoder
+        from ..models.clip import ClipEncoder
 
         pool = max(ctx.settings.frame_pools)
         frames = sorted((f for f in ctx.rows("frames") if pool in f.pools), key=lambda f: f.frame_idx)
@@ -301,7 +205,7 @@ class OcrStage(Stage):
         strip = sorted((f for f in ctx.rows("frames") if f.strip), key=lambda f: f.t)
         found = read_onscreen([(f.t, ctx.store.root / f.image) for f in strip], lang=ctx.settings.ocr_lang,
                               min_confidence=ctx.settings.ocr_min_confidence, progress=ctx.progress)
-        vecs, dim = _embed_texts(ctx, [o["text"] for o in found]) if found else ([], None)
+        vecs, dim = embed_texts(ctx, [o["text"] for o in found]) if found else ([], None)
         end_cap = ctx.inputs.film.duration_s
         ctx.write([OnscreenRow(film_id=ctx.film_id, idx=i, start=round(o["start"], 3), end=round(min(o["end"], end_cap), 3),
                                text=o["text"], confidence=float(o.get("confidence", 0.0)), vector=v)
@@ -333,7 +237,7 @@ class CaptionsStage(Stage):
 
             runs = ctx.store.finished_runs(ctx.film_id)
             return {"source": "captioner", "captioner": ctx.settings.captioner, "embedder": ctx.settings.embedder,
-                    "prompts": [FRAME.id, CLIP_VIDEO.id, CLIP_FRAMES.id], "window_s": FRAME_WINDOW_S,
+                    "prompts": [FRAME.ref, CLIP_VIDEO.ref, CLIP_FRAMES.ref], "window_s": FRAME_WINDOW_S,
                     "max_images": MAX_IMAGES,
                     "upstream": {n: runs[n].run_id for n in ("frames", "segments", "transcript") if n in runs}}
         if ctx.inputs.captions_sha:
@@ -355,14 +259,15 @@ class CaptionsStage(Stage):
         track = ctx.inputs.captions
         if track is None:
             raise MovieMemError(f"the captions of {ctx.film_id!r} came from an imported file; pass it again to recompute them")
-        vecs, dim = _embed_texts(ctx, [c.text for c in track.cues])
+        vecs, dim = embed_texts(ctx, [c.text for c in track.cues])
         ctx.write([CaptionRow(film_id=ctx.film_id, idx=i, kind="imported", start=round(c.start, 3), end=round(c.end, 3),
                               text=c.text, characters=c.characters, model=f"{track.format}:{track.path.name}", vector=v)
                    for i, (c, v) in enumerate(zip(track.cues, vecs))], dim)
         return Outcome(model=f"import:{track.format}", note=f"{len(track.cues)} captions from {track.path.name}")
 
     def _generate(self, ctx: Ctx) -> Outcome:
-        from .captioner import Line, Still, check_captioner, generate_captions, open_backbone
+        from ..memory.lines import Line
+        from .captioner import Still, check_captioner, generate_captions, open_backbone
 
         spec = ctx.settings.captioner
         if not spec:
@@ -375,16 +280,16 @@ class CaptionsStage(Stage):
             raise MovieMemError(f"captioning {ctx.film_id!r} needs the {' and '.join(missing)} stage(s); "
                                 f"run ingest with --stages {','.join(missing)},captions")
 
-        def rows(table: str, stage: str) -> list[Any]:
-            run = runs.get(stage)
+        def rows(table: str) -> list[Any]:
+            run = runs.get(TABLE_OWNER[table])
             if run is None or run.status != "done":
                 return []
             return ctx.store.rows(table, f"film_id = {sql_str(ctx.film_id)} AND run_id = {sql_str(run.run_id)}")
 
         root = ctx.store.root
-        stills = [Still(f.t, root / f.image) for f in sorted(rows("frames", "frames"), key=lambda f: f.t) if f.strip]
-        segments = [(g.start, g.end) for g in sorted(rows("segments", "segments"), key=lambda g: g.seg_idx)]
-        lines = [Line(u.start, u.end, u.text, u.speaker) for u in sorted(rows("utterances", "transcript"), key=lambda u: u.idx)]
+        stills = [Still(f.t, root / f.image) for f in sorted(rows("frames"), key=lambda f: f.t) if f.strip]
+        segments = [(g.start, g.end) for g in sorted(rows("segments"), key=lambda g: g.seg_idx)]
+        lines = [Line(u.start, u.end, u.text, u.speaker) for u in sorted(rows("utterances"), key=lambda u: u.idx)]
         result = generate_captions(backbone, video=ctx.inputs.video, stills=stills, segments=segments, lines=lines,
                                    duration=ctx.inputs.film.duration_s, reporter=ctx.reporter)
         for window, why in result.invalid + result.failed:
@@ -399,7 +304,7 @@ class CaptionsStage(Stage):
             raise MovieMemError(f"{len(result.failed)} caption request(s) failed ({result.failed[0][1]}); rerun to retry "
                                 "them: finished windows replay from the cache")
         caps = result.captions
-        vecs, dim = _embed_texts(ctx, [c.text for c in caps]) if caps else ([], None)
+        vecs, dim = embed_texts(ctx, [c.text for c in caps]) if caps else ([], None)
         ctx.write([CaptionRow(film_id=ctx.film_id, idx=i, kind=c.kind, start=c.start, end=c.end, text=c.text,
                               characters=c.characters, model=result.model, prompt_id=c.prompt_id, vector=v)
                    for i, (c, v) in enumerate(zip(caps, vecs))], dim)
@@ -409,27 +314,3 @@ class CaptionsStage(Stage):
         if result.invalid:
             note += f"; {len(result.invalid)} window(s) got an invalid reply and have no caption"
         return Outcome(model=result.model, note=note)
-
-
-VIDEO_STAGES: list[Stage] = [ProbeStage(), FramesStage(), ShotsStage(), SegmentsStage(), TranscriptStage(), ClipStage(),
-                             OcrStage(), CaptionsStage()]
-STAGES: dict[str, Stage] = {s.name: s for s in VIDEO_STAGES}
-
-
-def register_stage(stage: Stage, after: str | None = None) -> None:
-    """Later layers (captions, events) add their stages here."""
-    STAGES[stage.name] = stage
-    names = [s.name for s in VIDEO_STAGES]
-    if stage.name in names:
-        VIDEO_STAGES[names.index(stage.name)] = stage
-    elif after and after in names:
-        VIDEO_STAGES.insert(names.index(after) + 1, stage)
-    else:
-        VIDEO_STAGES.append(stage)
-
-
-
-# Later layers define their stages in their own modules (they subclass Stage, so they are
-# imported after it) and register themselves with register_stage.
-from . import events as _events  # noqa: E402,F401
-from . import passages as _passages  # noqa: E402,F401

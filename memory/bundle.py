@@ -17,11 +17,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from filelock import FileLock
 
-from .. import __version__
+from .._version import __version__
 from ..errors import MovieMemError
-from .schema import ROW_MODELS, check_film_id, vector_columns
+from .schema import ROW_MODELS, TABLE_OWNER, check_film_id, vector_columns
 from .store import MemoryStore, sql_str
-from .view import _OWNER
 
 FORMAT = "moviemem-film"
 FORMAT_VERSION = 1
@@ -42,7 +41,7 @@ def export_film(store: MemoryStore, film_id: str, out: Path) -> Path:
     os.close(fd)
     try:
         with tarfile.open(tmp, "w") as tar:
-            for table, stage in [*_OWNER.items(), ("stages", None)]:
+            for table, stage in [*TABLE_OWNER.items(), ("stages", None)]:
                 if table == "stages":
                     where = f"film_id = {sql_str(film_id)} AND run_id IN ({', '.join(sql_str(r.run_id) for r in runs.values())})"
                 else:

@@ -189,6 +189,25 @@ ROW_MODELS: dict[str, type[Row]] = {
 TIMED_TABLES = {"shots", "segments", "utterances", "captions", "onscreen", "events", "passages"}  # have start/end
 POINT_TABLES = {"frames", "clip"}  # have t
 
+# Which ingest stage writes each table: the one place this is written. A film's view reads a
+# table from its owner's finished run; the pipeline drops and commits a stage's tables together.
+TABLE_OWNER: dict[str, str] = {
+    "films": "probe", "frames": "frames", "clip": "clip", "shots": "shots", "segments": "segments",
+    "utterances": "transcript", "captions": "captions", "onscreen": "ocr", "events": "events", "relations": "events",
+    "passages": "passages",
+}
+
+
+def owned_tables(stage: str) -> list[str]:
+    return [t for t, s in TABLE_OWNER.items() if s == stage]
+
+
+def register_table(model: type[Row], owner: str, *, timed: bool = True) -> None:
+    """A plug-in stage's own table: its row model, the stage that writes it, and whether it has start/end."""
+    ROW_MODELS[model.table] = model
+    TABLE_OWNER[model.table] = owner
+    (TIMED_TABLES if timed else POINT_TABLES).add(model.table)
+
 _SCALARS: dict[Any, pa.DataType] = {str: pa.string(), int: pa.int64(), float: pa.float64(), bool: pa.bool_()}
 
 

@@ -30,7 +30,7 @@ FINISHED = ("done", "skipped")
 
 
 def now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
+    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
 
 
 def params_hash(params: dict[str, Any]) -> str:

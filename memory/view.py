@@ -16,6 +16,7 @@ import pyarrow as pa
 from ..errors import MovieMemError
 from .schema import (
     POINT_TABLES,
+    TABLE_OWNER,
     TIMED_TABLES,
     CaptionRow,
     EventRow,
@@ -45,13 +46,13 @@ class FilmMemory:
         self._runs = store.finished_runs(film_id)
 
     # -- views -------------------------------------------------------------
-    def window(self, t0: float, t1: float) -> "FilmMemory":
+    def window(self, t0: float, t1: float) -> FilmMemory:
         """Rows overlapping [t0, t1)."""
         if t1 <= t0:
             raise MovieMemError(f"empty window: {t0} >= {t1}")
         return type(self)(self.store, self.film_id, t0=max(t0, self.t0), t1=min(t1, self.t1), until=self._until)
 
-    def until(self, t: float) -> "FilmMemory":
+    def until(self, t: float) -> FilmMemory:
         """Only what has been shown by time t (rows that end after t are hidden)."""
         return type(self)(self.store, self.film_id, t0=self.t0, t1=min(t, self.t1), until=True)
 
@@ -68,7 +69,7 @@ class FilmMemory:
         """The film's finished run of the table's owning stage, without any time restriction
         (None when that stage has not finished). Retrievers key caches on it: it changes
         whenever a stage is rerun, so a cache can never serve rows of a replaced run."""
-        run = self._runs.get(_OWNER[table])
+        run = self._runs.get(TABLE_OWNER[table])
         if run is None or run.status != "done":
             return None
         return f"film_id = {sql_str(self.film_id)} AND run_id = {sql_str(run.run_id)}"
@@ -202,14 +203,3 @@ class FilmMemory:
             "duration_s": round(self.info.duration_s, 3), "has_video": self.info.has_video,
             "has_audio": self.info.has_audio, "counts": counts, "pools": pools, "stages": stages,
         }
-
-
-# which stage's run makes each table visible
-_OWNER = {
-    "films": "probe", "frames": "frames", "clip": "clip", "shots": "shots", "segments": "segments",
-    "utterances": "transcript", "captions": "captions", "onscreen": "ocr", "events": "events", "relations": "events",
-    "passages": "passages",
-}
-OWNED_TABLES: dict[str, list[str]] = {}
-for _t, _s in _OWNER.items():
-    OWNED_TABLES.setdefault(_s, []).append(_t)

@@ -48,12 +48,6 @@ class Evidence:
         return self.id or f"{self.kind}:{self.start:.3f}:{self.text[:80]}"
 
 
-def hms(t: float) -> str:
-    """Seconds as HH:MM:SS (the Socratic world-state time format)."""
-    s = max(0, int(t))
-    return f"{s // 3600:02d}:{s // 60 % 60:02d}:{s % 60:02d}"
-
-
 def visible_filter(film: FilmMemory, table: str) -> str | None:
     """The SQL filter that shows exactly the rows `film` (with its window/until) can see;
     None when the owning stage has not finished. Retrievers push it into LanceDB queries."""

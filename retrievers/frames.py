@@ -54,7 +54,7 @@ class FrameRetriever(Retriever):
         self.exclude = set(exclude)
 
     def _retrieve(self, film: FilmMemory, query: str, k: int) -> list[Evidence]:
-        from ..ingest.clip import ClipEncoder
+        from ..models.clip import ClipEncoder
 
         why = clip_status(film)
         if why is not None:

@@ -11,22 +11,19 @@ rankings of every kind with reciprocal-rank fusion (Cormack et al., SIGIR 2009).
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import json
 import re
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
-import pyarrow as pa
-from lancedb.background_loop import LOOP as _LOOP  # LanceDB's event loop (its sync API runs on it)
 
 from ..errors import MovieMemError
-from ..memory.store import MemoryStore, sql_str
+from ..memory.schema import TABLE_OWNER
+from ..memory.search import TextTable, bm25_start, ensure_indexes, film_vectors, vector_dim
+from ..memory.store import sql_str
 from ..memory.view import FilmMemory
 from .base import Evidence, Retriever, visible_filter
 
@@ -36,61 +33,24 @@ RRF_K = 60  # the constant of reciprocal-rank fusion
 
 @dataclass(frozen=True)
 class Source:
-    """Where one kind of text lives: table, text column, id column, owning stage."""
+    """One kind of evidence and the table its text lives in."""
 
     kind: str
-    table: str
-    text: str
-    id_col: str
-    stage: str
+    where: TextTable
+
+    @property
+    def table(self) -> str:
+        return self.where.table
 
 
 SOURCES: dict[str, Source] = {
-    "utterance": Source("utterance", "utterances", "text", "idx", "transcript"),
-    "caption": Source("caption", "captions", "text", "idx", "captions"),
-    "onscreen": Source("onscreen", "onscreen", "text", "idx", "ocr"),
-    "event": Source("event", "events", "description", "event_id", "events"),
-    "passage": Source("passage", "passages", "text", "idx", "passages"),
+    "utterance": Source("utterance", TextTable("utterances", "text", "idx")),
+    "caption": Source("caption", TextTable("captions", "text", "idx", ("kind",))),
+    "onscreen": Source("onscreen", TextTable("onscreen", "text", "idx")),
+    "event": Source("event", TextTable("events", "description", "event_id")),
+    "passage": Source("passage", TextTable("passages", "text", "idx", ("source", "first_row", "last_row"))),
 }
 KINDS = ("utterance", "caption", "onscreen", "event")  # single rows; "passage" (grouped rows) is asked for by name
-
-
-# ----------------------------------------------------------------------------- indexes
-
-_index_lock = threading.Lock()
-_indexed: set[tuple[str, str]] = set()
-_dims: dict[tuple[str, str], int | None] = {}
-
-
-def ensure_indexes(store: MemoryStore, src: Source) -> bool:
-    """Create (once) the BM25 index on the text column and the BTree index on film_id.
-    Rows added later are still found: LanceDB searches unindexed rows by brute force until
-    `MemoryStore.optimize()` folds them into the index. False when the table does not exist."""
-    from lancedb.index import FTS, BTree
-
-    key = (store.uri, src.table)
-    if key in _indexed:
-        return True
-    tbl = store.table(src.table)
-    if tbl is None:
-        return False
-    with _index_lock:
-        if key in _indexed:
-            return True
-        have = {tuple(i.columns) for i in tbl.list_indices()}
-        wanted = [((src.text,), lambda: tbl.create_index(src.text, replace=False, config=FTS(with_position=False, stem=True,
-                                                                              remove_stop_words=True))),
-                  (("film_id",), lambda: tbl.create_index("film_id", replace=False, config=BTree()))]
-        for cols, create in wanted:
-            if cols in have:
-                continue
-            try:
-                create()
-            except (RuntimeError, ValueError, OSError) as exc:  # another process made it meanwhile
-                if "exist" not in str(exc).lower() and "conflict" not in str(exc).lower():
-                    raise
-        _indexed.add(key)
-    return True
 
 
 # ----------------------------------------------------------------------------- query helpers
@@ -106,7 +66,7 @@ def fts_terms(query: str) -> str:
 def embedder_for(film: FilmMemory, src: Source) -> str | None:
     """The text embedder the table's rows were embedded with (recorded in the stage params)."""
     for run in film.stages():
-        if run.stage == src.stage:
+        if run.stage == TABLE_OWNER[src.table]:
             return json.loads(run.params or "{}").get("embedder")
     return None
 
@@ -129,89 +89,6 @@ def rrf(rankings: Sequence[Sequence[str]], k: int = RRF_K) -> dict[str, float]:
         for rank, key in enumerate(ranking, 1):
             scores[key] = scores.get(key, 0.0) + 1.0 / (k + rank)
     return scores
-
-
-# ----------------------------------------------------------------------------- film vectors
-
-
-@dataclass
-class FilmVectors:
-    """One film's rows of one table (one finished run), with unit vectors, held in memory."""
-
-    rows: list[dict[str, Any]]
-    start: np.ndarray
-    end: np.ndarray
-    kind: np.ndarray | None  # caption kinds
-    matrix: np.ndarray  # (n, dim) float32, rows scaled to unit length
-
-    @functools.cached_property
-    def nbytes(self) -> int:
-        """Roughly what the entry holds: vectors, times and ~200 bytes of Python per row plus its text."""
-        text = sum(len(v) for r in self.rows for v in r.values() if isinstance(v, str))
-        return self.matrix.nbytes + self.start.nbytes + self.end.nbytes + 200 * len(self.rows) + text
-
-    def search(self, vec: np.ndarray, mask: np.ndarray, n: int) -> list[tuple[dict[str, Any], float]]:
-        visible = int(mask.sum())
-        if not visible or n < 1:
-            return []
-        # einsum, not BLAS: a threaded gemv this small is 10-30x slower when the cores are busy
-        sims = np.einsum("ij,j->i", self.matrix, vec / (np.linalg.norm(vec) or 1.0))
-        sims = np.where(mask, sims, -np.inf)
-        top = np.argpartition(-sims, min(n, visible) - 1)[: min(n, visible)]
-        top = top[np.argsort(-sims[top], kind="stable")]
-        return [(self.rows[i], float(sims[i])) for i in top]
-
-
-_vec_lock = threading.Lock()
-_vec_cache: OrderedDict[tuple[str, str, str], FilmVectors] = OrderedDict()
-_vec_bytes = 0
-
-
-def vector_cache_budget() -> int:
-    """Bytes the cache may hold (`MOVIEMEM_VECTOR_CACHE_MB`, 512 by default): bounded by size, not by
-    entries, so that a bench cycling over 20 films x 4 kinds still hits (an entry count of 64 did not)."""
-    from ..config import Settings
-
-    return max(0, Settings().vector_cache_mb) * 2**20
-
-
-def _cols(src: Source) -> list[str]:
-    extra = {"caption": ["kind"], "passage": ["source", "first_row", "last_row"]}.get(src.kind, [])
-    return ["film_id", src.id_col, "start", "end", src.text] + extra
-
-
-async def _load_vectors(tbl: Any, src: Source, base: str) -> FilmVectors:
-    data = await tbl.query().where(base + " AND vector IS NOT NULL").select(_cols(src) + ["vector"]).to_arrow()
-    vec_col = data.column("vector").combine_chunks()
-    dim = vec_col.type.list_size if pa.types.is_fixed_size_list(vec_col.type) else 0
-    flat = vec_col.flatten().to_numpy(zero_copy_only=False).astype(np.float32, copy=False)
-    matrix = flat.reshape(len(data), dim) if len(data) else np.zeros((0, max(dim, 1)), dtype=np.float32)
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    matrix = matrix / np.where(norms > 0, norms, 1.0)
-    rows = data.drop_columns(["vector"]).to_pylist()
-    kind = np.asarray([r["kind"] for r in rows], dtype=object) if src.kind == "caption" else None
-    return FilmVectors(rows, data.column("start").to_numpy(), data.column("end").to_numpy(), kind, matrix)
-
-
-def film_vectors(store: MemoryStore, tbl: Any, src: Source, base: str) -> FilmVectors:
-    """The cached vectors of one film's finished run (`base` names film and run, so a rerun stage
-    gets a new entry and the old one ages out). Must not be called from LanceDB's loop."""
-    key = (store.uri, src.table, base)
-    with _vec_lock:
-        hit = _vec_cache.get(key)
-        if hit is not None:
-            _vec_cache.move_to_end(key)
-            return hit
-    fv = _LOOP.run(_load_vectors(tbl, src, base))
-    size, budget = fv.nbytes, vector_cache_budget()  # read on a miss only: a miss costs milliseconds anyway
-    global _vec_bytes
-    with _vec_lock:
-        if key not in _vec_cache and size <= budget:
-            _vec_cache[key] = fv
-            _vec_bytes += size
-        while _vec_bytes > budget and _vec_cache:
-            _vec_bytes -= _vec_cache.popitem(last=False)[1].nbytes
-    return fv
 
 
 # ----------------------------------------------------------------------------- retriever
@@ -259,7 +136,7 @@ class TextRetriever(Retriever):
         for kind in self.kinds:
             src = SOURCES[kind]
             where = self._filter(film, src)
-            if where is None or not ensure_indexes(film.store, src):
+            if where is None or not ensure_indexes(film.store, src.where):
                 continue
             if self.mode in ("vector", "hybrid"):
                 vector.append(src)
@@ -267,16 +144,13 @@ class TextRetriever(Retriever):
                 fts_where.append((src, where))
         if not vector and not fts_where:
             return []
-        # open the tables here: opening one inside a coroutine would wait on LanceDB's loop from that loop
-        tables = {src.table: film.store.table(src.table)._table for src in vector + [s for s, _ in fts_where]}
-        fts = [self._fts(tables[src.table], src, where, query, n) for src, where in fts_where]
+        terms = fts_terms(query)
         # BM25 runs on LanceDB's loop while the vector rankings are scored here, in numpy
-        pending = asyncio.run_coroutine_threadsafe(_gather(fts), _LOOP.loop) if fts and self.parallel else None
-        results = [self._vector(film, tables[src.table], src, query, n) for src in vector]
+        pending = bm25_start(film.store, [(src.where, where) for src, where in fts_where], terms, n) if fts_where else None
+        results = [self._vector(film, src, query, n) for src in vector]
         if pending is not None:
-            results += pending.result()
-        else:
-            results += [_LOOP.run(c) for c in fts]
+            results += [[(row_evidence(src, r, float(r["_score"])), float(r["_score"])) for r in rows]
+                        for (src, _), rows in zip(fts_where, pending.result())]
         return self._combine(results)
 
     def _combine(self, results: list[list[tuple[Evidence, float]]]) -> list[Evidence]:
@@ -303,36 +177,22 @@ class TextRetriever(Retriever):
         if not name:
             return None  # rows carry no recorded embedder (vectors were never computed)
         vec = embed_query(name, query or " ")
-        key = (film.store.uri, src.table)
-        if key not in _dims:  # the width is fixed when a table is created; reading the schema costs ms
-            _dims[key] = film.store.vector_dim(src.table)
-        dim = _dims[key]
+        dim = vector_dim(film.store, src.table)
         if dim is not None and dim != len(vec):
             raise MovieMemError(f"{src.table} holds {dim}-d vectors but embedder {name!r} makes {len(vec)}-d ones")
         return vec
 
-    def _vector(self, film: FilmMemory, tbl: Any, src: Source, query: str, n: int) -> list[tuple[Evidence, float]]:
+    def _vector(self, film: FilmMemory, src: Source, query: str, n: int) -> list[tuple[Evidence, float]]:
         """Exact cosine over the film's cached rows, masked to what this view shows."""
         vec = self._query_vector(film, src, query)
         base = film.run_filter(src.table)
         if vec is None or base is None:
             return []
-        fv = film_vectors(film.store, tbl, src, base)
+        fv = film_vectors(film.store, src.where, base)
         mask = film.time_mask(src.table, fv.start, fv.end)
         if fv.kind is not None and self.caption_kinds:
             mask &= np.isin(fv.kind, list(self.caption_kinds))
         return [(row_evidence(src, r, score), score) for r, score in fv.search(vec, mask, n)]
-
-    async def _fts(self, tbl: Any, src: Source, where: str, query: str, n: int) -> list[tuple[Evidence, float]]:
-        """One BM25 ranking; the async table API lets the rankings of all kinds run concurrently
-        on LanceDB's own event loop (2-3x faster than the sync API, whose per-call overhead dominates)."""
-        q = tbl.query().nearest_to_text(fts_terms(query), columns=src.text).where(where)
-        rows = (await q.select(_cols(src) + ["_score"]).limit(n).to_arrow()).to_pylist()
-        return [(row_evidence(src, r, float(r["_score"])), float(r["_score"])) for r in rows]
-
-
-async def _gather(coros: list[Any]) -> list[Any]:
-    return list(await asyncio.gather(*coros))
 
 
 def row_evidence(src: Source, r: dict[str, Any], score: float = 0.0) -> Evidence:
@@ -340,4 +200,4 @@ def row_evidence(src: Source, r: dict[str, Any], score: float = 0.0) -> Evidence
     names the rows it groups (`source`, `rows`), so hits can be merged and cited by line."""
     rows = (r["source"], int(r["first_row"]), int(r["last_row"])) if src.kind == "passage" else None
     return Evidence(kind=src.kind, film_id=r["film_id"], start=float(r["start"]), end=float(r["end"]),
-                    text=r[src.text], score=score, id=f"{src.kind}:{r[src.id_col]}", rows=rows)
+                    text=r[src.where.text], score=score, id=f"{src.kind}:{r[src.where.id_col]}", rows=rows)

@@ -27,6 +27,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..backbones import Reply, Request
+from ..backbones.base import BackboneBase
 from ..config import Settings, get_settings
 from ..errors import MovieMemError
 from ..eval.formats import Benchmark
@@ -41,7 +43,7 @@ class ClusterLost(BaseException):
     the runner's BudgetExceeded, so the runner stops instead of recording the item as invalid."""
 
 
-class RemoteBackbone:
+class RemoteBackbone(BackboneBase):
     """What the runner sees of a backbone that lives in the workers: spec, model and
     capabilities. Its calls are made in the workers, through RayAnswerer."""
 
@@ -52,11 +54,8 @@ class RemoteBackbone:
         self.sequential = info["sequential"]
         self.concurrency = info["concurrency"]
 
-    def chat(self, *args: Any, **kw: Any) -> Any:
+    def send(self, request: Request) -> Reply:
         raise MovieMemError(f"{self.name} answers inside the Ray workers; ask through RayAnswerer")
-
-    send = chat
-    chat_many = chat
 
 
 class AnswerWorker:
@@ -111,7 +110,7 @@ class AnswerWorker:
 
 
 def _check_policies(policies: Sequence[str]) -> None:
-    from ..agents.base import get_policy
+    from ..agents.registry import get_policy
     from ..eval.runner import parse_policy_spec
 
     for p in policies:
@@ -196,7 +195,8 @@ def bench_on_ray(bench: Benchmark, policies: Sequence[str], backbones: Sequence[
     from ..backbones.cache import MODES
     from ..backbones.settings import get_backbone_settings
     from ..library import Library
-    from ..retrievers.text import SOURCES, ensure_indexes
+    from ..memory.search import ensure_indexes
+    from ..retrievers.text import SOURCES
 
     cluster = describe()
     if not policies:
@@ -223,7 +223,7 @@ def bench_on_ray(bench: Benchmark, policies: Sequence[str], backbones: Sequence[
         raise MovieMemError(f"unknown cache mode {mode!r}; use one of {', '.join(MODES)}")
     cache_dir = _cache_dir(cache, lib)
     for src in SOURCES.values():  # made once here: workers creating them at once would collide on commits
-        ensure_indexes(lib.store, src)
+        ensure_indexes(lib.store, src.where)
 
     n = workers or max(1, int(cluster.cpus))
     cpus_each = cluster.cpus_per_worker(n)

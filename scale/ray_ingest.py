@@ -30,10 +30,10 @@ from rich.text import Text
 from ..config import Settings
 from ..errors import MovieMemError
 from ..ingest.pipeline import slug_for
-from ..ingest.report import QuietReporter
-from ..ingest.stages import STAGES, VIDEO_STAGES
+from ..ingest.registry import STAGES, ordered_stages
 from ..memory.schema import check_film_id
 from ..memory.store import MemoryStore
+from ..progress import QuietReporter
 from .cluster import Cluster, cap_threads, describe, fit, import_ray
 
 # What one task of a stage asks of the cluster (Ray's task options). The stages run on CPU in
@@ -138,7 +138,7 @@ def plan_groups(stages: Sequence[str] | None, resources: dict[str, dict[str, Any
             raise MovieMemError(f"unknown stage(s): {', '.join(unknown)}; known: {', '.join(STAGES)}")
     wanted = set(stages) if stages else None
     runs: list[tuple[list[str], dict[str, Any]]] = []
-    for stage in VIDEO_STAGES:
+    for stage in ordered_stages():
         if wanted is not None and stage.name not in wanted:
             continue
         res = resources[stage.name]

@@ -13,8 +13,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..backbones.base import Backbone, Capabilities, Reply
+from ..backbones.base import Backbone
 from ..backbones.cache import MODES, ReplayCache
+from ..backbones.types import Capabilities, Reply
 from ..errors import MovieMemError
 from .cluster import import_ray
 

@@ -113,7 +113,7 @@ def truth_srt(truth: dict, path: Path) -> Path:
 def synth_film(tmp_path_factory: pytest.TempPathFactory) -> SynthFilm:
     from moviemem import Library
     from moviemem.config import get_settings
-    from moviemem.eval.synth import render
+    from moviemem.synth import render
 
     root = tmp_path_factory.mktemp("synth")
     d = render(root / "film", minutes=3.0, seed=7)["film.mp4"].parent

@@ -3,9 +3,8 @@ stage run of a writable library copy (the same protocol an ingest stage follows)
 
 from __future__ import annotations
 
-from moviemem.memory.schema import EventRow, RelationRow
+from moviemem.memory.schema import EventRow, RelationRow, owned_tables
 from moviemem.memory.store import params_hash
-from moviemem.memory.view import OWNED_TABLES
 from moviemem.models.embedder import get_embedder
 
 
@@ -22,4 +21,4 @@ def add_truth_events(lib, film_id: str, truth: dict) -> None:
             for r in truth["relations"]]
     store.append(rows)
     store.append(rels)
-    store.finish_run(film_id, "events", run_id, OWNED_TABLES["events"], rows=len(rows) + len(rels))
+    store.finish_run(film_id, "events", run_id, owned_tables("events"), rows=len(rows) + len(rels))

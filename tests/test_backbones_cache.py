@@ -9,6 +9,7 @@ import sys
 import textwrap
 
 import pytest
+
 from moviemem.backbones import ReplayCache, ReplayMiss, Request, ScriptedBackbone, load, user
 from moviemem.backbones.cache import request_key
 from moviemem.backbones.testing import FakeOpenAI

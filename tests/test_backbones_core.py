@@ -7,6 +7,7 @@ import sys
 import textwrap
 
 import pytest
+
 from moviemem.backbones import (
     Backbone,
     Capabilities,
@@ -29,6 +30,7 @@ from moviemem.backbones import (
     tool_result,
     user,
 )
+from moviemem.backbones.base import BackboneBase
 from moviemem.errors import MovieMemError
 
 PNG = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000" "1f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082")
@@ -156,15 +158,15 @@ def test_chat_many_orders_local_requests_by_shared_prefix_and_keeps_result_order
 
 def test_register_decorator_and_listing():
     @register("echo-test", description="echoes", capabilities=Capabilities(text=True))
-    class Echo:
+    class Echo(BackboneBase):
         def __init__(self, arg, **options):
             self.name = f"echo-test:{arg}"
             self.model_id = "echo"
             self.capabilities = Capabilities(text=True)
             self.prefix = options.get("prefix", "")
 
-        def chat(self, messages, **kw):
-            return Reply(text=self.prefix + normalise_messages(messages)[-1].text)
+        def send(self, request):
+            return Reply(text=self.prefix + request.messages[-1].text)
 
     try:
         b = load("echo-test:x", prefix="> ")
@@ -178,7 +180,7 @@ def test_register_decorator_and_listing():
         with pytest.raises(MovieMemError, match="bad options"):
             load("openai:gpt-5-mini", no_such_option=1)
     finally:
-        registry._registry.pop("echo-test", None)
+        registry.BACKBONES._entries.pop("echo-test", None)
 
 
 def test_entry_point_plugin_is_loaded_without_touching_moviemem(tmp_path, monkeypatch):
@@ -195,13 +197,13 @@ def test_entry_point_plugin_is_loaded_without_touching_moviemem(tmp_path, monkey
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: mm-plugin-demo\nVersion: 0.1\n")
     (dist / "entry_points.txt").write_text("[moviemem.backbones]\ndemo-plugin = mm_plugin_demo:make\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(registry, "_entry_points_loaded", False)
+    monkeypatch.setattr(registry.BACKBONES, "_discovered", False)
     try:
         assert load("demo-plugin:hello").chat("x").text == "plugin says hello"
         entry = next(d for d in list_backbones() if d["name"] == "demo-plugin")
         assert entry["source"].startswith("entry point") and "Demo plugin" in entry["description"]
     finally:
-        registry._registry.pop("demo-plugin", None)
+        registry.BACKBONES._entries.pop("demo-plugin", None)
         sys.modules.pop("mm_plugin_demo", None)
 
 

@@ -8,6 +8,7 @@ import httpx
 import numpy as np
 import openai
 import pytest
+
 from moviemem.backbones import ScriptedBackbone, start_gateway
 from moviemem.errors import MovieMemError
 

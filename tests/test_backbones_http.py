@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from moviemem.backbones import Clip, assistant, load, system, tool_result, user
 from moviemem.backbones.testing import FakeGemini, FakeOpenAI, FakeResponse
 from moviemem.errors import MovieMemError

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from moviemem.backbones import Request, load, system, user
 from moviemem.backbones.base import Tool
 from moviemem.backbones.llamacpp_backend import LlamaCppBackbone, parse_tool_calls

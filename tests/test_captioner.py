@@ -13,9 +13,10 @@ from moviemem import Library
 from moviemem.backbones import Clip, Image, Request, ScriptedBackbone, Text, register
 from moviemem.config import get_settings
 from moviemem.errors import MovieMemError
-from moviemem.ingest.captioner import MAX_IMAGES, Still, frame_windows, spread
+from moviemem.ingest.captioner import MAX_IMAGES, Still, frame_windows
 from moviemem.ingest.prompts import CLIP_FRAMES, CLIP_VIDEO, FRAME
-from moviemem.ingest.report import QuietReporter
+from moviemem.memory.lines import spread
+from moviemem.progress import QuietReporter
 
 
 def scripted(**kw) -> ScriptedBackbone:
@@ -84,7 +85,7 @@ def test_video_backbone_gets_minutes_of_stills_and_one_clip_per_segment(synth_fi
     assert sorted((c.start, c.end) for r in clip_reqs for c in media(r, Clip)) == [(s.start, s.end) for s in segments]
     frame_caps, clip_caps = done.captions(kind="frame"), done.captions(kind="clip")
     assert len(frame_caps) == len(minutes) and len(clip_caps) == len(segments)
-    assert {c.prompt_id for c in frame_caps} == {FRAME.id} and {c.prompt_id for c in clip_caps} == {CLIP_VIDEO.id}
+    assert {c.prompt_id for c in frame_caps} == {FRAME.ref} and {c.prompt_id for c in clip_caps} == {CLIP_VIDEO.ref}
     assert all(c.characters == ["Ann"] and c.model == "cap" and c.vector is not None for c in frame_caps + clip_caps)
     assert not done.captions(kind="imported")  # the captioner replaced the imported track
     assert "tok" in rep.postfix and "$" in rep.postfix
@@ -106,7 +107,7 @@ def test_stills_and_transcript_slice_for_a_backbone_without_video(synth_film, co
         assert all(u.text in text_of(req) for u in inside) and (inside or "Nobody speaks" in text_of(req))
         outside = [u for u in utts if u.end <= seg.start or u.start >= seg.end]
         assert not any(u.text in text_of(req) for u in outside if len(u.text) > 25)
-    assert {c.prompt_id for c in done.captions(kind="clip")} == {CLIP_FRAMES.id}
+    assert {c.prompt_id for c in done.captions(kind="clip")} == {CLIP_FRAMES.ref}
 
 
 def _segment_of(req: Request, film) -> int:

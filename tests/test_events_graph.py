@@ -17,12 +17,12 @@ from conftest import make_video
 
 from moviemem import Library, MovieMemError
 from moviemem.backbones import Reply, Request, ScriptedBackbone, register, user
+from moviemem.backbones.structured import Ask, ask_json
 from moviemem.config import get_settings
 from moviemem.graph import NarrativeGraph, NarrativeGraphWarning
 from moviemem.ingest.events import EventsStage, Line, parse_events, split_by_segment
 from moviemem.ingest.flashbacks import Span, TimedEvent, story_time
 from moviemem.ingest.relations import PairParams
-from moviemem.ingest.structured import Ask, ask_json
 from moviemem.memory.schema import EventRow, RelationRow, SegmentRow
 
 # ----------------------------------------------------------------------------- graph logic
@@ -286,7 +286,6 @@ def test_events_stage_with_a_scripted_backbone(tmp_path: Path, cli, monkeypatch:
     assert res.code == 0 and "flashbacks: e005" in res.out
 
     # rerun: cached; changed params recompute, and the replay cache answers the repeated requests
-    calls = len(_MADE[0].calls)
     again = lib.ingest_text(tmp_path / "narration.json", film_id="barn", as_="captions", duration_s=80)
     assert {s.stage: s.run_id for s in again.stages()}["events"] == run.run_id and len(_MADE) == 1
     monkeypatch.setattr(EventsStage, "pairs", PairParams(window=1, similar=0))

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from moviemem import Library
-from moviemem.agents import Question, ask
+from moviemem.agents import ask
 from moviemem.agents.packing import Lines, content_words, fit_budget, fuse, informative_first
 from moviemem.backbones import Reply, ScriptedBackbone
 from moviemem.eval import evidence as ev

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from moviemem.errors import MovieMemError
-from moviemem.eval import formats as F
+from moviemem.eval import formats as F  # noqa: N812 - short alias used throughout the tests
 
 
 def _write(path: Path, rows: list) -> Path:
@@ -26,7 +26,7 @@ def mcq(i: int = 1, film: str = "synth", **kw) -> dict:
 @pytest.fixture(scope="module")
 def synth_docs(tmp_path_factory) -> Path:
     """The synthetic film's benchmark files, written without rendering the film."""
-    from moviemem.eval.synth import documents, plan
+    from moviemem.synth import documents, plan
 
     d = tmp_path_factory.mktemp("synthdocs")
     for name, text in documents(plan(3.0, 7), "synth").items():

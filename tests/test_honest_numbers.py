@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from moviemem.agents.base import Answer, Question, Step
 from moviemem.agents.parsing import parse_answer
+from moviemem.agents.types import Answer, Question, Step
 from moviemem.backbones import ScriptedBackbone, user
 from moviemem.eval import metrics
 from moviemem.eval.formats import Benchmark, validate_rows

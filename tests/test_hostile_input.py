@@ -118,7 +118,7 @@ def test_more_options_than_policies_take_are_refused_at_load(tmp_path: Path) -> 
 # --- item 7: synth says its minimum and leaves nothing behind when refused ------------------------
 
 def test_synth_help_states_the_range_and_a_refusal_leaves_no_folder(tmp_path: Path, cli) -> None:
-    from moviemem.eval.synth import MAX_MINUTES, MIN_MINUTES, plan
+    from moviemem.synth import MAX_MINUTES, MIN_MINUTES, plan
 
     for command in ("synth", "demo"):
         shown = " ".join(cli(command, "--help", library=False).out.split())

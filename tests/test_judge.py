@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from moviemem.agents.base import Answer
+from moviemem.agents.types import Answer
 from moviemem.backbones import ScriptedBackbone, user
 from moviemem.errors import MovieMemError
 from moviemem.eval.formats import Benchmark, validate_rows

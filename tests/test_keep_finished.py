@@ -11,10 +11,10 @@ from moviemem import Library, MovieMemError
 
 
 def test_plain_reingest_keeps_events_and_dropping_them_needs_replace(tmp_path: Path) -> None:
+    from conftest import truth_srt
     from events_rows import add_truth_events
 
-    from moviemem.eval.synth import documents, plan
-    from conftest import truth_srt
+    from moviemem.synth import documents, plan
 
     docs = documents(plan(3.0, 7), "synth")
     truth = json.loads(docs["truth.json"])

@@ -94,7 +94,7 @@ def letta_film(synth_film, tmp_path):
 
 
 def _question(recording):
-    from moviemem.agents.base import Question
+    from moviemem.agents.types import Question
 
     q = recording["question"]
     return Question.make(q["question"], q["options"])
@@ -183,7 +183,7 @@ def test_policy_builds_archive_with_film_times(recording, letta_film):
 def _seconds(iso: str) -> float:
     import datetime as dt
 
-    return (dt.datetime.fromisoformat(iso) - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)).total_seconds()
+    return (dt.datetime.fromisoformat(iso) - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)).total_seconds()
 
 
 def test_parse_search_return_shapes():
@@ -349,8 +349,8 @@ def test_real_letta_server_answers_with_archival_search(synth_film, tmp_path, mo
     pytest.importorskip("llama_cpp")
     from moviemem.agents import get_policy
     from moviemem.agents.archival import archival_passages
-    from moviemem.agents.base import Question
     from moviemem.agents.letta import passage_time
+    from moviemem.agents.types import Question
     from moviemem.backbones import load
     from moviemem.letta import Sidecar
     from moviemem.models import model_path

@@ -17,17 +17,16 @@ from pathlib import Path
 import av
 import numpy as np
 import pytest
+from faster_whisper.transcribe import Segment
 from PIL import Image, ImageDraw, ImageFont
 
 from moviemem.errors import MovieMemError
-from faster_whisper.transcribe import Segment
-
 from moviemem.ingest import asr as asr_mod
 from moviemem.ingest import ocr as ocr_mod
 from moviemem.ingest.asr import transcribe
-from moviemem.ingest.clip import ClipEncoder, clip_weights_available
 from moviemem.ingest.ocr import read_onscreen
 from moviemem.ingest.shots import detect_shots
+from moviemem.models.clip import ClipEncoder, clip_weights_available
 
 SR = 16000
 SENTENCES = [

@@ -9,11 +9,11 @@ import pysubs2
 import pytest
 
 from moviemem import Library
+from moviemem.agents.narration import dialogue_gaps, fit_words, slots, word_budget
+from moviemem.agents.prompts import DESCRIBE_GAP, NARRATE_CLIP
 from moviemem.backbones import Image, Request, ScriptedBackbone, Text, register
 from moviemem.config import get_settings
 from moviemem.errors import MovieMemError
-from moviemem.ingest.narration import dialogue_gaps, fit_words, slots, word_budget
-from moviemem.ingest.prompts import DESCRIBE_GAP, NARRATE_CLIP
 
 LONG = " ".join(["Mara crosses the square and looks back at the clock tower."] * 6)  # 66 words
 
@@ -85,7 +85,7 @@ def test_describe_places_cues_only_in_long_gaps_within_the_word_budget(named, tm
         subs = pysubs2.load(str(out))
         assert [(e.start, e.end, e.plaintext) for e in subs] == [(round(c.start * 1000), round(c.end * 1000), c.text)
                                                                  for c in result.cues]
-        assert all("Mara Voss" in text_of(r) and DESCRIBE_GAP.id == result.prompt_id for r in first)
+        assert all("Mara Voss" in text_of(r) and DESCRIBE_GAP.ref == result.prompt_id for r in first)
         assert all(len([p for m in r.messages for p in m.parts if isinstance(p, Image)]) <= 4 for r in b.calls)
     assert not list(tmp_path.glob(".ad.srt.*"))  # written atomically: no temporary file left
 
@@ -113,7 +113,7 @@ def test_narrate_uses_the_range_only(named):
     mid = utts[len(utts) // 2]
     t0, t1 = max(0.0, mid.start - 5), mid.end + 5
     n = named.narrate(t0, t1, backbone=b)
-    assert not n.invalid and n.text.startswith("Mara") and n.characters == ["Mara Voss"] and n.prompt_id == NARRATE_CLIP.id
+    assert not n.invalid and n.text.startswith("Mara") and n.characters == ["Mara Voss"] and n.prompt_id == NARRATE_CLIP.ref
     (req,) = b.calls
     body = text_of(req)
     assert mid.text in body and "Mara Voss" in body

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from moviemem import MovieMemError
-from moviemem.agents.base import Answer
+from moviemem.agents.types import Answer
 from moviemem.backbones import ScriptedBackbone, user
 from moviemem.eval.formats import Benchmark, validate_rows
 from moviemem.eval.permute import position_bias, rotated

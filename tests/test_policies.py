@@ -142,7 +142,7 @@ def test_videoagent_stops_after_three_rounds_and_sixteen_frames(film):
 
 def test_videoagent_text_backbone_and_no_clip(film, tmp_path, synth_film):
     b = scripted(['{"answer": "A", "confidence": 1}'] * 3, images=False, video=False)
-    ans = ask(film, "What does the sign say?", OPTIONS, policy="videoagent", backbone=b, max_rounds=2)
+    ask(film, "What does the sign say?", OPTIONS, policy="videoagent", backbone=b, max_rounds=2)
     assert len(b.calls) == 2 and images_sent(b.calls[0]) == 0
     first = b.calls[0].messages[-1].text
     assert len(re.findall(r"^\[frame \d+ at \d\d:\d\d:\d\d\]", first, re.M)) == 8

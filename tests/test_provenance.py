@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from moviemem import __version__
-from moviemem.agents.base import Answer
+from moviemem.agents.types import Answer
 from moviemem.backbones import ScriptedBackbone, user
 from moviemem.eval.formats import Benchmark, validate_rows
 from moviemem.eval.report import write_report

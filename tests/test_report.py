@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from moviemem.agents.base import Answer, Step
-from moviemem.backbones import Usage, user
+from moviemem.agents.types import Answer, Step
+from moviemem.backbones import user
 from moviemem.eval.formats import Benchmark, validate_rows
 from moviemem.eval.report import write_inspector, write_report
 from moviemem.eval.runner import run_bench
@@ -118,7 +118,7 @@ def text_film(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
     from moviemem import Library
     from moviemem.config import get_settings
-    from moviemem.eval.synth import documents, plan
+    from moviemem.synth import documents, plan
 
     root = tmp_path_factory.mktemp("textfilm")
     for name, text in documents(plan(3.0, 7), "synth").items():

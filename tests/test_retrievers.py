@@ -125,7 +125,7 @@ def test_a_rerun_stage_is_never_served_from_the_vector_cache(synth_film, tmp_pat
 def test_vector_cache_is_bounded_by_bytes_and_still_answers_when_off(lib_film, film, monkeypatch):
     """The cache holds films up to its byte budget (least recently used go first); with a budget of
     0 nothing is kept and every query reads the rows again, with the same ranking."""
-    from moviemem.retrievers import text
+    from moviemem.memory import search as text
 
     lib, _ = lib_film
     query = "someone reads a letter by the window"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from moviemem.agents.base import Answer, Question
 from moviemem.agents.parsing import parse_answer
+from moviemem.agents.types import Answer, Question
 from moviemem.backbones import user
 from moviemem.backbones.testing import FakeOpenAI, FakeResponse
 from moviemem.eval.formats import Benchmark, validate_rows

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from moviemem.errors import MovieMemError
-from moviemem.eval.synth import documents, plan, render
-from moviemem.eval.synth_script import build_script, min_minutes
+from moviemem.synth import documents, plan, render
+from moviemem.synth.script import build_script, min_minutes
 
 LABELS = {"before", "after", "overlap", "causal", "precondition", "hierarchical", "coreference", "flashback"}
 

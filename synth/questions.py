@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from .synth_script import DAYS, Timeline, _vars
+from .script import DAYS, Timeline, _vars
 
 Span = list[float]
 CORE_POOL = ("letter", "news", "plan", "walk", "empty", "confront", "return", "home")
@@ -45,7 +45,7 @@ class _Facts:
 def _mcq_items(fx: _Facts, rng: random.Random) -> list[tuple[str, str, str, list[str], list[Span]]]:
     """(category, question, answer, distractors, evidence) for every question the plot supports."""
     f, v, tl = fx.f, fx.v, fx.tl
-    H, F, R, E, C = (v[k] for k in "HFREC")
+    H, F, R, E, C = (v[k] for k in "HFREC")  # noqa: N806 - the script's own one-letter character keys
     home, town, inn, hideout = v["home"], v["town"], v["inn"], v["hideout"]
     obj, clue, day = v["obj"], v["clue"], v["day"]
     order = {k: tl.event_spans[k][0] for k in CORE_POOL}

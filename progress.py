@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Protocol
 
 from rich.console import Console
-from rich.text import Text
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.text import Text
 
 
 class Reporter(Protocol):

@@ -14,10 +14,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..backbones import Backbone, Message, Reply, Request, Usage, assistant, user
-from ..backbones.base import check_schema, parse_json_reply, run_many
 from ..errors import MovieMemError
-from .prompts_events import RETRY_NOTE
+from .base import Backbone, check_schema, parse_json_reply, send_all
+from .types import Message, Reply, Request, Usage, assistant, user
+
+RETRY_NOTE = "Your reply could not be used ({error}). Reply again with JSON only, following the schema."
 
 Check = Callable[[Any], str | None]  # extra validation of parsed data: an error message or None
 
@@ -42,17 +43,6 @@ class Answer:
     @property
     def ok(self) -> bool:
         return self.data is not None
-
-
-def _send_all(backbone: Backbone, requests: list[Request]) -> list[Reply]:
-    """In one batch: a local model answers them sorted by prompt prefix, others concurrently."""
-    send = getattr(backbone, "send", None)
-    if not callable(send):
-        def send(r: Request) -> Reply:
-            return backbone.chat(list(r.messages), json_schema=r.json_schema, max_tokens=r.max_tokens,
-                                 temperature=r.temperature)
-    return run_many(send, requests, sequential=bool(getattr(backbone, "sequential", False)),
-                    workers=int(getattr(backbone, "concurrency", 4)))
 
 
 def _judge(reply: Reply, schema: dict[str, Any], check: Check | None) -> tuple[Any, str | None]:
@@ -82,7 +72,7 @@ def ask_json(backbone: Backbone, asks: list[Ask], schema: dict[str, Any], *, max
             break
         reqs = [Request.build(convo[i], json_schema=schema, max_tokens=max_tokens, temperature=0.0, timeout=timeout)
                 for i in pending]
-        replies = _send_all(backbone, reqs)
+        replies = send_all(backbone, reqs)
         transient = [(asks[i].key, r.error) for i, r in zip(pending, replies) if r.invalid and r.transient]
         if transient:
             key, why = transient[0]

@@ -20,7 +20,7 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont, ImageOps
 
 from ..errors import MovieMemError
-from .synth_script import COATS, RATE_WPM, Script, Timeline, TimedShot
+from .script import COATS, RATE_WPM, Script, TimedShot, Timeline
 
 W, H = 640, 360
 SR = 22050  # espeak-ng's own rate: no resampling

@@ -23,12 +23,15 @@ from typing import Any
 import pysubs2
 
 from ..backbones import Backbone, Reply, Request, Usage, system, user
+from ..backbones.base import send_all
+from ..backbones.prompt import names_clause
+from ..backbones.structured import Ask, ask_json
 from ..errors import MovieMemError
+from ..memory.lines import Line, known_names, spread
 from ..memory.view import FilmMemory
-from .captioner import Line, known_names, run_requests, spread
-from .prompts import DESCRIBE_GAP, NARRATE_CLIP, SHORTEN, clock, names_clause
-from .report import Reporter
-from .structured import Ask, ask_json
+from ..progress import Reporter
+from ..timefmt import hms
+from .prompts import DESCRIBE_GAP, NARRATE_CLIP, SHORTEN
 
 MIN_WORDS = 3  # a gap with room for fewer words is too short to describe anything
 
@@ -127,12 +130,12 @@ class _Memory:
 
     def shown(self, t0: float, t1: float) -> list[tuple[float, str]]:
         """Captions and on-screen text overlapping [t0, t1), in time order."""
-        items = [(a, f"[{clock(a)}-{clock(b)}] {text}") for a, b, text in self.captions if b > t0 and a < t1]
-        items += [(a, f"[{clock(a)}] on screen: \"{text}\"") for a, b, text in self.onscreen if b > t0 and a < t1]
+        items = [(a, f"[{hms(a, short=True)}-{hms(b, short=True)}] {text}") for a, b, text in self.captions if b > t0 and a < t1]
+        items += [(a, f"[{hms(a, short=True)}] on screen: \"{text}\"") for a, b, text in self.onscreen if b > t0 and a < t1]
         return sorted(items, key=lambda x: x[0])
 
     def said(self, t0: float, t1: float) -> list[tuple[float, str]]:
-        return [(ln.start, f"[{clock(ln.start)}] {ln.speaker + ' says' if ln.speaker else 'someone says'}: {ln.text}")
+        return [(ln.start, f"[{hms(ln.start, short=True)}] {ln.speaker + ' says' if ln.speaker else 'someone says'}: {ln.text}")
                 for ln in self.lines if ln.end > t0 and ln.start < t1]
 
     def stills_in(self, t0: float, t1: float, k: int) -> list[str]:
@@ -181,7 +184,7 @@ class Description:
     skipped: list[tuple[float, float, str]] = field(default_factory=list)  # (start, end, why) slots left silent
     invalid: list[tuple[float, float, str]] = field(default_factory=list)  # slots whose reply was unusable
     usage: Usage = field(default_factory=Usage)
-    prompt_id: str = DESCRIBE_GAP.id
+    prompt_id: str = DESCRIBE_GAP.ref
     model: str = ""
     names: list[str] = field(default_factory=list)
     out: Path | None = None
@@ -223,7 +226,7 @@ def describe(film: FilmMemory, backbone: Backbone, *, min_gap_s: float = 2.0, wo
             continue
         before = [s for t, s in mem.said(0.0, a)][-1:]
         text = DESCRIBE_GAP.render(
-            t0=clock(a), t1=clock(b), words=budget, names=names_clause(mem.names),
+            t0=hms(a, short=True), t1=hms(b, short=True), words=budget, names=names_clause(mem.names),
             frames=f" The {len(stills)} attached stills are from this stretch." if stills else "",
             context="\n".join(shown) if shown else "(only the stills)",
             before=f"\nLast line spoken before it: {before[0]}" if before else "")
@@ -242,7 +245,7 @@ def describe(film: FilmMemory, backbone: Backbone, *, min_gap_s: float = 2.0, wo
             cost = f"${total.cost_usd:.4f}" if total.cost_usd is not None else "cost n/a"
             reporter.update(done, len(requests), postfix=f"{total.input_tokens} in / {total.output_tokens} out tok, {cost}")
 
-    replies = run_requests(backbone, requests, on_reply=progress) if requests else []
+    replies = send_all(backbone, requests, on_reply=progress) if requests else []
     lines: list[tuple[float, float, int, str]] = []
     for (a, b, budget), reply in zip(todo, replies):
         text = _reply_text(reply, json_reply)
@@ -253,7 +256,7 @@ def describe(film: FilmMemory, backbone: Backbone, *, min_gap_s: float = 2.0, wo
     # a line longer than its gap is sent back once to be rewritten shorter; only what still
     # does not fit is cut, so most lines end as whole sentences
     long = [i for i, (_, _, budget, text) in enumerate(lines) if len(text.split()) > budget]
-    shorter = run_requests(backbone, [Request.build(
+    shorter = send_all(backbone, [Request.build(
         [system(SHORTEN.system), user(SHORTEN.render(have=len(lines[i][3].split()), words=lines[i][2], line=lines[i][3]))],
         json_schema=SHORTEN.schema if json_reply else None, max_tokens=min(512, 48 + 4 * lines[i][2]))
         for i in long]) if long else []
@@ -340,9 +343,9 @@ def narrate(film: FilmMemory, backbone: Backbone, start: float, end: float, *, m
     caps = backbone.capabilities
     stills = mem.stills_in(start, end, max_images) if caps.images else []
     if not context and not stills:
-        raise MovieMemError(f"the memory holds nothing between {clock(start)} and {clock(end)} to narrate from")
+        raise MovieMemError(f"the memory holds nothing between {hms(start, short=True)} and {hms(end, short=True)} to narrate from")
     json_reply = bool(caps.json)
-    text = NARRATE_CLIP.render(t0=clock(start), t1=clock(end), names=names_clause(mem.names),
+    text = NARRATE_CLIP.render(t0=hms(start, short=True), t1=hms(end, short=True), names=names_clause(mem.names),
                                frames=f" The {len(stills)} attached stills are from this stretch, in order." if stills else "",
                                context="\n".join(context) if context else "(only the stills)")
     messages = [system(NARRATE_CLIP.system), user(text, images=stills)]
@@ -352,9 +355,9 @@ def narrate(film: FilmMemory, backbone: Backbone, start: float, end: float, *, m
         body, usage, error = (_reply_text(Reply(data=ans.data), True) if ans.ok else None), ans.usage, "; ".join(ans.errors)
         data = ans.data if isinstance(ans.data, dict) else {}
     else:
-        reply = run_requests(backbone, [Request.build(messages, max_tokens=400)])[0]
+        reply = send_all(backbone, [Request.build(messages, max_tokens=400)])[0]
         body, usage, error, data = _reply_text(reply, False), reply.usage, reply.error, {}
     chars = list(dict.fromkeys(str(c).strip() for c in data.get("characters") or [] if str(c).strip()))
-    return Narration(round(start, 3), round(end, 3), body or "", chars, NARRATE_CLIP.id, _backbone_label(backbone),
+    return Narration(round(start, 3), round(end, 3), body or "", chars, NARRATE_CLIP.ref, _backbone_label(backbone),
                      usage, invalid=body is None,
                      error=None if body is not None else (error or "no words in the narration"))

@@ -2,8 +2,8 @@
 
 Tests and the demo need a film where every shot, line, on-screen text, event and relation is
 known, so each ingest stage and policy can be scored without a human annotator. The script
-(synth_script) fixes the plot and the timeline; synth_render turns it into picture and sound;
-synth_bench writes the questions. The same seed gives byte-identical truth and benchmark files.
+(script.py) fixes the plot and the timeline; render.py turns it into picture and sound;
+questions.py writes the questions. The same seed gives byte-identical truth and benchmark files.
 
 Files written into OUT_DIR: film.mp4, truth.json, captions.srt, mcq.jsonl, claims.jsonl,
 relations.jsonl. Everything is built in a temporary folder next to OUT_DIR and moved in at the
@@ -23,9 +23,9 @@ from typing import Any
 
 from ..errors import MovieMemError
 from ..memory.schema import check_film_id
-from . import synth_bench
-from .synth_render import H, SR, W, Voicer, encode, paint_shots, require_tools
-from .synth_script import Measure, Timeline, build_script, estimate_seconds, layout
+from . import questions
+from .render import SR, H, Voicer, W, encode, paint_shots, require_tools
+from .script import Measure, Timeline, build_script, estimate_seconds, layout
 
 MIN_MINUTES = 2.5  # the plot needs 2.2 min at any seed (words-per-minute estimate); real voices vary a little
 MAX_MINUTES = 600.0
@@ -110,9 +110,9 @@ def documents(tl: Timeline, film_id: str) -> dict[str, str]:
     return {
         "truth.json": json.dumps(truth(tl, film_id), sort_keys=True, indent=1, ensure_ascii=False) + "\n",
         "captions.srt": captions_srt(tl),
-        "mcq.jsonl": jsonl(synth_bench.mcq(tl, film_id, seed)),
-        "claims.jsonl": jsonl(synth_bench.claims(tl, film_id, seed)),
-        "relations.jsonl": jsonl(synth_bench.relations(tl, film_id)),
+        "mcq.jsonl": jsonl(questions.mcq(tl, film_id, seed)),
+        "claims.jsonl": jsonl(questions.claims(tl, film_id, seed)),
+        "relations.jsonl": jsonl(questions.relations(tl, film_id)),
     }
 
 

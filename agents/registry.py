@@ -1,0 +1,89 @@
+"""Policies by name: the built-ins as dotted paths (imported only when used), third-party
+policies from the entry-point group `moviemem.policies` or `register_policy`.
+
+A policy is a class (or factory) that takes its settings as keyword arguments, with the
+defaults in a nested `Settings` dataclass; `needs` names the film content it reads
+(transcript, captions, frames, clip, events, video)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ..errors import MovieMemError
+from ..registry import Registry
+from .base import Policy
+
+POLICIES: Registry[Callable[..., Policy]] = Registry("policy", "moviemem.policies")
+
+for _name, _target, _needs in [
+    ("ace", "moviemem.agents.ace:Ace", ()),
+    ("archival", "moviemem.agents.archival:Archival", ("captions", "transcript")),
+    ("closed-book", "moviemem.agents.contextual:ClosedBook", ()),
+    ("end-to-end", "moviemem.agents.end_to_end:EndToEnd", ("video",)),
+    ("graph", "moviemem.agents.graph_policy:GraphPolicy", ("events",)),
+    ("hybrid", "moviemem.agents.hybrid:Hybrid", ("transcript", "captions")),
+    ("letta", "moviemem.agents.letta:LettaPolicy", ("captions", "transcript")),
+    ("socratic-clip", "moviemem.agents.contextual:SocraticClip", ("captions",)),
+    ("socratic-frame", "moviemem.agents.contextual:SocraticFrame", ("captions",)),
+    ("subtitles", "moviemem.agents.contextual:Subtitles", ("transcript",)),
+    ("videoagent", "moviemem.agents.videoagent:VideoAgent", ("video", "frames", "clip")),
+]:
+    POLICIES.add(_name, _target, needs=_needs)
+
+
+@dataclass
+class PolicyInfo:
+    name: str
+    factory: Callable[..., Policy]
+    description: str
+    defaults: dict[str, Any]
+    needs: tuple[str, ...] = ()  # film content it reads: transcript, captions, frames, clip, events, video
+    source: str = "moviemem"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "defaults": self.defaults,
+                "needs": list(self.needs), "source": self.source}
+
+
+def register_policy(name: str, *, description: str = "", needs: tuple[str, ...] = ()) -> Callable[[type], type]:
+    """Class decorator for policies defined in code (a notebook, a plug-in module)."""
+
+    def deco(cls: type) -> type:
+        POLICIES.add(name, cls, source=cls.__module__, description=description, needs=tuple(needs))
+        return cls
+
+    return deco
+
+
+def policy_info(name: str) -> PolicyInfo:
+    entry = POLICIES.entry(name)
+    factory = POLICIES.get(name)
+    settings = getattr(factory, "Settings", None)
+    doc = (getattr(factory, "__doc__", None) or "").strip().splitlines()
+    return PolicyInfo(name, factory, entry.meta.get("description") or (doc[0] if doc else ""),
+                      asdict(settings()) if settings is not None else {},
+                      tuple(entry.meta.get("needs") or getattr(factory, "needs", ())), entry.source)
+
+
+def list_policies() -> list[PolicyInfo]:
+    """Every policy that loads; the ones that fail are in `POLICIES.failures`."""
+    out = []
+    for name in sorted(POLICIES.names()):
+        try:
+            out.append(policy_info(name))
+        except MovieMemError:
+            continue
+    return out
+
+
+def get_policy(name: str, **settings: Any) -> Policy:
+    """A policy by name with its settings overridden; unknown names and settings are refused."""
+    info = policy_info(name)
+    unknown = sorted(set(settings) - set(info.defaults))
+    if unknown:
+        raise MovieMemError(f"policy {name} has no setting {unknown[0]!r}; settings: {', '.join(info.defaults) or 'none'}")
+    policy = info.factory(**settings)
+    policy.name = name
+    return policy

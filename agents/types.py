@@ -1,0 +1,92 @@
+"""The values policies trade in: questions, answers and the steps of a trace.
+
+At the bottom of the agents folder: policies, the runner and the CLI share these types
+without importing any policy."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ..backbones.types import Usage
+from ..errors import MovieMemError
+from ..retrievers.base import Evidence
+
+Kind = Literal["mcq", "claim", "open"]
+LETTERS = "ABCDEFGHIJ"
+
+
+@dataclass(frozen=True)
+class Question:
+    """mcq: text + options (2-10); claim: a statement judged TRUE/FALSE; open: free answer."""
+
+    text: str
+    options: tuple[str, ...] = ()
+    kind: Kind = "mcq"
+
+    def __post_init__(self) -> None:
+        if not self.text or not self.text.strip():
+            raise MovieMemError("the question is empty")
+        if self.kind not in ("mcq", "claim", "open"):
+            raise MovieMemError(f"unknown question kind {self.kind!r}; use mcq, claim or open")
+        if self.kind == "mcq" and not 2 <= len(self.options) <= len(LETTERS):
+            raise MovieMemError(f"a multiple-choice question needs 2 to {len(LETTERS)} options, not {len(self.options)}")
+        if self.kind != "mcq" and self.options:
+            raise MovieMemError(f"a {self.kind} question takes no options")
+
+    @property
+    def letters(self) -> str:
+        return LETTERS[: len(self.options)]
+
+    @classmethod
+    def make(cls, text: str, options: list[str] | tuple[str, ...] | None = None, kind: str | None = None) -> Question:
+        """Kind defaults to mcq with options and open without."""
+        opts = tuple(str(o) for o in options or ())
+        return cls(text, opts, (kind or ("mcq" if opts else "open")))  # type: ignore[arg-type]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"text": self.text, "options": list(self.options), "kind": self.kind}
+
+
+@dataclass
+class Step:
+    """One thing a policy did: kind is retrieve | prompt | reply | tool | note."""
+
+    kind: str
+    data: dict[str, Any] = field(default_factory=dict)
+    t: float = field(default_factory=time.time)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, **self.data}
+
+
+@dataclass
+class Answer:
+    """choice: a letter (mcq), TRUE/FALSE (claim) or None (open, or invalid); text: the answer
+    in words (the option text, or the free answer); confidence in [0, 1] or None."""
+
+    choice: str | None
+    text: str
+    confidence: float | None
+    invalid: bool
+    policy: str
+    backbone: str
+    evidence: list[Evidence] = field(default_factory=list)
+    trace: list[Step] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `moviemem ask --json` object."""
+        u = self.usage
+        return {
+            "choice": self.choice, "text": self.text, "confidence": self.confidence, "invalid": self.invalid,
+            "policy": self.policy, "backbone": self.backbone,
+            "evidence": [{"kind": e.kind, "start": round(e.start, 3), "end": round(e.end, 3), "text": e.text,
+                          "score": round(e.score, 6), "retriever": e.retriever, "id": e.id, "cited": e.cited}
+                         for e in self.evidence],
+            "usage": {"input_tokens": u.input_tokens, "output_tokens": u.output_tokens, "images": u.images,
+                      "latency_s": round(u.latency_s, 3), "cost_usd": u.cost_usd},
+            "trace": [s.to_dict() for s in self.trace],
+        }

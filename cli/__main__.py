@@ -1,0 +1,5 @@
+"""`python -m moviemem.cli`."""
+
+from . import main
+
+main()

@@ -1,0 +1,133 @@
+"""Commands that answer from a film: ask, policies, describe, narrate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.table import Table
+
+from ..errors import MovieMemError
+from .common import (
+    JsonOpt,
+    LibraryOpt,
+    _library,
+    _policy_settings,
+    _print_json,
+    _reporter,
+    _seconds,
+    _styled,
+    app,
+    err,
+    out,
+)
+
+
+@app.command()
+def ask(
+    film: Annotated[str, typer.Argument(help="Film id.")],
+    question: Annotated[str, typer.Argument(help="The question (or the claim, with --kind claim).")],
+    option: Annotated[Optional[list[str]], typer.Option("--option", help="An answer option (repeat for each, in order A, B, ...).")] = None,
+    kind: Annotated[Optional[str], typer.Option(help="mcq, claim or open (default: mcq with options, else open).")] = None,
+    policy: Annotated[str, typer.Option(help="Policy (see `moviemem policies`).")] = "hybrid",
+    backbone: Annotated[str, typer.Option(help="Backbone spec (e.g. local, gemini:gemini-3-flash).")] = "local",
+    until: Annotated[Optional[str], typer.Option(help="Show the policy only what is on screen by this time (seconds or h:mm:ss).")] = None,
+    setting: Annotated[Optional[list[str]], typer.Option("--set", help="Override a policy setting: key=value (repeatable).")] = None,
+    library: LibraryOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Answer a question about a film with a policy and a backbone, citing evidence."""
+    f = _library(library).film(film)
+    cutoff = _seconds(until, "--until") if until is not None else None
+    ans = f.ask(question, options=option or None, kind=kind, policy=policy, backbone=backbone, until=cutoff,
+                **_policy_settings(setting))
+    if as_json:
+        _print_json(ans.to_dict())
+        return
+    if ans.invalid:
+        _styled(out, "bold red", "invalid", f" ({ans.error})")
+    else:
+        conf = f" (confidence {ans.confidence:.2f})" if ans.confidence is not None else ""
+        head = f"{ans.choice}. " if ans.choice and ans.choice not in ("TRUE", "FALSE") else (f"{ans.choice}: " if ans.choice else "")
+        _styled(out, "bold", f"{head}{ans.text}", conf)
+    for e in ans.evidence[:8]:  # cited evidence comes first, marked with *
+        text = " / ".join(e.text.splitlines())
+        out.print(f"{'*' if e.cited else ' '} {e.kind:<9} {e.start:8.1f}-{e.end:<8.1f} {text[:100]}", highlight=False)
+    u = ans.usage
+    err.print(f"{ans.policy} on {ans.backbone}: {u.input_tokens} input tokens, {u.output_tokens} output, "
+              f"{u.images} images, {u.latency_s:.1f} s", highlight=False)
+
+
+@app.command()
+def policies(as_json: JsonOpt = False) -> None:
+    """List the answering policies with their default settings."""
+    from ..agents import list_policies
+
+    items = [p.to_dict() for p in list_policies()]
+    if as_json:
+        _print_json({"policies": items})
+        return
+    t = Table("policy", "needs", "description", box=None)
+    for p in items:
+        t.add_row(p["name"], ", ".join(p["needs"]), p["description"])
+    out.print(t)
+
+
+def _narration_backbone(lib: Any, spec: str | None):
+    from ..ingest.captioner import open_backbone
+
+    s = lib.settings
+    return open_backbone(spec or s.backbone, lib.store.root if lib.store.is_local else None, s.cache_mode)
+
+
+@app.command()
+def describe(
+    film: Annotated[str, typer.Argument(help="Film id.")],
+    out_path: Annotated[Path, typer.Option("--out", help="Where to write the track (.srt, or .vtt for WebVTT).")],
+    backbone: Annotated[Optional[str], typer.Option(help="Backbone that writes the lines (default: the backbone setting).")] = None,
+    min_gap: Annotated[float, typer.Option("--min-gap", help="Narrate only in dialogue gaps of at least this many seconds.")] = 2.0,
+    wps: Annotated[float, typer.Option("--wps", help="Speaking rate in words per second: each line fits its gap.")] = 2.5,
+    max_cue: Annotated[float, typer.Option("--max-cue", help="Longest cue in seconds; longer gaps get several lines.")] = 10.0,
+    library: LibraryOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Write an audio-description track: narrations placed in the gaps the dialogue leaves."""
+    lib = _library(library)
+    f = lib.film(film)
+    result = f.describe(out_path, backbone=_narration_backbone(lib, backbone), min_gap_s=min_gap, words_per_s=wps,
+                        max_cue_s=max_cue, reporter=_reporter(as_json))
+    if as_json:
+        _print_json(dict(result.to_dict(), film_id=film))
+        return
+    err.print(f"wrote {len(result.cues)} narrations to {result.out}")
+    for a, b, why in result.invalid:
+        _styled(err, "yellow", "warning:", f" no narration {a:.1f}-{b:.1f} s: {why}")
+
+
+@app.command()
+def narrate(
+    film: Annotated[str, typer.Argument(help="Film id.")],
+    start: Annotated[str, typer.Option(help="Start of the range (seconds or h:mm:ss).")],
+    end: Annotated[str, typer.Option(help="End of the range (seconds or h:mm:ss).")],
+    backbone: Annotated[Optional[str], typer.Option(help="Backbone that narrates (default: the backbone setting).")] = None,
+    caption_kinds: Annotated[Optional[str], typer.Option("--caption-kinds", help="Use only these caption kinds (frame,clip,imported), e.g. to keep an imported reference narration out.")] = None,
+    library: LibraryOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Narrate a time range of a film from its memory (Movie101v2 clip narration)."""
+    lib = _library(library)
+    f = lib.film(film)
+    kinds = [k.strip() for k in caption_kinds.split(",") if k.strip()] if caption_kinds else None
+    if kinds and set(kinds) - {"frame", "clip", "imported"}:
+        raise MovieMemError(f"--caption-kinds takes frame, clip and imported, not {caption_kinds!r}")
+    result = f.narrate(_seconds(start, "--start"), _seconds(end, "--end"), backbone=_narration_backbone(lib, backbone),
+                       caption_kinds=kinds)
+    if as_json:
+        _print_json(dict(result.to_dict(), film_id=film))
+        return
+    if result.invalid:
+        raise MovieMemError(f"the backbone's narration was unusable: {result.error}")
+    out.print(result.text, highlight=False, markup=False)
+
+

@@ -1,0 +1,247 @@
+"""Commands that measure: bench, report, inspect, judge, retrieval-eval, filter."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.table import Table
+
+from ..errors import MovieMemError
+from .common import (
+    JsonOpt,
+    LibraryOpt,
+    RayOpt,
+    _csv,
+    _library,
+    _print_json,
+    _styled,
+    app,
+    err,
+    out,
+)
+
+
+@app.command()
+def bench(
+    file: Annotated[Path, typer.Argument(help="Benchmark: JSONL (mcq, claims, relations, localization, open, narration), MF² metadata.csv, MovieCORE json or Movie101 narration files.")],
+    format_: Annotated[Optional[str], typer.Option("--format", help="Format or adapter (default: from the file).")] = None,
+    policies_: Annotated[str, typer.Option("--policies", help="Comma-separated policies; settings as name[key=value].")] = "subtitles",
+    backbones_: Annotated[str, typer.Option("--backbones", help="Comma-separated backbone specs.")] = "local",
+    out_dir: Annotated[Optional[Path], typer.Option("--out", help="Run directory (default runs/<file name>); a rerun resumes it.")] = None,
+    limit: Annotated[Optional[int], typer.Option(help="Only the first N items.")] = None,
+    concurrency: Annotated[int, typer.Option(help="Items answered at once.")] = 1,
+    max_cost: Annotated[Optional[float], typer.Option("--max-cost", help="Stop before spending more than this many USD on model calls (cache hits are free).")] = None,
+    max_tokens: Annotated[Optional[int], typer.Option("--max-tokens", help="Token cap: no call starts unless the tokens spent, those calls in flight may still produce and its own max_tokens fit under it (a call's prompt tokens are counted when it returns).")] = None,
+    cache: Annotated[Optional[Path], typer.Option(help="Replay cache directory (default <library>/cache).")] = None,
+    retry_invalid: Annotated[bool, typer.Option("--retry-invalid", help="Answer again the items recorded invalid.")] = False,
+    permute: Annotated[bool, typer.Option("--permute", help="MCQ position bias: ask each item once per rotation of its options (ids ID@rK); the report adds consistency and the letter distribution.")] = False,
+    ray: RayOpt = None,
+    ray_workers: Annotated[Optional[int], typer.Option("--ray-workers", help="With --ray: answering workers (default one per CPU); --concurrency is then per worker.")] = None,
+    library: LibraryOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run policies x backbones over a benchmark; resumable, with caps on cost and tokens."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from ..eval.formats import load_benchmark
+    from ..eval.runner import bench_json, run_bench
+
+    if ray_workers is not None and ray is None:
+        raise MovieMemError("--ray-workers needs --ray ADDRESS")
+    if ray is not None:
+        from ..scale.cluster import parse_address
+
+        parse_address(ray)  # bad input fails before anything is read
+    lib = _library(library)
+    b = load_benchmark(file, format_, library=lib)
+    if permute:
+        from ..eval.permute import rotated
+
+        b = rotated(b)
+    pols, bbs = _csv(policies_), _csv(backbones_)
+    run_dir = out_dir or Path("runs") / file.stem
+    run: Any = functools.partial(run_bench, library=lib)
+    with contextlib.ExitStack() as stack:
+        if ray is not None:
+            from ..scale.cluster import session
+            from ..scale.ray_bench import bench_on_ray
+
+            err.print(stack.enter_context(session(ray)).line(), highlight=False)
+            run = functools.partial(bench_on_ray, library=lib.path, settings=lib.settings, workers=ray_workers)
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      TextColumn("${task.fields[cost]:.4f}  {task.fields[calls]} calls, {task.fields[hits]} cached"),
+                      console=err, transient=True) as bar:
+            task = bar.add_task(f"bench {b.format}", total=None, cost=0.0, calls=0, hits=0)
+            res = run(b, pols, bbs, run_dir, concurrency=concurrency, max_cost_usd=max_cost, max_tokens=max_tokens,
+                      cache=cache, limit=limit, retry_invalid=retry_invalid,
+                      progress=lambda p: bar.update(task, completed=p.done, total=p.total, cost=p.spend.cost_usd,
+                                                    calls=p.spend.calls, hits=p.spend.cache_hits))
+    for w in res.warnings:
+        _styled(err, "yellow", "warning:", f" {w}")
+    if res.stopped:
+        _styled(err, "yellow", "stopped:", f" {res.stopped}")
+    summary = bench_json(res)
+    if as_json:
+        _print_json(summary)
+        return
+    t = Table("policy", "backbone", "n", "accuracy", "95% CI", "median input tokens", box=None)
+    for r in summary["results"]:
+        acc = "n/a" if r["accuracy"] is None else f"{100 * r['accuracy']:.1f}"
+        ci = "" if r["ci_low"] is None else f"{100 * r['ci_low']:.1f}-{100 * r['ci_high']:.1f}"
+        t.add_row(r["policy"], r["backbone"], str(r["n"]), acc, ci, str(r["median_input_tokens"]))
+    out.print(t)
+    err.print(f"{res.answered} answered, {res.invalid} invalid of {res.total}; {res.spend.calls} model calls, "
+              f"{res.spend.cache_hits} cache hits, ${res.spend.cost_usd:.4f}; results in {res.run_dir}", highlight=False)
+
+
+@app.command()
+def report(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory written by `moviemem bench`.")],
+    baseline: Annotated[Optional[str], typer.Option(help="Policy to compare the others with (default closed-book or subtitles when present).")] = None,
+    inspector: Annotated[bool, typer.Option("--inspector/--no-inspector", help="Also write the HTML inspector.")] = True,
+    as_json: JsonOpt = False,
+) -> None:
+    """Write report.md, accuracy_vs_tokens.png and the HTML inspector of a run."""
+    from ..eval.report import write_report
+
+    paths = write_report(run_dir, baseline=baseline, inspector=inspector)
+    if as_json:
+        _print_json({k: str(v) for k, v in paths.items()})
+    else:
+        for k, v in paths.items():
+            out.print(f"{k:>10}  {v}")
+
+
+@app.command()
+def inspect(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory written by `moviemem bench`.")],
+    port: Annotated[int, typer.Option(help="Port on 127.0.0.1.")] = 8765,
+    serve_: Annotated[bool, typer.Option("--serve/--no-serve", help="Serve the inspector over HTTP (until Ctrl-C).")] = True,
+    open_: Annotated[bool, typer.Option("--open", help="Open it in a web browser.")] = False,
+) -> None:
+    """Build the static HTML inspector of a run and serve (or open) it."""
+    import functools
+    import http.server
+    import webbrowser
+
+    from ..eval.report import write_inspector
+
+    index = write_inspector(run_dir)
+    if not serve_:
+        out.print(str(index))
+        if open_:
+            webbrowser.open(index.resolve().as_uri())
+        return
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(index.parent))
+    try:
+        httpd = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
+    except OSError as exc:
+        raise MovieMemError(f"cannot serve on 127.0.0.1:{port}: {exc.strerror or exc}; try --port") from None
+    url = f"http://127.0.0.1:{port}/index.html"
+    err.print(f"serving {index.parent} at {url} (Ctrl-C stops)")
+    if open_:
+        webbrowser.open(url)
+    with httpd:
+        httpd.serve_forever()
+
+
+@app.command()
+def judge(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory of open or narration answers.")],
+    backbone: Annotated[str, typer.Option(help="Judge backbone spec.")] = "local",
+    repeats: Annotated[int, typer.Option(help="Judge each answer this many times and report agreement.")] = 1,
+    cache: Annotated[Optional[Path], typer.Option(help="Replay cache directory (default <library>/cache).")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Score open answers (MovieCORE criteria) or narrations (Movie101v2 L1/L2) with an LLM judge."""
+    from ..eval.judge import judge_run, judge_summary
+    from ..eval.runner import _jsonable
+
+    counts = judge_run(run_dir, backbone, repeats=repeats, cache=cache)
+    rows = judge_summary(run_dir)
+    if as_json:
+        _print_json(_jsonable({"run_dir": str(run_dir), **counts, "results": rows}))
+        return
+    err.print(f"{counts['judged']} judged, {counts['failed']} failed judge calls, "
+              f"{counts['skipped_invalid']} invalid answers not judged; `moviemem report {run_dir}` shows the scores")
+
+
+@app.command("retrieval-eval")
+def retrieval_eval_cmd(
+    file: Annotated[Path, typer.Argument(help="Benchmark JSONL whose items carry gold `evidence` spans (mcq or claims).")],
+    retrievers: Annotated[str, typer.Option("--retrievers", help="Comma-separated retrievers (see --list); `hybrid` is the hybrid policy's default.")] = "hybrid",
+    budgets: Annotated[str, typer.Option("--budgets", help="Comma-separated evidence token budgets.")] = "250,500,1000,2000,4000",
+    plot_path: Annotated[Optional[Path], typer.Option("--plot", help="Write recall and coverage against budget as a PNG.")] = None,
+    list_: Annotated[bool, typer.Option("--list", help="List the retrievers and exit.")] = False,
+    library: LibraryOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Retrieval alone, no backbone: evidence recall and coverage at token budgets, recall@k, MRR."""
+    from rich.table import Table
+
+    from ..eval.formats import load_benchmark
+    from ..eval.retrieval_eval import RETRIEVERS, plot, retrieval_eval
+
+    if list_:
+        for name, (desc, _) in RETRIEVERS.items():
+            out.print(f"{name:20s} {desc}", highlight=False)
+        return
+    try:
+        sizes = [int(b) for b in budgets.split(",") if b.strip()]
+    except ValueError:
+        raise MovieMemError(f"--budgets takes comma-separated integers, not {budgets!r}") from None
+    lib = _library(library)
+    result = retrieval_eval(lib, load_benchmark(file, library=lib), [r.strip() for r in retrievers.split(",") if r.strip()],
+                            sizes)
+    if plot_path is not None:
+        plot(result, str(plot_path))
+    if as_json:
+        _print_json(result)
+        return
+    table = Table(title=f"{result['items']} queries with gold evidence")
+    for col in ["retriever", *(f"R@{b}" for b in sizes), *(f"C@{b}" for b in sizes), "MRR"]:
+        table.add_column(col)
+    for r in result["retrievers"]:
+        table.add_row(r["name"] + (" (default)" if r["default"] else ""),
+                      *(f"{r['recall_at_budget'][str(b)]:.2f}" for b in sizes),
+                      *(f"{r['coverage_at_budget'][str(b)]:.2f}" for b in sizes), f"{r['mrr']:.2f}")
+    out.print(table)
+
+
+@app.command("filter")
+def filter_cmd(
+    file: Annotated[Path, typer.Argument(help="An mcq benchmark.")],
+    closed_book_backbones: Annotated[str, typer.Option("--closed-book-backbones", help="Comma-separated backbones asked with title and year only.")],
+    out_path: Annotated[Path, typer.Option("--out", help="The filtered JSONL.")],
+    format_: Annotated[Optional[str], typer.Option("--format", help="Format (default: from the file).")] = None,
+    run_dir: Annotated[Optional[Path], typer.Option("--run-dir", help="Where the closed-book run goes (default next to --out).")] = None,
+    concurrency: Annotated[int, typer.Option(help="Items answered at once.")] = 1,
+    max_cost: Annotated[Optional[float], typer.Option("--max-cost", help="Stop before spending more than this many USD.")] = None,
+    library: LibraryOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Memorization filter (CHNB appendix D): keep questions closed-book models cannot answer."""
+    from ..eval.filter import filter_benchmark
+
+    result, path, report_path = filter_benchmark(file, _csv(closed_book_backbones), out_path, library=_library(library),
+                                                 run_dir=run_dir, concurrency=concurrency, max_cost_usd=max_cost, fmt=format_)
+    nan_none = lambda x: None if x != x else x  # noqa: E731 - NaN (nothing kept) is not JSON
+    summary = {"out": str(path), "report": str(report_path), "kept": len(result.kept), "excluded": len(result.excluded),
+               "accuracy_before": nan_none(result.accuracy_before), "accuracy_after": nan_none(result.accuracy_after),
+               "chance": nan_none(result.chance), "per_category": result.per_category}
+    if as_json:
+        _print_json(summary)
+        return
+    out.print(f"kept {len(result.kept)} of {len(result.kept) + len(result.excluded)} questions; closed-book accuracy "
+              f"{100 * result.accuracy_before:.1f}% -> {100 * result.accuracy_after:.1f}% (chance {100 * result.chance:.1f}%)")
+    t = Table("category", "questions", "excluded", "rate", box=None)
+    for c, v in result.per_category.items():
+        t.add_row(c, str(v["n"]), str(v["excluded"]), f"{100 * v['exclusion_rate']:.0f}%")
+    out.print(t)
+    err.print(f"wrote {path} and {report_path}")
+
+

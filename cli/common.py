@@ -1,0 +1,103 @@
+"""What every command shares: the Typer app, the consoles, the common options and small helpers."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from ..config import get_settings
+from ..errors import MovieMemError
+
+HELP = ("A queryable memory of a full-length film, and agent policies that answer from it. Errors print one line "
+        "on stderr and exit 2; --json prints one JSON object on stdout (progress and warnings go to stderr).")
+
+# Help text is plain (no Rich markup or emoji codes): "hybrid[budget_tokens=900]" and "h:m:s" print as written.
+app = typer.Typer(add_completion=False, no_args_is_help=True, help=HELP, pretty_exceptions_enable=False, rich_markup_mode=None)
+models_app = typer.Typer(no_args_is_help=True, help="Offline model weights.", rich_markup_mode=None)
+app.add_typer(models_app, name="models")
+
+# Titles, questions, model replies and paths are data, never markup: styles come from Text parts only.
+out = Console(markup=False, emoji=False)
+err = Console(stderr=True, markup=False, emoji=False)
+
+
+def _styled(console: Console, style: str, head: str, rest: str = "") -> None:
+    """Print `head` in `style`, then `rest` plain, without reading either as markup."""
+    console.print(Text.assemble((head, style), rest), highlight=False)
+
+LibraryOpt = Annotated[Optional[Path], typer.Option("--library", help="Library directory (default $MOVIEMEM_LIBRARY, else ~/.moviemem/library).")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
+RayOpt = Annotated[Optional[str], typer.Option("--ray", help="Run on Ray: auto, local, ray://HOST:PORT or HOST:PORT (docs/scale.md).")]
+
+
+def _library(path: Path | None, **overrides: Any):
+    from ..library import Library
+
+    settings = get_settings(library=path, **overrides)
+    return Library(settings.library_dir, settings)
+
+
+def _print_json(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, ensure_ascii=False, default=str) + "\n")
+
+
+def _reporter(quiet: bool):
+    from ..progress import QuietReporter, RichReporter
+
+    return QuietReporter() if quiet else RichReporter(err)
+
+
+def _show_human(summary: dict[str, Any]) -> None:
+    title = f"{summary['film_id']}: {summary.get('title') or ''} ({summary.get('year') or '?'}), {summary['duration_s']:.1f} s"
+    _styled(out, "bold", title)
+    counts = ", ".join(f"{k} {v}" for k, v in summary["counts"].items())
+    out.print(f"  {counts}")
+    if summary["pools"]:
+        out.print("  frame pools: " + ", ".join(f"{k}: {v}" for k, v in summary["pools"].items()))
+    t = Table("stage", "status", "model", "params", "reason", box=None, pad_edge=False)
+    for s in summary["stages"]:
+        t.add_row(s["stage"], s["status"], s["model"], s["params_hash"][:8], s["reason"])
+    out.print(t)
+
+
+
+
+def _policy_settings(items: list[str] | None) -> dict[str, Any]:
+    """--set key=value pairs; values read as JSON where they parse (8, true, [1,2]), else text."""
+    out: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise MovieMemError(f"--set takes key=value, not {item!r}")
+        try:
+            out[key.strip()] = json.loads(raw)
+        except ValueError:
+            out[key.strip()] = raw
+    return out
+
+
+def _seconds(value: str, what: str) -> float:
+    """'95', '1:35' or '0:01:35.5' as seconds."""
+    try:
+        parts = [float(p) for p in value.strip().split(":")]
+    except ValueError:
+        parts = []
+    if not parts or len(parts) > 3 or any(p < 0 for p in parts):
+        raise MovieMemError(f"{what} must be seconds or h:mm:ss, not {value!r}")
+    total = 0.0
+    for p in parts:
+        total = total * 60 + p
+    return total
+
+
+def _csv(value: str | None) -> list[str]:
+    return [v.strip() for v in (value or "").split(",") if v.strip()]
+
+

@@ -1,0 +1,234 @@
+"""Commands that build and look at the library: ingest, import-collection, films, show, graph, export, import, delete."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.table import Table
+
+from ..errors import MovieMemError
+from .common import (
+    JsonOpt,
+    LibraryOpt,
+    RayOpt,
+    _library,
+    _print_json,
+    _reporter,
+    _show_human,
+    _styled,
+    app,
+    err,
+    out,
+)
+
+
+@app.command()
+def ingest(
+    paths: Annotated[Optional[list[Path]], typer.Argument(help="Video files (several allowed).")] = None,
+    text: Annotated[Optional[Path], typer.Option("--text", help="A film without video: SRT, WebVTT, Movie101 narration or JSON cues.")] = None,
+    as_: Annotated[str, typer.Option("--as", help="With --text: the track is 'utterances' (dialogue) or 'captions' (description).")] = "utterances",
+    duration: Annotated[Optional[float], typer.Option(help="With --text: film length in seconds (default: the last cue's end).")] = None,
+    film_id: Annotated[Optional[str], typer.Option("--film-id", help="Film id (default: a slug of the file name).")] = None,
+    title: Annotated[Optional[str], typer.Option(help="Title.")] = None,
+    year: Annotated[Optional[int], typer.Option(help="Release year.")] = None,
+    subtitles: Annotated[Optional[Path], typer.Option(help="SRT or WebVTT file that replaces ASR.")] = None,
+    captions: Annotated[Optional[Path], typer.Option(help="Captions to import (SRT, WebVTT, JSON, Movie101 h:m:s|h:m:s|text).")] = None,
+    encoding: Annotated[Optional[str], typer.Option(help="Text encoding of text files (default UTF-8).")] = None,
+    stages: Annotated[Optional[str], typer.Option(help="Comma-separated stages to (re)run.")] = None,
+    replace: Annotated[bool, typer.Option("--replace", help="Replace a different source already under this film id.")] = False,
+    captioner: Annotated[Optional[str], typer.Option(help="Backbone spec that captions frames and clips (e.g. gemini:gemini-3-flash).")] = None,
+    backbone: Annotated[Optional[str], typer.Option(help="Text backbone for events, relations and narration; the events stage runs only when one is chosen.")] = None,
+    ray: RayOpt = None,
+    ray_resources: Annotated[Optional[str], typer.Option("--ray-resources", help='With --ray: JSON of Ray resources per stage, e.g. \'{"transcript": {"num_gpus": 0.5}}\'.')] = None,
+    library: LibraryOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Build (or update) the memory of one or more films."""
+    paths = paths or []
+    if text is not None and paths:
+        raise MovieMemError("give either video paths or --text, not both")
+    if text is None and not paths:
+        raise MovieMemError("nothing to ingest: give video paths or --text FILE")
+    if len(paths) > 1 and (film_id or subtitles or captions):
+        raise MovieMemError("--film-id, --subtitles and --captions apply to one film; give one path")
+    lib = _library(library, captioner=captioner, backbone=backbone)
+    stage_list = [s.strip() for s in stages.split(",") if s.strip()] if stages else None
+    if ray is not None or ray_resources is not None:
+        if text is not None:
+            raise MovieMemError("--ray ingests video files; --text films are ingested locally")
+        if ray is None:
+            raise MovieMemError("--ray-resources needs --ray ADDRESS")
+        jobs = [dict(path=p, film_id=film_id, title=title, year=year, subtitles=subtitles, captions=captions,
+                     encoding=encoding) for p in paths]
+        _ingest_on_ray(lib, jobs, ray, ray_resources, stages=stage_list, replace=replace, as_json=as_json)
+        return
+    summaries = []
+    if text is not None:
+        films_done = [lib.ingest_text(text, film_id=film_id, title=title, year=year, as_=as_, duration_s=duration,
+                                      encoding=encoding, stages=stage_list, replace=replace, reporter=_reporter(False))]
+    else:
+        films_done = (lib.ingest(p, film_id=film_id, title=title, year=year, subtitles=subtitles, captions=captions,
+                                 encoding=encoding, stages=stage_list, replace=replace, reporter=_reporter(False)) for p in paths)
+    for film in films_done:
+        summaries.append(film.summary())
+        if not as_json:
+            _show_human(summaries[-1])
+    if as_json:
+        _print_json(summaries[0] if len(summaries) == 1 else {"films": summaries})
+
+
+def _ingest_on_ray(lib: Any, jobs: list[dict[str, Any]], address: str, resources: str | None, *,
+                   stages: list[str] | None, replace: bool, as_json: bool) -> None:
+    """`ingest --ray`: one chain of Ray tasks per film; failures are listed, the others go on."""
+    from ..scale.cluster import parse_address, session
+
+    parse_address(address)
+    try:
+        res = json.loads(resources) if resources else None
+    except ValueError as exc:
+        raise MovieMemError(f"--ray-resources is not JSON: {exc}") from None
+    if res is not None and not isinstance(res, dict):
+        raise MovieMemError('--ray-resources must be a JSON object like {"transcript": {"num_cpus": 4}}')
+    from ..scale.ray_ingest import FilmJob, IngestProgress, ingest_films
+
+    with session(address) as cluster:
+        err.print(cluster.line(), highlight=False)
+        with IngestProgress(err, len(jobs)) as show:
+            outcomes = ingest_films(lib.path, [FilmJob(**j) for j in jobs], settings=lib.settings, stages=stages,
+                                    replace=replace, resources=res, on_event=show.event, on_film=show.film)
+    # a fresh handle: tables opened before the workers committed would not see their rows
+    fresh = _library(Path(lib.path), captioner=lib.settings.captioner, backbone=lib.settings.backbone)
+    summaries = [fresh.film(o.film_id).summary() for o in outcomes if o.ok]
+    failed = [o for o in outcomes if not o.ok]
+    if as_json:
+        _print_json({"films": summaries, "failed": [o.to_dict() for o in failed]})
+    else:
+        for s in summaries:
+            _show_human(s)
+    if failed:
+        raise MovieMemError(f"{len(failed)} of {len(outcomes)} film(s) failed (rerun to resume them): "
+                            + "; ".join(f"{o.film_id}: {o.error}" for o in failed[:3]) + ("; ..." if len(failed) > 3 else ""))
+
+
+@app.command("import-collection")
+def import_collection(
+    kind: Annotated[str, typer.Argument(help="mf2 or movie101.")],
+    root: Annotated[Path, typer.Argument(help="The release folder.")],
+    limit: Annotated[Optional[int], typer.Option(help="Import only the first N films.")] = None,
+    library: LibraryOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Import every film of a text-only release (MF² transcripts, Movie101v2 narrations)."""
+    from rich.progress import Progress
+
+    from ..progress import QuietReporter
+
+    lib = _library(library)
+    quiet = QuietReporter()
+    with Progress(console=err, transient=True) as bar:
+        task = bar.add_task(f"importing {kind}", total=None)
+        films = lib.import_collection(kind, root, limit=limit, reporter=quiet,
+                                      on_film=lambda i, n, fid: bar.update(task, completed=i, total=n, description=fid))
+    for w in quiet.warnings:
+        _styled(err, "yellow", "warning:", f" {w}")
+    items = [{"film_id": f.film_id, "title": f.info.title, "year": f.info.year, "duration_s": f.info.duration_s,
+              "utterances": f.arrow("utterances").num_rows, "captions": f.arrow("captions").num_rows} for f in films]
+    if as_json:
+        _print_json({"collection": kind, "films": items})
+    else:
+        err.print(f"imported {len(items)} films from {root}")
+
+
+@app.command()
+def films(library: LibraryOpt = None, as_json: JsonOpt = False) -> None:
+    """List the films in the library."""
+    rows = _library(library).films()
+    items = [{"film_id": f.film_id, "title": f.title, "year": f.year, "duration_s": round(f.duration_s, 3)} for f in rows]
+    if as_json:
+        _print_json({"films": items})
+        return
+    t = Table("film_id", "title", "year", "duration", box=None)
+    for i in items:
+        t.add_row(i["film_id"], i["title"], str(i["year"] or ""), f"{i['duration_s']:.0f} s")
+    out.print(t)
+
+
+@app.command()
+def show(film: Annotated[str, typer.Argument(help="Film id.")], library: LibraryOpt = None, as_json: JsonOpt = False) -> None:
+    """Summarise one film's memory: counts, frame pools and stage provenance."""
+    summary = _library(library).film(film).summary()
+    _print_json(summary) if as_json else _show_human(summary)
+
+
+@app.command()
+def graph(
+    film: Annotated[str, typer.Argument(help="Film id.")],
+    graphml: Annotated[Optional[Path], typer.Option("--graphml", help="Write the graph as GraphML to this file.")] = None,
+    library: LibraryOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """The film's narrative event graph: events, relations, flashbacks (node-link JSON with --json)."""
+    import warnings
+
+    from ..graph import NarrativeGraphWarning
+
+    memory = _library(library).film(film)
+    run = next((s for s in memory.stages() if s.stage == "events"), None)
+    if run is None or run.status != "done":
+        why = f"the events stage was skipped ({run.reason})" if run is not None else "the events stage has not run"
+        raise MovieMemError(f"film {film!r} has no event graph: {why}; run `moviemem ingest ... --stages events --backbone SPEC`")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NarrativeGraphWarning)  # reported below, once
+        g = memory.graph()
+    for p in g.problems:
+        _styled(err, "yellow", "warning:", f" {p}")
+    if graphml is not None:
+        err.print(f"wrote {g.to_graphml(graphml)}")
+    if as_json:
+        _print_json(g.to_json())
+        return
+    if graphml is not None:
+        return
+    t = Table("event", "screen", "story", "trigger", "description", box=None, pad_edge=False)
+    story = {e: i for i, e in enumerate(g.story_order())}
+    for e in g.events():
+        t.add_row(e["id"], f"{e['start']:.0f}-{e['end']:.0f} s", str(story[e["id"]]), e["trigger"], e["description"])
+    out.print(t)
+    r = Table("source", "type", "target", "confidence", "rationale", box=None, pad_edge=False)
+    for edge in g.edges():
+        r.add_row(edge["source"], edge["type"], edge["target"], f"{edge['confidence']:.2f}", edge["rationale"])
+    out.print(r)
+    if g.flashbacks():
+        out.print("flashbacks: " + ", ".join(g.flashbacks()))
+
+
+@app.command("export")
+def export_cmd(film: str, out_path: Annotated[Path, typer.Argument(metavar="OUT.tar")], library: LibraryOpt = None) -> None:
+    """Write one film's memory to a tar bundle."""
+    path = _library(library).export(film, out_path)
+    err.print(f"exported {film} to {path}")
+
+
+@app.command("import")
+def import_cmd(
+    bundle: Path,
+    film_id: Annotated[Optional[str], typer.Option("--film-id", help="Import under another id.")] = None,
+    replace: Annotated[bool, typer.Option("--replace", help="Replace a film of the same id.")] = False,
+    library: LibraryOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Import a film bundle written by `moviemem export`."""
+    film = _library(library).import_bundle(bundle, film_id=film_id, replace=replace)
+    _print_json(film.summary()) if as_json else err.print(f"imported {film.film_id}")
+
+
+@app.command()
+def delete(film: str, library: LibraryOpt = None) -> None:
+    """Remove a film's memory from the library."""
+    _library(library).delete(film)
+    err.print(f"deleted {film}")
+
+

@@ -1,0 +1,61 @@
+"""Ingest stages by name: the built-ins as dotted paths, plug-ins from the entry-point group
+`moviemem.stages` (a Stage subclass, or a factory returning a Stage).
+
+The run order is not kept by hand: stages run in the order of their `needs` (a stage after
+every stage it reads), ties broken by the order of registration, so a plug-in stage lands
+after what it reads without naming a neighbour."""
+
+from __future__ import annotations
+
+from ..errors import MovieMemError
+from ..registry import Registry
+from .stage import Stage
+
+STAGES: Registry[type[Stage]] = Registry("stage", "moviemem.stages")
+
+for _name, _target in [
+    ("probe", "moviemem.ingest.stages:ProbeStage"),
+    ("frames", "moviemem.ingest.stages:FramesStage"),
+    ("shots", "moviemem.ingest.stages:ShotsStage"),
+    ("segments", "moviemem.ingest.stages:SegmentsStage"),
+    ("transcript", "moviemem.ingest.stages:TranscriptStage"),
+    ("clip", "moviemem.ingest.stages:ClipStage"),
+    ("ocr", "moviemem.ingest.stages:OcrStage"),
+    ("captions", "moviemem.ingest.stages:CaptionsStage"),
+    ("passages", "moviemem.ingest.passages:PassagesStage"),
+    ("events", "moviemem.ingest.events:EventsStage"),
+]:
+    STAGES.add(_name, _target)
+
+_instances: dict[str, Stage] = {}
+
+
+def stage(name: str) -> Stage:
+    """The stage registered as `name` (one instance per process)."""
+    if name not in _instances or type(_instances[name]) is not STAGES.get(name):
+        made = STAGES.get(name)()
+        if not isinstance(made, Stage) or made.name != name:
+            raise MovieMemError(f"stage plug-in {name!r} made {made!r}, not a Stage named {name!r}")
+        _instances[name] = made
+    return _instances[name]
+
+
+def ordered_stages() -> list[Stage]:
+    """Every registered stage that loads, each after the stages it needs."""
+    names = [n for n in STAGES.names() if n not in STAGES.failures]
+    loaded: dict[str, Stage] = {}
+    for n in names:
+        try:
+            loaded[n] = stage(n)
+        except MovieMemError:
+            continue  # recorded in STAGES.failures; `moviemem stages` shows it
+    out: list[Stage] = []
+    placed: set[str] = set()
+    while len(out) < len(loaded):
+        ready = [s for n, s in loaded.items() if n not in placed and all(d in placed or d not in loaded for d in s.needs)]
+        if not ready:
+            stuck = sorted(set(loaded) - placed)
+            raise MovieMemError(f"stages {', '.join(stuck)} need each other; no order runs them")
+        out.append(ready[0])
+        placed.add(ready[0].name)
+    return out

@@ -1,0 +1,107 @@
+"""What a stage is and what it is given: the Stage base, its context (Ctx) and its Outcome.
+
+At the bottom of the ingest folder: every stage module (built-in or plug-in) imports this,
+and this imports no stage, so stages never import each other through the registry."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from ..config import Settings
+from ..memory.schema import TABLE_OWNER, FilmRow, Row, StageRow, owned_tables
+from ..memory.store import MemoryStore, sql_str
+from ..progress import Reporter
+from .probe import Probe
+from .texttracks import TextTrack
+
+
+@dataclass
+class Inputs:
+    """What the user handed to `ingest` besides settings."""
+
+    video: Path | None
+    probe: Probe | None
+    film: FilmRow
+    subtitles: TextTrack | None = None
+    subtitles_sha: str = ""
+    text_source: str = "subtitles"  # subtitles | text (films without video)
+    captions: TextTrack | None = None
+    captions_sha: str = ""
+
+
+@dataclass
+class Ctx:
+    store: MemoryStore
+    settings: Settings
+    inputs: Inputs
+    reporter: Reporter
+    run_id: str = ""
+    upstream: dict[str, StageRow] = field(default_factory=dict)
+    written: int = 0
+
+    @property
+    def film_id(self) -> str:
+        return self.inputs.film.film_id
+
+    def write(self, rows: list[Row], dim: int | None = None) -> int:
+        for r in rows:
+            r.film_id, r.run_id = self.film_id, self.run_id
+        n = self.store.append(rows, dim)
+        self.written += n
+        return n
+
+    def _upstream_filter(self, table: str) -> str:
+        run = self.upstream[TABLE_OWNER[table]]
+        return f"film_id = {sql_str(self.film_id)} AND run_id = {sql_str(run.run_id)}"
+
+    def rows(self, table: str) -> list[Any]:
+        """Rows of an upstream stage's finished run."""
+        return self.store.rows(table, self._upstream_filter(table))
+
+    def has_rows(self, table: str) -> bool:
+        """Whether an upstream stage's finished run wrote any row, without reading them (a film's
+        utterances with their vectors take ~40 ms to read and validate)."""
+        return self.store.count(table, self._upstream_filter(table)) > 0
+
+    def run_dir(self, stage: str) -> Path:
+        return self.store.media_dir(self.film_id) / stage / self.run_id
+
+    def progress(self, done: int, total: int | None = None) -> None:
+        self.reporter.update(done, total)
+
+
+@dataclass
+class Outcome:
+    model: str = ""
+    note: str = ""
+
+
+class Stage:
+    name: ClassVar[str]
+    needs: ClassVar[tuple[str, ...]] = ()
+    version: ClassVar[int] = 1
+
+    @property
+    def owns(self) -> list[str]:
+        return owned_tables(self.name)
+
+    def params(self, ctx: Ctx) -> dict[str, Any]:
+        return {}
+
+    def skip_reason(self, ctx: Ctx) -> str | None:
+        return None
+
+    def run(self, ctx: Ctx) -> Outcome:
+        raise NotImplementedError
+
+
+def embed_texts(ctx: Ctx, texts: list[str]) -> tuple[list[list[float]], int]:
+    from ..models.embedder import get_embedder
+
+    emb = get_embedder(ctx.settings.embedder, ctx.settings)
+    vecs = emb.embed(texts)
+    return vecs.tolist(), emb.dim
+
+

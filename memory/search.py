@@ -1,0 +1,195 @@
+"""Search primitives over the library's LanceDB tables: the one module outside the store that
+touches LanceDB, its indexes and its event loop.
+
+- Full-text (BM25) search runs on LanceDB's native index, pre-filtered on a BTree index over
+  `film_id`; the rankings of several tables run concurrently on LanceDB's own event loop
+  (its async API: 2-3x faster than the sync one, whose per-call overhead dominates).
+- Vector search is exact cosine over one film's rows: a film holds a few thousand text rows
+  (about 3 MB of vectors), so they are read once per (film, run) into a byte-bounded LRU cache
+  and scored in numpy; LanceDB's prefiltered flat scan re-reads them on every query and costs
+  10x more in a library of 1,000 films.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from lancedb.background_loop import LOOP as _LOOP  # LanceDB's event loop (its sync API runs on it)
+
+from ..config import Settings
+from .store import MemoryStore
+
+
+@dataclass(frozen=True)
+class TextTable:
+    """Where one kind of text lives: its table, text column, id column and the extra columns a hit carries."""
+
+    table: str
+    text: str
+    id_col: str
+    extra: tuple[str, ...] = ()
+
+    @property
+    def columns(self) -> list[str]:
+        return ["film_id", self.id_col, "start", "end", self.text, *self.extra]
+
+
+# ----------------------------------------------------------------------------- indexes
+
+_index_lock = threading.Lock()
+_indexed: set[tuple[str, str]] = set()
+_dims: dict[tuple[str, str], int | None] = {}
+
+
+def ensure_indexes(store: MemoryStore, src: TextTable) -> bool:
+    """Create (once) the BM25 index on the text column and the BTree index on film_id.
+    Rows added later are still found: LanceDB searches unindexed rows by brute force until
+    `MemoryStore.optimize()` folds them into the index. False when the table does not exist."""
+    from lancedb.index import FTS, BTree
+
+    key = (store.uri, src.table)
+    if key in _indexed:
+        return True
+    tbl = store.table(src.table)
+    if tbl is None:
+        return False
+    with _index_lock:
+        if key in _indexed:
+            return True
+        have = {tuple(i.columns) for i in tbl.list_indices()}
+        wanted = [((src.text,), lambda: tbl.create_index(src.text, replace=False, config=FTS(with_position=False, stem=True,
+                                                                              remove_stop_words=True))),
+                  (("film_id",), lambda: tbl.create_index("film_id", replace=False, config=BTree()))]
+        for cols, create in wanted:
+            if cols in have:
+                continue
+            try:
+                create()
+            except (RuntimeError, ValueError, OSError) as exc:  # another process made it meanwhile
+                if "exist" not in str(exc).lower() and "conflict" not in str(exc).lower():
+                    raise
+        _indexed.add(key)
+    return True
+
+
+_dims: dict[tuple[str, str], int | None] = {}
+
+
+def vector_dim(store: MemoryStore, table: str) -> int | None:
+    """The table's vector width (fixed when it is created; reading the schema costs ms, so it is kept)."""
+    key = (store.uri, table)
+    if key not in _dims:
+        _dims[key] = store.vector_dim(table)
+    return _dims[key]
+
+
+# ----------------------------------------------------------------------------- full text
+
+
+async def _bm25(tbl: Any, src: TextTable, where: str, terms: str, n: int) -> list[dict[str, Any]]:
+    q = tbl.query().nearest_to_text(terms, columns=src.text).where(where)
+    return (await q.select(src.columns + ["_score"]).limit(n).to_arrow()).to_pylist()  # type: ignore[no-any-return]
+
+
+async def _gather(coros: list[Any]) -> list[Any]:
+    return list(await asyncio.gather(*coros))
+
+
+def bm25_start(store: MemoryStore, searches: Sequence[tuple[TextTable, str]], terms: str, n: int) -> Future[list[Any]]:
+    """Start one BM25 ranking per (table, filter) on LanceDB's loop and return at once, so the
+    caller can score vectors meanwhile; `.result()` gives one list of rows (with `_score`) per search.
+    Tables are opened here: opening one inside a coroutine would wait on LanceDB's loop from that loop."""
+    coros = [_bm25(_async_table(store, src.table), src, where, terms, n) for src, where in searches]
+    return asyncio.run_coroutine_threadsafe(_gather(coros), _LOOP.loop)
+
+
+def _async_table(store: MemoryStore, table: str) -> Any:
+    tbl = store.table(table)
+    return tbl._table  # the async table under LanceDB's sync wrapper: the async API runs the rankings concurrently
+
+
+# ----------------------------------------------------------------------------- film vectors
+
+
+@dataclass
+class FilmVectors:
+    """One film's rows of one table (one finished run), with unit vectors, held in memory."""
+
+    rows: list[dict[str, Any]]
+    start: np.ndarray
+    end: np.ndarray
+    kind: np.ndarray | None  # caption kinds
+    matrix: np.ndarray  # (n, dim) float32, rows scaled to unit length
+
+    @functools.cached_property
+    def nbytes(self) -> int:
+        """Roughly what the entry holds: vectors, times and ~200 bytes of Python per row plus its text."""
+        text = sum(len(v) for r in self.rows for v in r.values() if isinstance(v, str))
+        return self.matrix.nbytes + self.start.nbytes + self.end.nbytes + 200 * len(self.rows) + text
+
+    def search(self, vec: np.ndarray, mask: np.ndarray, n: int) -> list[tuple[dict[str, Any], float]]:
+        visible = int(mask.sum())
+        if not visible or n < 1:
+            return []
+        # einsum, not BLAS: a threaded gemv this small is 10-30x slower when the cores are busy
+        sims = np.einsum("ij,j->i", self.matrix, vec / (np.linalg.norm(vec) or 1.0))
+        sims = np.where(mask, sims, -np.inf)
+        top = np.argpartition(-sims, min(n, visible) - 1)[: min(n, visible)]
+        top = top[np.argsort(-sims[top], kind="stable")]
+        return [(self.rows[i], float(sims[i])) for i in top]
+
+
+_vec_lock = threading.Lock()
+_vec_cache: OrderedDict[tuple[str, str, str], FilmVectors] = OrderedDict()
+_vec_bytes = 0
+
+
+def vector_cache_budget() -> int:
+    """Bytes the cache may hold (`MOVIEMEM_VECTOR_CACHE_MB`, 512 by default): bounded by size, not by
+    entries, so that a bench cycling over 20 films x 4 kinds still hits (an entry count of 64 did not)."""
+    return max(0, Settings().vector_cache_mb) * 2**20
+
+
+async def _load_vectors(tbl: Any, src: TextTable, base: str) -> FilmVectors:
+    data = await tbl.query().where(base + " AND vector IS NOT NULL").select(src.columns + ["vector"]).to_arrow()
+    vec_col = data.column("vector").combine_chunks()
+    dim = vec_col.type.list_size if pa.types.is_fixed_size_list(vec_col.type) else 0
+    flat = vec_col.flatten().to_numpy(zero_copy_only=False).astype(np.float32, copy=False)
+    matrix = flat.reshape(len(data), dim) if len(data) else np.zeros((0, max(dim, 1)), dtype=np.float32)
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    matrix = matrix / np.where(norms > 0, norms, 1.0)
+    rows = data.drop_columns(["vector"]).to_pylist()
+    kind = np.asarray([r["kind"] for r in rows], dtype=object) if "kind" in src.extra else None
+    return FilmVectors(rows, data.column("start").to_numpy(), data.column("end").to_numpy(), kind, matrix)
+
+
+def film_vectors(store: MemoryStore, src: TextTable, base: str) -> FilmVectors:
+    """The cached vectors of one film's finished run (`base` names film and run, so a rerun stage
+    gets a new entry and the old one ages out). Must not be called from LanceDB's loop."""
+    key = (store.uri, src.table, base)
+    with _vec_lock:
+        hit = _vec_cache.get(key)
+        if hit is not None:
+            _vec_cache.move_to_end(key)
+            return hit
+    fv = _LOOP.run(_load_vectors(_async_table(store, src.table), src, base))
+    size, budget = fv.nbytes, vector_cache_budget()  # read on a miss only: a miss costs milliseconds anyway
+    global _vec_bytes
+    with _vec_lock:
+        if key not in _vec_cache and size <= budget:
+            _vec_cache[key] = fv
+            _vec_bytes += size
+        while _vec_bytes > budget and _vec_cache:
+            _vec_bytes -= _vec_cache.popitem(last=False)[1].nbytes
+    return fv
+
+

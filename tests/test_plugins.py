@@ -1,0 +1,151 @@
+"""Third-party plug-ins: a policy, an ingest stage and a benchmark format shipped by a separate
+package, installed with pip into this test's environment and found through entry points,
+without touching moviemem."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from moviemem import Library
+from moviemem.agents.registry import POLICIES, get_policy, list_policies
+from moviemem.errors import MovieMemError
+from moviemem.eval.formats import FORMATS, formats, read_jsonl
+from moviemem.ingest.registry import STAGES, ordered_stages
+
+PLUGIN = '''
+"""A tiny moviemem plug-in package."""
+from dataclasses import dataclass
+
+from moviemem.agents.base import BasePolicy
+from moviemem.agents.parsing import Parsed
+from moviemem.eval.formats import FormatSpec, Item
+from moviemem.ingest.stage import Outcome, Stage
+
+
+class LineCount(BasePolicy):
+    """Answers with how many lines the film says."""
+
+    @dataclass
+    class Settings:
+        prefix: str = "lines:"
+
+    def _answer(self, film, question, run):
+        n = len(film.utterances())
+        run.note(f"counted {n} lines")
+        return Parsed(None, f"{self.settings.prefix} {n}", None, False)
+
+
+class WordCount(Stage):
+    name = "wordcount"
+    needs = ("probe", "transcript")
+
+    def run(self, ctx):
+        words = sum(len(u.text.split()) for u in ctx.rows("utterances"))
+        return Outcome(note=f"{words} words")
+
+
+class Quote(Item):
+    line: str
+    speaker: str
+
+
+QUOTE = FormatSpec("quote", Quote, frozenset({"line", "speaker"}), "who said it")
+
+
+class Broken:
+    pass
+
+raise_on_import = None
+'''
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    src = tmp_path_factory.mktemp("src")
+    (src / "mm_plugin_pkg").mkdir()
+    (src / "mm_plugin_pkg" / "__init__.py").write_text(PLUGIN)
+    (src / "mm_plugin_broken.py").write_text("raise ImportError('this plug-in needs a library that is not installed')\n")
+    (src / "pyproject.toml").write_text(textwrap.dedent('''
+        [build-system]
+        requires = ["setuptools"]
+        build-backend = "setuptools.build_meta"
+
+        [project]
+        name = "mm-plugin-pkg"
+        version = "0.1"
+
+        [tool.setuptools]
+        packages = ["mm_plugin_pkg"]
+        py-modules = ["mm_plugin_broken"]
+
+        [project.entry-points."moviemem.policies"]
+        linecount = "mm_plugin_pkg:LineCount"
+        broken = "mm_plugin_broken:Policy"
+
+        [project.entry-points."moviemem.stages"]
+        wordcount = "mm_plugin_pkg:WordCount"
+
+        [project.entry-points."moviemem.formats"]
+        quote = "mm_plugin_pkg:QUOTE"
+    '''))
+    target = tmp_path_factory.mktemp("site")
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+                    "--no-index", "--target", str(target), str(src)], check=True)
+    return target
+
+
+@pytest.fixture
+def plugins(installed: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(installed))
+    for reg in (POLICIES, STAGES, FORMATS):  # rediscover with the package on the path; forget it afterwards
+        monkeypatch.setattr(reg, "_entries", dict(reg._entries))
+        monkeypatch.setattr(reg, "_discovered", False)
+        monkeypatch.setattr(reg, "failures", {})
+
+
+def test_an_installed_policy_stage_and_format_work_like_builtins(plugins: None, tmp_path: Path):
+    # policy: listed with its defaults, loaded by name, answers on a film; a broken one is a value
+    assert "linecount" in POLICIES.names() and "broken" in POLICIES.names()
+    listing = {p.name: p for p in list_policies()}
+    assert listing["linecount"].defaults == {"prefix": "lines:"} and "entry point" in listing["linecount"].source
+    assert "broken" not in listing and "not installed" in POLICIES.failures["broken"]
+    with pytest.raises(MovieMemError, match="policy 'broken'.*failed to load"):
+        get_policy("broken")
+
+    # stage: placed after what it needs, run by name on an ingest, its note recorded
+    order = [s.name for s in ordered_stages()]
+    assert order.index("wordcount") > order.index("transcript")
+    srt = tmp_path / "film.srt"
+    srt.write_text("1\n00:00:01,000 --> 00:00:03,000\nThe letter is on the table.\n\n"
+                   "2\n00:00:04,000 --> 00:00:06,000\nRead it before noon.\n")
+    lib = Library(tmp_path / "lib")
+    film = lib.ingest_text(srt, film_id="tiny", duration_s=10, stages=["wordcount"])
+    runs = {r.stage: r for r in film.stages()}
+    assert runs["wordcount"].status == "done" and runs["wordcount"].reason == "10 words"
+
+    answer = get_policy("linecount", prefix="n =").answer(film, _question(), _backbone())
+    assert answer.text == "n = 2" and answer.policy == "linecount"
+
+    # format: detected from its keys and validated like a built-in
+    assert "quote" in formats()
+    items = tmp_path / "quotes.jsonl"
+    items.write_text('{"id": "q1", "film_id": "tiny", "line": "Read it before noon.", "speaker": "Ann"}\n')
+    bench = read_jsonl(items)
+    assert bench.format == "quote" and bench.items[0].speaker == "Ann"
+
+
+def _question():
+    from moviemem.agents.types import Question
+
+    return Question.make("How many lines are said?")
+
+
+def _backbone():
+    from moviemem.backbones import load
+
+    return load("scripted")
