@@ -12,23 +12,23 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..errors import MovieMemError
-from ..registry import Registry
+from ..plugins import Registry
 from .base import Policy
 
 POLICIES: Registry[Callable[..., Policy]] = Registry("policy", "moviemem.policies")
 
 for _name, _target, _needs in [
-    ("ace", "moviemem.agents.ace:Ace", ()),
-    ("archival", "moviemem.agents.archival:Archival", ("captions", "transcript")),
-    ("closed-book", "moviemem.agents.contextual:ClosedBook", ()),
-    ("end-to-end", "moviemem.agents.end_to_end:EndToEnd", ("video",)),
-    ("graph", "moviemem.agents.graph_policy:GraphPolicy", ("events",)),
-    ("hybrid", "moviemem.agents.hybrid:Hybrid", ("transcript", "captions")),
-    ("letta", "moviemem.agents.letta:LettaPolicy", ("captions", "transcript")),
-    ("socratic-clip", "moviemem.agents.contextual:SocraticClip", ("captions",)),
-    ("socratic-frame", "moviemem.agents.contextual:SocraticFrame", ("captions",)),
-    ("subtitles", "moviemem.agents.contextual:Subtitles", ("transcript",)),
-    ("videoagent", "moviemem.agents.videoagent:VideoAgent", ("video", "frames", "clip")),
+    ("ace", "moviemem.agents.policies.ace:Ace", ()),
+    ("archival", "moviemem.agents.policies.archival:Archival", ("captions", "transcript")),
+    ("closed-book", "moviemem.agents.policies.contextual:ClosedBook", ()),
+    ("end-to-end", "moviemem.agents.policies.end_to_end:EndToEnd", ("video",)),
+    ("graph", "moviemem.agents.policies.graph_policy:GraphPolicy", ("events",)),
+    ("hybrid", "moviemem.agents.policies.hybrid:Hybrid", ("transcript", "captions")),
+    ("letta", "moviemem.agents.policies.letta:LettaPolicy", ("captions", "transcript")),
+    ("socratic-clip", "moviemem.agents.policies.contextual:SocraticClip", ("captions",)),
+    ("socratic-frame", "moviemem.agents.policies.contextual:SocraticFrame", ("captions",)),
+    ("subtitles", "moviemem.agents.policies.contextual:Subtitles", ("transcript",)),
+    ("videoagent", "moviemem.agents.policies.videoagent:VideoAgent", ("video", "frames", "clip")),
 ]:
     POLICIES.add(_name, _target, needs=_needs)
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import MovieMemError
-from ..registry import Registry
+from ..plugins import Registry
 from .base import Backbone
 from .types import Capabilities
 

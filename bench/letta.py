@@ -85,8 +85,8 @@ def bench_up(root: Path, library: Path, cold_venv: bool) -> tuple[Any, dict[str,
 def bench_archive(url: str, film: Any, n: int, queries: list[str]) -> dict[str, float]:
     from letta_client import Letta
 
-    from moviemem.agents.archival import archival_passages
-    from moviemem.agents.letta import passage_tags, passage_time
+    from moviemem.agents.policies.archival import archival_passages
+    from moviemem.agents.policies.letta import passage_tags, passage_time
     from moviemem.backbones import ScriptedBackbone, start_gateway
     from moviemem.models.embedder import get_embedder
 

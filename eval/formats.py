@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ..errors import MovieMemError
 from ..memory.schema import check_film_id
-from ..registry import Registry
+from ..plugins import Registry
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 RELATION_TYPES = ("before", "after", "overlap", "causal", "precondition", "hierarchical", "coreference", "flashback")

@@ -15,8 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..agents.hybrid import CHANNELS, GatherSettings, Hybrid, gather
 from ..agents.packing import Lines, fit_budget
+from ..agents.policies.hybrid import CHANNELS, GatherSettings, Hybrid, gather
 from ..agents.types import Question
 from ..errors import MovieMemError
 from ..memory.view import FilmMemory

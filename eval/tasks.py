@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import MovieMemError
-from ..registry import Registry
+from ..plugins import Registry
 from ..timefmt import hms
 from . import metrics
 from .formats import LETTERS, MCQ, RELATION_TYPES, ClaimPair, Item, Localization, Narration, OpenQuestion, Relation, item_category

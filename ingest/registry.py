@@ -8,7 +8,7 @@ after what it reads without naming a neighbour."""
 from __future__ import annotations
 
 from ..errors import MovieMemError
-from ..registry import Registry
+from ..plugins import Registry
 from .stage import Stage
 
 STAGES: Registry[type[Stage]] = Registry("stage", "moviemem.stages")

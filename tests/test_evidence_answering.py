@@ -242,7 +242,7 @@ def test_bench_records_evidence_and_flags_policies_that_never_search(textfilm, t
 
 
 def test_budget_is_capped_at_a_share_of_a_short_films_text(textfilm) -> None:
-    from moviemem.agents.hybrid import effective_budget
+    from moviemem.agents.policies.hybrid import effective_budget
 
     assert effective_budget(1000, 0.5, 15_000) == 1000  # a feature film: the budget stands
     assert effective_budget(1000, 0.5, 900) == 450  # a short film: at most half of its text

@@ -155,7 +155,7 @@ def test_policy_replays_recorded_exchange(recording, letta_film):
 
 def test_policy_builds_archive_with_film_times(recording, letta_film):
     from moviemem.agents import get_policy
-    from moviemem.agents.archival import archival_passages
+    from moviemem.agents.policies.archival import archival_passages
 
     fake = FakeLetta(recording["exchange"], archives=[])
     pol = get_policy("letta", url=fake.url, search_first=True, max_steps=3)
@@ -187,7 +187,7 @@ def _seconds(iso: str) -> float:
 
 
 def test_parse_search_return_shapes():
-    from moviemem.agents.letta import parse_search_return
+    from moviemem.agents.policies.letta import parse_search_return
 
     hits = [{"id": "passage-1", "content": "[00:00:05-00:00:09] x", "tags": ["caption:1"], "timestamp": "1970-01-01"}]
     wrapped = json.dumps({"status": "OK", "message": json.dumps(hits), "time": "now"})
@@ -200,8 +200,8 @@ def test_parse_search_return_shapes():
 
 def test_policy_settings_and_errors(monkeypatch, tmp_path, letta_film):
     from moviemem.agents import get_policy, list_policies
-    from moviemem.agents.archival import ArchivalSettings
-    from moviemem.agents.letta import LettaSettings
+    from moviemem.agents.policies.archival import ArchivalSettings
+    from moviemem.agents.policies.letta import LettaSettings
 
     info = next(p for p in list_policies() if p.name == "letta")
     shared = set(ArchivalSettings.__dataclass_fields__)
@@ -348,8 +348,8 @@ def test_real_letta_server_answers_with_archival_search(synth_film, tmp_path, mo
     the policy asks once more (30-130 s each on 2 busy cores)."""
     pytest.importorskip("llama_cpp")
     from moviemem.agents import get_policy
-    from moviemem.agents.archival import archival_passages
-    from moviemem.agents.letta import passage_time
+    from moviemem.agents.policies.archival import archival_passages
+    from moviemem.agents.policies.letta import passage_time
     from moviemem.agents.types import Question
     from moviemem.backbones import load
     from moviemem.letta import Sidecar

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from moviemem.agents.ace import SampledBackbone
+from moviemem.agents.policies.ace import SampledBackbone
 from moviemem.backbones import Backbone, Capabilities, ReplayCache, Reply, Request, send_all, user
 from moviemem.backbones.structured import Ask, ask_json
 from moviemem.eval.runner import Budget, MeteredBackbone

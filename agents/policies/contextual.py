@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import MovieMemError
-from ..memory.view import FilmMemory
-from ..retrievers.window import rows_as_evidence
-from .base import BasePolicy, Run
-from .calls import answer_once, body, stage_reason, world_state
-from .parsing import Parsed
-from .prompts import CLOSED_BOOK, SOCRATIC, SUBTITLES
-from .types import Question
+from ...errors import MovieMemError
+from ...memory.view import FilmMemory
+from ...retrievers.window import rows_as_evidence
+from ..base import BasePolicy, Run
+from ..calls import answer_once, body, stage_reason, world_state
+from ..parsing import Parsed
+from ..prompts import CLOSED_BOOK, SOCRATIC, SUBTITLES
+from ..types import Question
 
 
 class ClosedBook(BasePolicy):

@@ -30,16 +30,16 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ..backbones import Backbone, Usage
-from ..errors import MovieMemError
-from ..memory.view import FilmMemory
-from ..retrievers.base import Evidence
-from ..timefmt import hms
+from ...backbones import Backbone, Usage
+from ...errors import MovieMemError
+from ...memory.view import FilmMemory
+from ...retrievers.base import Evidence
+from ...timefmt import hms
+from ..base import BasePolicy, Run
+from ..parsing import Parsed, parse_answer
+from ..prompts import LETTA, LETTA_FINAL, Prompt, question_block
+from ..types import Question, Step
 from .archival import ArchivalSettings, archival_passages
-from .base import BasePolicy, Run
-from .parsing import Parsed, parse_answer
-from .prompts import LETTA, LETTA_FINAL, Prompt, question_block
-from .types import Question, Step
 
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 TAG = "moviemem"
@@ -124,13 +124,13 @@ class _Session:
     def __init__(self, url: str, backbone: Backbone, timeout: float):
         from letta_client import Letta
 
-        from ..backbones import start_gateway
-        from ..config import get_settings
+        from ...backbones import start_gateway
+        from ...config import get_settings
 
         self.url = url
         self.client = Letta(base_url=url, timeout=timeout, max_retries=0)
         self.embedder_name = get_settings().embedder
-        from ..models.embedder import get_embedder
+        from ...models.embedder import get_embedder
 
         self.embedder = get_embedder(self.embedder_name)
         self.gateway = start_gateway(backbone, self.embedder)
@@ -174,7 +174,7 @@ class LettaPolicy(BasePolicy):
     def _session(self, backbone: Backbone) -> _Session:
         with self._lock:
             if id(backbone) not in self._sessions:
-                from ..letta import server_url
+                from ...letta import server_url
 
                 self._sessions[id(backbone)] = _Session(self.settings.url or server_url(), backbone, self.settings.timeout_s)
             return self._sessions[id(backbone)]

@@ -13,14 +13,14 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..backbones import Backbone, Reply, Request, load, system, user
-from ..backbones.base import Wrapper
-from ..errors import MovieMemError
-from ..memory.view import FilmMemory
-from .base import BasePolicy, Run
-from .prompts import ACE_SELECT
-from .registry import get_policy
-from .types import Answer, Question, Step
+from ...backbones import Backbone, Reply, Request, load, system, user
+from ...backbones.base import Wrapper
+from ...errors import MovieMemError
+from ...memory.view import FilmMemory
+from ..base import BasePolicy, Run
+from ..prompts import ACE_SELECT
+from ..registry import get_policy
+from ..types import Answer, Question, Step
 
 
 class SampledBackbone(Wrapper):

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import MovieMemError
-from ..memory.view import FilmMemory
-from ..retrievers.base import Evidence
-from ..timefmt import hms
-from .base import BasePolicy, Run
-from .calls import answer_once, body, film_clip, require_video
-from .parsing import Parsed
-from .prompts import END_TO_END_FRAMES, END_TO_END_VIDEO
-from .types import Question
+from ...errors import MovieMemError
+from ...memory.view import FilmMemory
+from ...retrievers.base import Evidence
+from ...timefmt import hms
+from ..base import BasePolicy, Run
+from ..calls import answer_once, body, film_clip, require_video
+from ..parsing import Parsed
+from ..prompts import END_TO_END_FRAMES, END_TO_END_VIDEO
+from ..types import Question
 
 POOLS = (64, 128, 256)
 

@@ -13,18 +13,18 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 
-from ..errors import MovieMemError
-from ..memory.view import FilmMemory
-from ..retrievers.base import Evidence
-from ..retrievers.text import TextRetriever
-from ..timefmt import hms
-from .base import BasePolicy, Run
-from .calls import answer_once, body
-from .packing import Lines, fit_budget, fuse, informative_first, interleave, passage_sources
-from .parsing import Parsed
-from .prompts import HYBRID
-from .reader import can_read, read
-from .types import Question, Step
+from ...errors import MovieMemError
+from ...memory.view import FilmMemory
+from ...retrievers.base import Evidence
+from ...retrievers.text import TextRetriever
+from ...timefmt import hms
+from ..base import BasePolicy, Run
+from ..calls import answer_once, body
+from ..packing import Lines, fit_budget, fuse, informative_first, interleave, passage_sources
+from ..parsing import Parsed
+from ..prompts import HYBRID
+from ..reader import can_read, read
+from ..types import Question, Step
 
 # question type -> pattern over the question's words (first match wins, in this order)
 QUESTION_TYPES: dict[str, str] = {
@@ -192,7 +192,7 @@ def graph_hits(film: FilmMemory, run: Run | None, query: str, k: int, hops: int)
     """Matched events plus their graph neighbours; matched events alone (said in the trace)
     where the graph layer is not installed."""
     try:
-        from ..retrievers.graph import GraphRetriever
+        from ...retrievers.graph import GraphRetriever
 
         return GraphRetriever(hops=hops).retrieve(film, query, k=k)
     except ImportError as exc:

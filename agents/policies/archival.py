@@ -14,18 +14,18 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ..backbones import Tool, assistant, system, tool_result, user
-from ..errors import MovieMemError
-from ..memory.view import FilmMemory
-from ..retrievers.base import Evidence
-from ..retrievers.text import TextRetriever
-from ..retrievers.window import rows_as_evidence
-from ..timefmt import hms
-from .base import BasePolicy, Run
-from .calls import default_max_tokens
-from .packing import passage_sources
-from .parsing import Parsed, parse_answer
-from .prompts import (
+from ...backbones import Tool, assistant, system, tool_result, user
+from ...errors import MovieMemError
+from ...memory.view import FilmMemory
+from ...retrievers.base import Evidence
+from ...retrievers.text import TextRetriever
+from ...retrievers.window import rows_as_evidence
+from ...timefmt import hms
+from ..base import BasePolicy, Run
+from ..calls import default_max_tokens
+from ..packing import passage_sources
+from ..parsing import Parsed, parse_answer
+from ..prompts import (
     ARCHIVAL,
     ARCHIVAL_FINAL,
     ARCHIVAL_SEARCH_TOOL,
@@ -34,7 +34,7 @@ from .prompts import (
     answer_schema,
     question_block,
 )
-from .types import Question, Step
+from ..types import Question, Step
 
 MAX_TOP_K = 20
 

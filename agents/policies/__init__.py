@@ -1,0 +1,1 @@
+"""The built-in answering policies, one module each; `agents.registry` names them by dotted path."""
