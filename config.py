@@ -82,8 +82,19 @@ class Settings(BaseSettings):
 
 
 def cpu_cores() -> int:
-    """Cores this process may run on (containers often report the host's count elsewhere)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    """Physical cores this process may run on (affinity, SMT siblings counted once, cgroup quota):
+    the thread count of one compute-bound engine (whisper, ONNX Runtime, torch, OCR) running alone."""
+    from .hardware import default_threads
+
+    return default_threads()
+
+
+def threads_report(settings: Settings | None = None) -> dict[str, int]:
+    """The threads each engine will start with these settings (shown by `moviemem models list`)."""
+    s = settings or Settings()
+    cores = cpu_cores()
+    return {"cores": cores, "llm": s.llm_threads or cores, "asr": s.asr_threads or cores, "embedder": cores,
+            "torch": cores, "ocr": cores}
 
 
 def limit_torch_threads() -> None:

@@ -18,6 +18,7 @@ from .common import (
     _csv,
     _library,
     _print_json,
+    _print_paths,
     _styled,
     app,
     err,
@@ -109,11 +110,7 @@ def report(
     from ..eval.report import write_report
 
     paths = write_report(run_dir, baseline=baseline, inspector=inspector)
-    if as_json:
-        _print_json({k: str(v) for k, v in paths.items()})
-    else:
-        for k, v in paths.items():
-            out.print(f"{k:>10}  {v}")
+    _print_paths(paths, as_json)
 
 
 @app.command()

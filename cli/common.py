@@ -48,6 +48,15 @@ def _print_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, ensure_ascii=False, default=str) + "\n")
 
 
+def _print_paths(paths: dict[str, Any], as_json: bool) -> None:
+    """The files a command wrote: a JSON object, or one aligned line each."""
+    if as_json:
+        _print_json({k: str(v) for k, v in paths.items()})
+    else:
+        for k, v in paths.items():
+            out.print(f"{k:>10}  {v}")
+
+
 def _reporter(quiet: bool):
     from ..progress import QuietReporter, RichReporter
 

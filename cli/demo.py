@@ -13,7 +13,7 @@ from .common import (
     JsonOpt,
     LibraryOpt,
     _library,
-    _print_json,
+    _print_paths,
     _reporter,
     _show_human,
     _styled,
@@ -35,11 +35,7 @@ def synth(
     from ..synth import render
 
     paths = render(out_dir, minutes=minutes, seed=seed, film_id=film_id)
-    if as_json:
-        _print_json({k: str(v) for k, v in paths.items()})
-    else:
-        for k, v in paths.items():
-            out.print(f"{k:>10}  {v}")
+    _print_paths(paths, as_json)
 
 
 @app.command()

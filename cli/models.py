@@ -34,16 +34,20 @@ def models_prepare(
 @models_app.command("list")
 def models_list(as_json: JsonOpt = False) -> None:
     """Show the offline models and whether they are prepared."""
+    from ..config import threads_report
     from ..models import status
 
-    items = status(get_settings())
+    settings = get_settings()
+    items = status(settings)
+    threads = threads_report(settings)
     if as_json:
-        _print_json({"models": items})
+        _print_json({"models": items, "threads": threads})
         return
     t = Table("name", "ready", "aliases", "description", box=None)
     for m in items:
         t.add_row(str(m["name"]), "yes" if m["ready"] else "no", ", ".join(m["aliases"]), str(m["description"]))  # type: ignore[arg-type]
     out.print(t)
+    out.print("threads: " + ", ".join(f"{k} {v}" for k, v in threads.items()))
 
 
 @app.command("backbones")
