@@ -223,7 +223,7 @@ def graph(
     run = next((s for s in memory.stages() if s.stage == "events"), None)
     if run is None or run.status != "done":
         why = f"the events stage was skipped ({run.reason})" if run is not None else "the events stage has not run"
-        raise MovieMemError(f"film {film!r} has no event graph: {why}; run `moviemem ingest ... --stages events --backbone SPEC`")
+        raise MovieMemError(f"film {film!r} has no event graph: {why}; run `moviemem ingest ... --stages events`")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", NarrativeGraphWarning)  # reported below, once
         g = memory.graph()
@@ -247,6 +247,15 @@ def graph(
     out.print(r)
     if g.flashbacks():
         out.print("flashbacks: " + ", ".join(g.flashbacks()))
+
+
+@app.command()
+def scenes(film: Annotated[str, typer.Argument(help="Film id.")], library: LibraryOpt = None, as_json: JsonOpt = False) -> None:
+    """The film's scenes: time span, characters and an extractive summary of each."""
+    from .cli_scenes import print_scenes, scenes_json
+
+    data = scenes_json(_library(library).film(film))
+    _print_json(data) if as_json else print_scenes(data, out)
 
 
 def _policy_settings(items: list[str] | None) -> dict[str, Any]:

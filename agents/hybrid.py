@@ -106,10 +106,14 @@ def gather(film: FilmMemory, question: Question, s: GatherSettings, run: Run | N
         run.trace.append(Step("route", {"type": qtype, "channels": [list(c) for c in channels]}))
     lists: list[list[Evidence]] = []
     for kind, k in channels:
-        if kind == "event" and not film.events():
+        if kind == "event":
+            made_by = sorted({e.source or "unknown" for e in film.events()})
+            if not made_by:
+                if run is not None:
+                    run.note("no events in this film's memory: the event channel is skipped")
+                continue
             if run is not None:
-                run.note("no events in this film's memory: the event channel is skipped")
-            continue
+                run.note(f"event channel reads the graph made by {'+'.join(made_by)}")
         for i, query in enumerate(queries_for(question, s.per_option)):
             n = max(k, s.candidates) if s.fusion == "rrf" else (k if i == 0 else s.per_option)
             if kind == "event":

@@ -431,5 +431,6 @@ def register_stage(stage: Stage, after: str | None = None) -> None:
 
 # Later layers define their stages in their own modules (they subclass Stage, so they are
 # imported after it) and register themselves with register_stage.
+from . import scene_stage as _scene_stage  # noqa: E402,F401
 from . import events as _events  # noqa: E402,F401
 from . import passages as _passages  # noqa: E402,F401
