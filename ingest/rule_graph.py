@@ -10,7 +10,8 @@ qualifies, the scene's most central line stands for it.
 Relations, each with its confidence, the rule that proposed it and the rows it was read from:
 - before (screen order): consecutive events outside flashbacks; raised where a time word opens
   the later line ("later", "then", "the next morning"); overlap where it says "meanwhile";
-- causal: a result marker opening a line ("so", "that's why", "as a result") ties it to the
+- causal: a weak candidate between nearby events sharing people and things (narrative chains);
+  a result marker opening a line ("so", "that's why", "as a result") ties it to the
   earlier event it shares most participants and words with; "because / since X" ties the
   earlier event that matches X to this one; "X, so Y" ties this one to the later event matching Y;
 - precondition: "in order to / so that Y" makes this event a precondition of the later event
@@ -23,14 +24,16 @@ marker alone never invents a link to an unrelated event. Pure functions over Tex
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 
 from .flashbacks import Span, TimedEvent, story_time
 from .scenes import STOP, Scene, TextLine, content_words, known_names, line_names
 
-RULES_VERSION = 1  # bump when a rule changes: the events stage's params hash then changes and it reruns
-MAX_EVENTS_PER_SCENE = 8
+RULES_VERSION = 2  # bump when a rule changes: the events stage's params hash then changes and it reruns
+EVENTS_PER_MINUTE = 8.0  # at most, per scene (at least 3 a scene)
+NEAR_S = 120.0  # how far apart two events sharing participants may be to be linked as cause and effect
 LOOKBACK_S = 900.0  # how far back a "because" or a result marker looks for its cause
 LOOKAHEAD_S = 1800.0  # how far ahead a purpose or a consequence is looked for
 
@@ -151,37 +154,54 @@ def _sentences(line: TextLine) -> list[TextLine]:
 
 
 def _describe(lines: list[TextLine]) -> str:
-    first = lines[0]
-    text = " ".join(" ".join(ln.text.split()) for ln in lines)
-    if first.kind == "dialogue":
-        who = first.speaker or "someone"
-        return _short(f'{who} says: "{text}"', 220)
-    return _short(text, 220)
+    """What is shown, then what is said: 'Anna opens the gate. Anna: "Wait here."'."""
+    shown = " ".join(" ".join(ln.text.split()) for ln in lines if ln.kind != "dialogue")
+    said = [ln for ln in lines if ln.kind == "dialogue"]
+    if not shown:
+        who = said[0].speaker or "someone"
+        return _short(f'{who} says: "{" ".join(" ".join(ln.text.split()) for ln in said)}"', 220)
+    if said:
+        best = max(said, key=lambda ln: (eventful(ln), len(content_words(ln.text))))
+        quote = f'{best.speaker}: "{" ".join(best.text.split())}"' if best.speaker else f'"{" ".join(best.text.split())}"'
+        return _short(f"{shown} {quote}", 220)
+    return _short(shown, 220)
 
 
 def _jaccard(a: set[str], b: set[str]) -> float:
     return len(a & b) / len(a | b) if a and b else 0.0
 
 
-def scene_events(scene: Scene, max_events: int = MAX_EVENTS_PER_SCENE) -> list[tuple[list[TextLine], str]]:
-    """The scene's events as (lines, rule): caption sentences (similar neighbours merged) and
-    eventful dialogue; the most central line when nothing qualifies."""
+def scene_events(scene: Scene, per_minute: float = EVENTS_PER_MINUTE) -> list[tuple[list[TextLine], str]]:
+    """The scene's events as (lines, rule): caption sentences (similar neighbours merged) with the
+    dialogue said while they are on screen (what is shown and what is said there are one event),
+    and eventful dialogue said elsewhere; the most central line when nothing qualifies."""
     units: list[tuple[list[TextLine], str]] = []
     for ln in scene.lines:
-        if ln.kind == "caption":
-            for s in _sentences(ln):
-                if len(content_words(s.text)) < 2:
-                    continue
-                prev = units[-1] if units else None
-                if prev and prev[1] == "caption" and _jaccard(stems(prev[0][-1].text), stems(s.text)) >= 0.5:
-                    prev[0].append(s)
-                else:
-                    units.append(([s], "caption"))
-        elif ln.kind == "dialogue" and eventful(ln):
+        if ln.kind != "caption":
+            continue
+        for s in _sentences(ln):
+            if len(content_words(s.text)) < 2:
+                continue
+            prev = units[-1] if units else None
+            if prev and _jaccard(stems(prev[0][-1].text), stems(s.text)) >= 0.5:
+                prev[0].append(s)
+            else:
+                units.append(([s], "caption"))
+    spans = [(min(x.start for x in u[0]), max(x.end for x in u[0])) for u in units]
+    for ln in scene.lines:
+        if ln.kind != "dialogue":
+            continue
+        mid = (ln.start + ln.end) / 2
+        host = next((k for k, (a, b) in enumerate(spans) if a <= mid <= b), None)
+        if host is not None:
+            units[host][0].append(ln)
+        elif eventful(ln):
             units.append(([ln], "dialogue-action"))
-    if len(units) > max_events:  # keep what the screen shows, then the longest reported actions
+    units.sort(key=lambda u: (u[0][0].start, u[0][0].end))
+    cap = max(3, math.ceil((scene.end - scene.start) / 60.0 * per_minute))
+    if len(units) > cap:  # keep what the screen shows, then the longest reported actions
         rank = sorted(range(len(units)), key=lambda i: (units[i][1] != "caption", -len(stems(units[i][0][0].text)), i))
-        keep = set(rank[:max_events])
+        keep = set(rank[:cap])
         units = [u for i, u in enumerate(units) if i in keep]
     if not units and scene.central:
         units = [([scene.central[0]], "scene-central")]
@@ -195,14 +215,15 @@ def extract_events(scenes: list[Scene]) -> list[RuleEvent]:
         for lines, rule in scene_events(sc):
             names = list(dict.fromkeys(n for ln in lines for n in line_names(ln, known)))
             text = " ".join(ln.text for ln in lines)
+            shown = " ".join(ln.text for ln in lines if ln.kind != "dialogue") or text
             args = {}
             if lines[0].kind == "dialogue" and lines[0].speaker:
                 args["ARG0"] = lines[0].speaker
-            elif names and text.lstrip().startswith(names[0]):
+            elif names and shown.lstrip().startswith(names[0]):
                 args["ARG0"] = names[0]
             if names:
                 args["with"] = ", ".join(names[:6])
-            found.append(RuleEvent("", trigger_of(text, names), _describe(lines), min(ln.start for ln in lines),
+            found.append(RuleEvent("", trigger_of(shown, names), _describe(lines), min(ln.start for ln in lines),
                                    max(ln.end for ln in lines), sc.idx, lines, names, stems(text), args, rule))
     found.sort(key=lambda e: (e.start, e.end, e.scene_idx))
     for i, e in enumerate(found):
@@ -261,7 +282,8 @@ def causal_relations(events: list[RuleEvent]) -> list[RuleRelation]:
         earlier = [x for x in events[:i] if e.start - x.start <= LOOKBACK_S]
         later = [x for x in events[i + 1:] if x.start - e.start <= LOOKAHEAD_S]
         text = " ".join(ln.text for ln in e.lines)
-        if (m := RESULT.search(text.strip())) and earlier:
+        opener = next((m for ln in e.lines if (m := RESULT.search(ln.text.strip()))), None)
+        if (m := opener) and earlier:
             # the cause: the recent event sharing most with this one, else the one just before
             cause, score = best_match(text, earlier[-12:])
             cause = cause or earlier[-1]
@@ -293,6 +315,25 @@ def causal_relations(events: list[RuleEvent]) -> list[RuleRelation]:
     return out
 
 
+def participant_relations(events: list[RuleEvent], flashback_ids: set[str]) -> list[RuleRelation]:
+    """A weak cause-and-effect candidate between an event and the next one (within NEAR_S) that
+    involves the same people and the same thing: stories chain actions through their characters
+    (narrative chains). Low confidence: a candidate for a model to confirm, not a finding."""
+    out = []
+    present = [e for e in events if e.event_id not in flashback_ids]
+    for i, a in enumerate(present):
+        for b in present[i + 1:]:
+            if b.start - a.end > NEAR_S:
+                break
+            people = set(a.names) & set(b.names)
+            things = (a.words & b.words) - {stem(n.lower()) for n in a.names + b.names}
+            if people and things:
+                out.append(_rel(a, b, "causal", 0.3, "shared-participants",
+                                f"both involve {', '.join(sorted(people))} and '{sorted(things)[0]}'"))
+                break
+    return out
+
+
 def coreference_relations(events: list[RuleEvent], min_jaccard: float = 0.5) -> list[RuleRelation]:
     """Events of different scenes that share their participants and action, or most of their words."""
     out = []
@@ -321,7 +362,8 @@ def build_graph(scenes: list[Scene], spans: list[TextLine] | None = None) -> Rul
     flashback_ids = {x for b in st.blocks for x in b.events}
     for e in events:
         e.story_order = st.story_order[e.event_id]
-    rels = temporal_relations(events, flashback_ids) + causal_relations(events) + coreference_relations(events)
+    rels = (temporal_relations(events, flashback_ids) + causal_relations(events)
+            + participant_relations(events, flashback_ids) + coreference_relations(events))
     by_id = {e.event_id: e for e in events}
     cue_refs = {id(b): [m for m in b.marks] + ([b.cue] if b.cue else []) for b in st.blocks}
     for f in st.edges:

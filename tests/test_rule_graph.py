@@ -229,3 +229,14 @@ def test_text_film_gets_scenes_and_a_rule_graph_by_default(tmp_path: Path, cli) 
     # a rerun is cached; the stages are not run again
     again = lib.ingest_text(srt, film_id="tiny")
     assert {s.stage: s.run_id for s in again.stages()}["events"] == runs["events"].run_id
+
+
+def test_dialogue_joins_the_shot_it_is_said_over_and_shared_people_chain_events() -> None:
+    lines = [see(0, "Anna finds a key in the garden.", 0, dur=8), say(2, "Look, the key to the cellar!", "Anna", 0),
+             see(20, "Anna opens the cellar door with the key.", 1, dur=8),
+             see(40, "A dog sleeps in the sun.", 2, dur=8)]
+    g = build_graph(build_scenes(lines, [(0, 60)]), lines)
+    assert [e.refs for e in g.events] == [["captions:0", "utterances:0"], ["captions:1"], ["captions:2"]]
+    assert g.events[0].description == 'Anna finds a key in the garden. Anna: "Look, the key to the cellar!"'
+    weak = [r for r in g.relations if r.rule == "shared-participants"]
+    assert [(r.src, r.dst, r.type, r.confidence) for r in weak] == [("e001", "e002", "causal", 0.3)]
