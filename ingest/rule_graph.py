@@ -28,7 +28,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from .flashbacks import Span, TimedEvent, story_time
+from .flashbacks import MARK, Span, TimedEvent, story_time
 from .scenes import STOP, Scene, TextLine, content_words, known_names, line_names
 
 RULES_VERSION = 2  # bump when a rule changes: the events stage's params hash then changes and it reruns
@@ -108,6 +108,17 @@ class RuleGraph:
         return dict(sorted(out.items()))
 
 
+# how captions speak of the film itself rather than of the story
+FILM_WORDS = frozenset("""close-up closeup close shot shots camera view frame screen card cards title reads read wide medium
+scene cut cuts pans pan zoom zooms background foreground sepia flashback fade fades black white end credits""".split())
+
+
+def is_card(text: str) -> bool:
+    """A caption that only marks time ("A card reads 'YEARS EARLIER'", "Flashback in sepia"): a cue
+    for story time (flashbacks.py), not an event of the story."""
+    return bool(MARK.search(text)) and len(content_words(MARK.sub(" ", text)) - FILM_WORDS) < 2
+
+
 def stem(word: str) -> str:
     """A crude English stem, enough for 'opens' ~ 'opened' ~ 'opening' to meet."""
     w = word.lower().split("'")[0]
@@ -115,6 +126,9 @@ def stem(word: str) -> str:
         if len(w) > len(suf) + 3 and w.endswith(suf):
             return w[: -len(suf)]
     return w
+
+
+FILM_STEMS = frozenset(stem(w) for w in FILM_WORDS)
 
 
 def stems(text: str) -> set[str]:
@@ -180,7 +194,7 @@ def scene_events(scene: Scene, per_minute: float = EVENTS_PER_MINUTE) -> list[tu
         if ln.kind != "caption":
             continue
         for s in _sentences(ln):
-            if len(content_words(s.text)) < 2:
+            if len(content_words(s.text) - FILM_WORDS) < 2 or is_card(s.text):
                 continue
             prev = units[-1] if units else None
             if prev and _jaccard(stems(prev[0][-1].text), stems(s.text)) >= 0.5:
@@ -326,7 +340,7 @@ def participant_relations(events: list[RuleEvent], flashback_ids: set[str]) -> l
             if b.start - a.end > NEAR_S:
                 break
             people = set(a.names) & set(b.names)
-            things = (a.words & b.words) - {stem(n.lower()) for n in a.names + b.names}
+            things = (a.words & b.words) - {stem(n.lower()) for n in a.names + b.names} - FILM_STEMS
             if people and things:
                 out.append(_rel(a, b, "causal", 0.3, "shared-participants",
                                 f"both involve {', '.join(sorted(people))} and '{sorted(things)[0]}'"))
@@ -342,7 +356,7 @@ def coreference_relations(events: list[RuleEvent], min_jaccard: float = 0.5) -> 
         for b in events[i + 1:]:
             if b.scene_idx == a.scene_idx:
                 continue
-            j = _jaccard(a.words, b.words)
+            j = _jaccard(a.words - FILM_STEMS, b.words - FILM_STEMS)
             same_action = a.trigger and a.trigger == b.trigger and set(a.names) & set(b.names)
             if (j >= min_jaccard or same_action and j >= 0.25) and j > best_j:
                 best, best_j = b, j

@@ -240,3 +240,11 @@ def test_dialogue_joins_the_shot_it_is_said_over_and_shared_people_chain_events(
     assert g.events[0].description == 'Anna finds a key in the garden. Anna: "Look, the key to the cellar!"'
     weak = [r for r in g.relations if r.rule == "shared-participants"]
     assert [(r.src, r.dst, r.type, r.confidence) for r in weak] == [("e001", "e002", "causal", 0.3)]
+
+
+def test_a_card_marking_time_is_a_cue_not_an_event() -> None:
+    from moviemem.ingest.rule_graph import is_card
+
+    assert is_card("A card reads 'TWO YEARS EARLIER'.") and is_card("Flashback in sepia.")
+    assert not is_card("As a boy, Tom climbs the old oak tree behind the school.")
+    assert not is_card("Tom climbs the tree.")
