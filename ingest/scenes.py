@@ -26,7 +26,7 @@ herself him himself his how i if in into is it it's its itself just let's me mor
 off oh ok okay on once only or other our ours ourselves out over own same she should so some such than that that's
 the their theirs them themselves then there these they this those through to too under until up very was we were
 what when where which while who whom why will with would yes yeah you your yours yourself yourselves well hey hello
-goodbye thank thanks please sir madam mister miss mrs mr dr sure right good come go get got look see know think
+goodbye thank thanks please hi um uh ha huh hmm wow gee gosh alright honestly sorry sir madam mister miss mrs mr dr sure right good come go get got look see know think
 say said tell told want like one two three maybe never always also still even much many every something nothing
 anything everything someone somebody anyone nobody okay o'clock god lord dear darling honey baby mom dad mother
 father mama papa man woman boy girl guy guys people monday tuesday wednesday thursday friday saturday sunday january
@@ -68,8 +68,8 @@ def content_words(text: str) -> set[str]:
 
 def names_in(text: str, known: frozenset[str] = frozenset()) -> list[str]:
     """Capitalised words that are not the first word of a sentence nor a common word: names of
-    people and places in English text. A word opening a sentence counts when it is a vocative
-    ("Anna, wait") or a name already `known` from elsewhere in the film ("Anna opens the gate")."""
+    people and places in English text. A word opening a sentence ("Anna, wait", "Anna opens the
+    gate") counts when it is a name `known` from elsewhere in the film (see known_names)."""
     found: list[str] = []
     for sentence in re.split(r"(?<=[.!?…])\s+|\n|^-\s*|\s-\s", text):
         toks = re.findall(r"[A-Za-z][A-Za-z'’-]*|[,;:]", sentence)
@@ -79,8 +79,7 @@ def names_in(text: str, known: frozenset[str] = frozenset()) -> list[str]:
             bare = tok.split("'")[0].split("’")[0]
             if len(bare) < 2 or bare.lower() in STOP:
                 continue
-            vocative = i == 0 and (len(toks) == 1 or toks[1] in (",", ";"))
-            if i > 0 or vocative or bare in known:
+            if i > 0 or bare in known:
                 found.append(bare if not bare.isupper() else bare.capitalize())
     return list(dict.fromkeys(found))
 
@@ -91,7 +90,8 @@ def line_names(line: TextLine, known: frozenset[str] = frozenset()) -> list[str]
 
 
 def known_names(lines: list[TextLine]) -> frozenset[str]:
-    """The film's names: speakers, captions' characters and capitalised words seen mid-sentence."""
+    """The film's names: speakers, captions' characters and capitalised words seen mid-sentence
+    (an interjection opening a line, "Hi, ...", is not one)."""
     return frozenset(n for ln in lines for n in line_names(ln))
 
 

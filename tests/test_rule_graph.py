@@ -29,7 +29,8 @@ def card(start: float, text: str, ref: int = 0, dur: float = 3.0) -> TextLine:
 
 def test_names_are_capitalised_words_not_opening_a_sentence() -> None:
     assert names_in("Later that night, Anna meets Tom at the station.") == ["Anna", "Tom"]
-    assert names_in("Peter, wait! I never said that.") == ["Peter"]  # a vocative opens the sentence
+    assert names_in("Peter, wait! I never said that.") == []  # "Peter" opens the sentence: not known yet
+    assert names_in("Hi, Peter. Wait.", known=frozenset({"Peter"})) == ["Peter"]
     assert names_in("The car stops. We wait.") == []
     assert names_in("Thanks, Doctor Moreau. Tell Ruth I called.") == ["Doctor", "Moreau", "Ruth"]
     # a name opening a sentence counts once the film has shown it as a name elsewhere
@@ -168,7 +169,7 @@ def test_a_scene_without_eventful_lines_still_has_an_event() -> None:
 # ----------------------------------------------------------------------------- end to end
 
 SRT_LINES = [(line.start, line.end, line.text) for line in LINES if line.kind == "dialogue"] + [
-    (500, 504, "Anna, the storm broke the bridge last night."),
+    (500, 504, "Listen, Anna, the storm broke the bridge last night."),
     (508, 512, "So we cannot reach the village until the bridge is repaired."),
     (520, 524, "Then we walked along the river to the old mill."),
 ]
