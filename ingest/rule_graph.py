@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from .flashbacks import MARK, Span, TimedEvent, story_time
 from .scenes import STOP, Scene, TextLine, content_words, known_names, line_names
 
-RULES_VERSION = 2  # bump when a rule changes: the events stage's params hash then changes and it reruns
+RULES_VERSION = 3  # bump when a rule changes: the events stage's params hash then changes and it reruns
 EVENTS_PER_MINUTE = 8.0  # at most, per scene (at least 3 a scene)
 NEAR_S = 120.0  # how far apart two events sharing participants may be to be linked as cause and effect
 LOOKBACK_S = 900.0  # how far back a "because" or a result marker looks for its cause
@@ -43,6 +43,9 @@ THEN = re.compile(r"^(?:and\s+)?(?:later(?: on)?|then|after that|afterwards|afte
                   r"the next (?:day|morning|night|evening|week)|the following (?:day|morning|night|week)|"
                   r"next|finally|at last|eventually|by (?:morning|nightfall|evening)|(?:a|one|two|three|some|several|"
                   r"few) (?:\w+ )?(?:minutes|hours|days|weeks|months|years) later)\b", re.I)
+# in dialogue a bare "then", "next" or "finally" opening a line is mostly inference or turn-taking
+# ("Then you must be his brother"), so only the explicit expressions count there
+BARE_THEN = re.compile(r"^(?:and\s+)?(?:then|next|finally|at last|eventually)\b", re.I)
 MEANWHILE = re.compile(r"^(?:and\s+)?(?:meanwhile|in the meantime|at the same time|at that moment)\b", re.I)
 # a line opening with a result marker is the effect of something said or shown before
 RESULT = re.compile(r"^(?:and\s+)?(?:so|that's why|that is why|which is why|therefore|thus|hence|as a result|"
@@ -153,11 +156,12 @@ def trigger_of(text: str, names: list[str]) -> str:
 
 def eventful(line: TextLine) -> bool:
     """Does a dialogue line report or announce an action (not only greet, answer or exclaim)?"""
-    if len(content_words(line.text)) < 2:
+    n, t = len(content_words(line.text)), line.text
+    if n < 2:
         return False
-    t = line.text
-    return bool(RESULT.search(t) or BECAUSE.search(t) or SO_MID.search(t) or PURPOSE.search(t)
-                or CONDITION.search(t) or THEN.search(t) or MEANWHILE.search(t) or ACTION.search(t))
+    marked = (RESULT.search(t) or BECAUSE.search(t) or SO_MID.search(t) or PURPOSE.search(t) or CONDITION.search(t)
+              or THEN.search(t) or MEANWHILE.search(t))
+    return bool(marked or n >= 3 and ACTION.search(t))  # a bare action needs some content to be worth an event
 
 
 def _sentences(line: TextLine) -> list[TextLine]:
@@ -172,8 +176,8 @@ def _describe(lines: list[TextLine]) -> str:
     shown = " ".join(" ".join(ln.text.split()) for ln in lines if ln.kind != "dialogue")
     said = [ln for ln in lines if ln.kind == "dialogue"]
     if not shown:
-        who = said[0].speaker or "someone"
-        return _short(f'{who} says: "{" ".join(" ".join(ln.text.split()) for ln in said)}"', 220)
+        quote = f'"{" ".join(" ".join(ln.text.split()) for ln in said)}"'
+        return _short(f"{said[0].speaker} says: {quote}" if said[0].speaker else quote, 220)
     if said:
         best = max(said, key=lambda ln: (eventful(ln), len(content_words(ln.text))))
         quote = f'{best.speaker}: "{" ".join(best.text.split())}"' if best.speaker else f'"{" ".join(best.text.split())}"'
@@ -246,11 +250,12 @@ def extract_events(scenes: list[Scene]) -> list[RuleEvent]:
 
 
 def _overlap_score(words: set[str], names: set[str], e: RuleEvent) -> float:
-    """Shared content words, names counted double; 0 unless at least two shared items."""
+    """Shared content words, names counted double; 0 unless the two share something besides a
+    name (a name alone ties every line of a character together) and score at least 2."""
     shared_names = {n.lower() for n in e.names} & names
-    shared = (words & e.words) - shared_names
+    shared = (words & e.words) - {stem(n) for n in shared_names} - FILM_STEMS
     score = len(shared) + 2 * len(shared_names)
-    return score if score >= 2 else 0.0
+    return score if shared and score >= 2 else 0.0
 
 
 def best_match(clause: str, pool: list[RuleEvent], exclude: str = "") -> tuple[RuleEvent | None, float]:
@@ -282,7 +287,7 @@ def temporal_relations(events: list[RuleEvent], flashback_ids: set[str]) -> list
         first = b.lines[0].text.strip()
         if m := MEANWHILE.search(first):
             out.append(_rel(a, b, "overlap", 0.6, "time-word", f"'{m.group(0)}' opens the later line"))
-        elif m := THEN.search(first):
+        elif (m := THEN.search(first)) and not (b.lines[0].kind == "dialogue" and BARE_THEN.search(first)):
             out.append(_rel(a, b, "before", 0.85, "time-word", f"'{m.group(0)}' opens the later line"))
         else:
             conf = 0.7 if a.scene_idx == b.scene_idx else 0.6
