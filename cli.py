@@ -236,14 +236,16 @@ def graph(
         return
     if graphml is not None:
         return
+    out.print(f"graph made by {g.made_by()}: {len(g)} events, {g.nx.number_of_edges()} relations", highlight=False)
     t = Table("event", "screen", "story", "trigger", "description", box=None, pad_edge=False)
     story = {e: i for i, e in enumerate(g.story_order())}
     for e in g.events():
         t.add_row(e["id"], f"{e['start']:.0f}-{e['end']:.0f} s", str(story[e["id"]]), e["trigger"], e["description"])
     out.print(t)
-    r = Table("source", "type", "target", "confidence", "rationale", box=None, pad_edge=False)
+    r = Table("source", "type", "target", "confidence", "rule", "rationale", box=None, pad_edge=False)
     for edge in g.edges():
-        r.add_row(edge["source"], edge["type"], edge["target"], f"{edge['confidence']:.2f}", edge["rationale"])
+        r.add_row(edge["source"], edge["type"], edge["target"], f"{edge['confidence']:.2f}", edge["rule"] or edge["made_by"],
+                  edge["rationale"])
     out.print(r)
     if g.flashbacks():
         out.print("flashbacks: " + ", ".join(g.flashbacks()))

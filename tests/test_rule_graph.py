@@ -249,3 +249,23 @@ def test_a_card_marking_time_is_a_cue_not_an_event() -> None:
     assert is_card("A card reads 'TWO YEARS EARLIER'.") and is_card("Flashback in sepia.")
     assert not is_card("As a boy, Tom climbs the old oak tree behind the school.")
     assert not is_card("Tom climbs the tree.")
+
+
+def test_a_table_made_before_the_new_columns_takes_them_and_old_rows_read_as_defaults(tmp_path: Path) -> None:
+    import pyarrow as pa
+
+    from moviemem.memory.schema import RelationRow
+    from moviemem.memory.store import MemoryStore
+
+    store = MemoryStore(tmp_path / "lib")
+    old = pa.schema([pa.field("film_id", pa.string()), pa.field("run_id", pa.string()), pa.field("src", pa.string()),
+                     pa.field("dst", pa.string()), pa.field("type", pa.string()), pa.field("confidence", pa.float64()),
+                     pa.field("rationale", pa.string())])
+    store.db.create_table("relations", pa.Table.from_pylist(
+        [{"film_id": "f", "run_id": "r0", "src": "e1", "dst": "e2", "type": "causal", "confidence": 0.9,
+          "rationale": "old"}], schema=old))
+    store.append([RelationRow(film_id="f", run_id="r1", src="e2", dst="e3", type="before", source="rules",
+                              rule="screen-order", lines=["utterances:3"])])
+    rows = sorted(store.rows("relations"), key=lambda r: r.run_id)
+    assert [(r.run_id, r.source, r.rule, r.lines) for r in rows] == [
+        ("r0", "", "", []), ("r1", "rules", "screen-order", ["utterances:3"])]
