@@ -31,8 +31,9 @@ from dataclasses import dataclass, field
 from .flashbacks import MARK, Span, TimedEvent, story_time
 from .scenes import STOP, Scene, TextLine, content_words, known_names, line_names
 
-RULES_VERSION = 3  # bump when a rule changes: the events stage's params hash then changes and it reruns
+RULES_VERSION = 4  # bump when a rule changes: the events stage's params hash then changes and it reruns
 EVENTS_PER_MINUTE = 8.0  # at most, per scene (at least 3 a scene)
+REPEAT_S = 15.0  # a line repeated within this many seconds is the same event
 NEAR_S = 120.0  # how far apart two events sharing participants may be to be linked as cause and effect
 LOOKBACK_S = 900.0  # how far back a "because" or a result marker looks for its cause
 LOOKAHEAD_S = 1800.0  # how far ahead a purpose or a consequence is looked for
@@ -214,7 +215,11 @@ def scene_events(scene: Scene, per_minute: float = EVENTS_PER_MINUTE) -> list[tu
         if host is not None:
             units[host][0].append(ln)
         elif eventful(ln):
-            units.append(([ln], "dialogue-action"))
+            last = units[-1] if units and units[-1][1] == "dialogue-action" else None
+            if last and ln.start - last[0][-1].end <= REPEAT_S and _jaccard(stems(last[0][-1].text), stems(ln.text)) >= 0.8:
+                last[0].append(ln)  # a repeated cue (subtitle files often carry a line twice) is one event
+            else:
+                units.append(([ln], "dialogue-action"))
     units.sort(key=lambda u: (u[0][0].start, u[0][0].end))
     cap = max(3, math.ceil((scene.end - scene.start) / 60.0 * per_minute))
     if len(units) > cap:  # keep what the screen shows, then the longest reported actions
@@ -362,8 +367,10 @@ def coreference_relations(events: list[RuleEvent], min_jaccard: float = 0.5) -> 
             if b.scene_idx == a.scene_idx:
                 continue
             j = _jaccard(a.words - FILM_STEMS, b.words - FILM_STEMS)
+            shared = (a.words & b.words) - FILM_STEMS - {stem(n.lower()) for n in a.names + b.names}
             same_action = a.trigger and a.trigger == b.trigger and set(a.names) & set(b.names)
-            if (j >= min_jaccard or same_action and j >= 0.25) and j > best_j:
+            # a name and a word in common is chance between two short lines: at least two things shared
+            if len(shared) >= 2 and (j >= min_jaccard or same_action and j >= 0.25) and j > best_j:
                 best, best_j = b, j
         if best is not None:
             out.append(_rel(a, best, "coreference", round(min(0.9, 0.4 + best_j / 2), 3), "shared-arguments",

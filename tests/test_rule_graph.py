@@ -269,3 +269,12 @@ def test_a_table_made_before_the_new_columns_takes_them_and_old_rows_read_as_def
     rows = sorted(store.rows("relations"), key=lambda r: r.run_id)
     assert [(r.run_id, r.source, r.rule, r.lines) for r in rows] == [
         ("r0", "", "", []), ("r1", "rules", "screen-order", ["utterances:3"])]
+
+
+def test_a_repeated_cue_is_one_event_and_short_lines_sharing_a_name_are_not_coreferent() -> None:
+    lines = [say(0, "We sold the farm because the doctor wanted money.", ref=0),
+             say(4, "We sold the farm because the doctor wanted money.", ref=1),
+             say(100, "Please, Frankie, hurry up.", ref=2), say(200, "Oh Frankie, hurry, they wanted it.", ref=3)]
+    g = build_graph(build_scenes(lines, [(0, 60), (90, 150), (190, 250)]), lines)
+    assert g.events[0].refs == ["utterances:0", "utterances:1"]
+    assert not [r for r in g.relations if r.type == "coreference"]
