@@ -14,6 +14,7 @@ Relations, each with its confidence, the rule that proposed it and the rows it w
   a result marker opening a line ("so", "that's why", "as a result") ties it to the
   earlier event it shares most participants and words with; "because / since X" ties the
   earlier event that matches X to this one; "X, so Y" ties this one to the later event matching Y;
+  "it's because ..." opening a line makes it the cause of the event just before;
 - precondition: "in order to / so that Y" makes this event a precondition of the later event
   matching Y; "if X, (then) Y" links the events matching X and Y;
 - coreference: events in different scenes sharing participants and their action or most words;
@@ -31,7 +32,7 @@ from dataclasses import dataclass, field
 from .flashbacks import MARK, Span, TimedEvent, story_time
 from .scenes import STOP, Scene, TextLine, content_words, known_names, line_names
 
-RULES_VERSION = 4  # bump when a rule changes: the events stage's params hash then changes and it reruns
+RULES_VERSION = 5  # bump when a rule changes: the events stage's params hash then changes and it reruns
 EVENTS_PER_MINUTE = 8.0  # at most, per scene (at least 3 a scene)
 REPEAT_S = 15.0  # a line repeated within this many seconds is the same event
 NEAR_S = 120.0  # how far apart two events sharing participants may be to be linked as cause and effect
@@ -49,8 +50,10 @@ THEN = re.compile(r"^(?:and\s+)?(?:later(?: on)?|then|after that|afterwards|afte
 BARE_THEN = re.compile(r"^(?:and\s+)?(?:then|next|finally|at last|eventually)\b", re.I)
 MEANWHILE = re.compile(r"^(?:and\s+)?(?:meanwhile|in the meantime|at the same time|at that moment)\b", re.I)
 # a line opening with a result marker is the effect of something said or shown before
-RESULT = re.compile(r"^(?:and\s+)?(?:so|that's why|that is why|which is why|therefore|thus|hence|as a result|"
-                    r"because of (?:that|this|it)|that's because|consequently|for that reason|now that)\b[,]?", re.I)
+RESULT = re.compile(r"^(?:and\s+)?(?:so(?! that| as to)|that's why|that is why|which is why|therefore|thus|hence|"
+                    r"as a result|because of (?:that|this|it)|consequently|for that reason|now that)\b[,]?", re.I)
+# a line opening with "it's because ..." explains the event before it: this one is the cause
+EXPLAIN = re.compile(r"^(?:and\s+)?(?:it's|that's|it is|that is|this is|only) because\b", re.I)
 # "... because X" / "since X" inside a line: X is the cause
 BECAUSE = re.compile(r"\b(?:because(?: of)?|since|due to|thanks to|as a result of|on account of|'cause|cos)\s+(.+)",
                      re.I)
@@ -313,7 +316,11 @@ def causal_relations(events: list[RuleEvent]) -> list[RuleRelation]:
             cause = cause or earlier[-1]
             out.append(_rel(cause, e, "causal", _conf(0.55 if score else 0.45, score), "result-marker",
                             f"'{m.group(0).strip(', ')}' opens '{_short(text, 50)}'"))
-        if (m := BECAUSE.search(text)) and earlier:
+        explains = next((m for ln in e.lines if (m := EXPLAIN.search(ln.text.strip(" -")))), None)
+        if explains and earlier:
+            out.append(_rel(e, earlier[-1], "causal", 0.6, "explanation",
+                            f"'{explains.group(0)}' opens '{_short(text, 50)}', explaining the line before"))
+        elif (m := BECAUSE.search(text)) and earlier:
             cause, score = best_match(m.group(1), earlier)
             if cause is not None:
                 out.append(_rel(cause, e, "causal", _conf(0.55, score), "because",

@@ -278,3 +278,14 @@ def test_a_repeated_cue_is_one_event_and_short_lines_sharing_a_name_are_not_core
     g = build_graph(build_scenes(lines, [(0, 60), (90, 150), (190, 250)]), lines)
     assert g.events[0].refs == ["utterances:0", "utterances:1"]
     assert not [r for r in g.relations if r.type == "coreference"]
+
+
+def test_an_explanation_causes_the_line_before_and_so_that_is_purpose_not_result() -> None:
+    lines = [say(0, "Mom won't let me have the rifle in the house.", ref=0),
+             say(5, "It's because my father was killed in the war.", ref=1),
+             say(12, "Anna fixed the radio in the kitchen,", ref=2),
+             say(16, "so that the children could listen to the game.", ref=3)]
+    g = build_graph(build_scenes(lines, [(0, 30)]), lines)
+    causal = {(r.src, r.dst, r.rule) for r in g.relations if r.type == "causal"}
+    assert ("e002", "e001", "explanation") in causal
+    assert not any(r.rule == "result-marker" for r in g.relations)
