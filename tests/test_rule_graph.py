@@ -227,6 +227,15 @@ def test_text_film_gets_scenes_and_a_rule_graph_by_default(tmp_path: Path, cli) 
     sent = "\n".join(m.text for r in b.calls for m in r.messages)
     assert "storm broke the bridge" in sent
 
+    # hybrid leaves a rules-only graph out unless asked (its events repeat the dialogue it searches)
+    hb = ScriptedBackbone(['{"answer": "A", "confidence": 3}'] * 2)
+    q = ("Why can they not reach the village?", ["The bridge broke", "A fire", "A strike", "Snow"])
+    skipped = ask(film, *q, policy="hybrid", backbone=hb)
+    assert any("made by rules alone" in str(s.data) for s in skipped.trace)
+    assert not any(e.kind == "event" for e in skipped.evidence)
+    read = ask(film, *q, policy="hybrid", backbone=hb, rule_events=True)
+    assert any("event channel reads the graph made by rules" in str(s.data) for s in read.trace)
+
     # a rerun is cached; the stages are not run again
     again = lib.ingest_text(srt, film_id="tiny")
     assert {s.stage: s.run_id for s in again.stages()}["events"] == runs["events"].run_id
