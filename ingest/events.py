@@ -1,5 +1,8 @@
 """The events stage: narrative events per segment and the relations between them.
 
+Without a text backbone (the default) it builds the rule graph (scene_stage.py, rule_graph.py):
+no model, about 0.001x real time. With one chosen, the model path below runs:
+
 1. Extraction: each segment's captions, utterances and on-screen text become numbered lines;
    the text backbone (settings.backbone) lists events with a PropBank trigger and arguments, a
    one-line description and the lines that show it, under a JSON schema. An event's time is
