@@ -179,7 +179,7 @@ def graph(
     run = next((s for s in memory.stages() if s.stage == "events"), None)
     if run is None or run.status != "done":
         why = f"the events stage was skipped ({run.reason})" if run is not None else "the events stage has not run"
-        raise MovieMemError(f"film {film!r} has no event graph: {why}; run `moviemem ingest ... --stages events --backbone SPEC`")
+        raise MovieMemError(f"film {film!r} has no event graph: {why}; run `moviemem ingest ... --stages events`")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", NarrativeGraphWarning)  # reported below, once
         g = memory.graph()
@@ -192,14 +192,16 @@ def graph(
         return
     if graphml is not None:
         return
+    out.print(f"graph made by {g.made_by()}: {len(g)} events, {g.nx.number_of_edges()} relations", highlight=False)
     t = Table("event", "screen", "story", "trigger", "description", box=None, pad_edge=False)
     story = {e: i for i, e in enumerate(g.story_order())}
     for e in g.events():
         t.add_row(e["id"], f"{e['start']:.0f}-{e['end']:.0f} s", str(story[e["id"]]), e["trigger"], e["description"])
     out.print(t)
-    r = Table("source", "type", "target", "confidence", "rationale", box=None, pad_edge=False)
+    r = Table("source", "type", "target", "confidence", "rule", "rationale", box=None, pad_edge=False)
     for edge in g.edges():
-        r.add_row(edge["source"], edge["type"], edge["target"], f"{edge['confidence']:.2f}", edge["rationale"])
+        r.add_row(edge["source"], edge["type"], edge["target"], f"{edge['confidence']:.2f}", edge["rule"] or edge["made_by"],
+                  edge["rationale"])
     out.print(r)
     if g.flashbacks():
         out.print("flashbacks: " + ", ".join(g.flashbacks()))

@@ -63,7 +63,8 @@ class NarrativeGraph:
             except ValueError:
                 args = {}
             g.add_node(e.event_id, trigger=e.trigger, args=args, description=e.description, start=float(e.start),
-                       end=float(e.end), seg_idx=int(e.seg_idx), story_order=int(e.story_order))
+                       end=float(e.end), seg_idx=int(e.seg_idx), story_order=int(e.story_order),
+                       source=getattr(e, "source", "") or "", lines=list(getattr(e, "lines", None) or []))
         problems: list[str] = []
         for r in relations:
             if r.src not in g or r.dst not in g:
@@ -75,7 +76,9 @@ class NarrativeGraph:
             if r.src == r.dst:
                 problems.append(f"relation {r.src} {r.type} {r.dst} links an event to itself; dropped")
                 continue
-            g.add_edge(r.src, r.dst, key=r.type, type=r.type, confidence=float(r.confidence), rationale=r.rationale)
+            g.add_edge(r.src, r.dst, key=r.type, type=r.type, confidence=float(r.confidence), rationale=r.rationale,
+                       source=getattr(r, "source", "") or "", rule=getattr(r, "rule", "") or "",
+                       lines=list(getattr(r, "lines", None) or []))
         graph = cls(g, problems, film_id)
         graph._check_cycles(break_cycles)
         if graph.problems:
@@ -129,7 +132,8 @@ class NarrativeGraph:
 
     def edges(self, types: Iterable[str] | None = None) -> list[dict[str, Any]]:
         want = _types(types)
-        return [{"source": u, "target": v, "type": k, "confidence": d["confidence"], "rationale": d["rationale"]}
+        return [{"source": u, "target": v, "type": k, "confidence": d["confidence"], "rationale": d["rationale"],
+                 "made_by": d.get("source", ""), "rule": d.get("rule", ""), "lines": d.get("lines", [])}
                 for u, v, k, d in sorted(self.nx.edges(keys=True, data=True), key=lambda x: (x[0], x[1], x[2]))
                 if want is None or k in want]
 
@@ -238,6 +242,16 @@ class NarrativeGraph:
                          if u in reached and v in reached and (want is None or k in want))
         return NarrativeGraph(g, [], self.film_id)
 
+    def made_by(self) -> str:
+        """Which graph this is: "rules", "model", "model+rules" (a model's graph with rule-made
+        edges, e.g. flashbacks from cues), "unknown" (rows that do not say) or "empty"."""
+        kinds = {d.get("source") or "unknown" for _, d in self.nx.nodes(data=True)}
+        kinds |= {d.get("source") or "unknown" for *_, d in self.nx.edges(data=True)}
+        if not kinds:
+            return "empty"
+        known = sorted(k for k in kinds if k != "unknown")
+        return "+".join(sorted(known, key=lambda k: k != "model")) if known else "unknown"
+
     # -- export --------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
         """networkx node-link data: {"nodes": [{"id", "trigger", ...}], "edges": [{"source", "target",
@@ -246,6 +260,7 @@ class NarrativeGraph:
         data["nodes"] = sorted(data["nodes"], key=lambda n: (n["start"], n["end"], n["id"]))
         data["edges"] = sorted(data["edges"], key=lambda e: (e["source"], e["target"], e["type"]))
         data["problems"] = list(self.problems)
+        data["made_by"] = self.made_by()
         return data
 
     def to_graphml(self, path: str | Path) -> Path:
@@ -254,8 +269,9 @@ class NarrativeGraph:
         g = nx.MultiDiGraph()
         g.graph.update({k: v for k, v in self.nx.graph.items() if isinstance(v, (str, int, float, bool))})
         for e, d in self.nx.nodes(data=True):
-            g.add_node(e, **{k: json.dumps(v, sort_keys=True) if isinstance(v, dict) else v for k, v in d.items()})
-        g.add_edges_from(self.nx.edges(keys=True, data=True))
+            g.add_node(e, **{k: json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v for k, v in d.items()})
+        g.add_edges_from((u, v, k, {a: json.dumps(x) if isinstance(x, list) else x for a, x in d.items()})
+                         for u, v, k, d in self.nx.edges(keys=True, data=True))
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             nx.write_graphml(g, str(path))

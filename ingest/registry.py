@@ -23,6 +23,7 @@ for _name, _target in [
     ("ocr", "moviemem.ingest.stages:OcrStage"),
     ("captions", "moviemem.ingest.stages:CaptionsStage"),
     ("passages", "moviemem.ingest.passages:PassagesStage"),
+    ("scenes", "moviemem.ingest.scene_stage:ScenesStage"),
     ("events", "moviemem.ingest.events:EventsStage"),
 ]:
     STAGES.add(_name, _target)

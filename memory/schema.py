@@ -13,7 +13,7 @@ import typing
 from typing import Any, ClassVar
 
 import pyarrow as pa
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..errors import MovieMemError
 
@@ -38,6 +38,17 @@ class Row(BaseModel):
     table: ClassVar[str] = ""
     film_id: str
     run_id: str = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _defaults_for_nulls(cls, data: Any) -> Any:
+        """Columns added to a table after some rows were written hold nulls in those rows: they
+        read as the field's default."""
+        if isinstance(data, dict) and any(v is None for v in data.values()):
+            fields = cls.model_fields
+            return {k: v for k, v in data.items()
+                    if v is not None or k not in fields or fields[k].default is None and fields[k].default_factory is None}
+        return data
 
 
 class FilmRow(Row):
@@ -153,6 +164,8 @@ class EventRow(Row):
     end: float = 0.0
     seg_idx: int = -1
     story_order: int = -1
+    source: str = ""  # rules | model: what made the event
+    lines: list[str] = Field(default_factory=list)  # the memory rows it was read from ("utterances:12")
     vector: list[float] | None = VectorField()
 
 
@@ -179,14 +192,31 @@ class RelationRow(Row):
     type: str
     confidence: float = 0.0
     rationale: str = ""
+    source: str = ""  # rules | model
+    rule: str = ""  # the rule that proposed it (rules only)
+    lines: list[str] = Field(default_factory=list)  # the memory rows it was read from ("utterances:12")
+
+
+class SceneRow(Row):
+    """A stretch of the film read as one unit of story: its span, the names in it and an
+    extractive summary (its most central lines, names and on-screen text)."""
+
+    table: ClassVar[str] = "scenes"
+    scene_idx: int
+    start: float
+    end: float
+    summary: str = ""
+    characters: list[str] = Field(default_factory=list)
+    lines: list[str] = Field(default_factory=list)  # the central lines' rows ("utterances:12")
+    n_lines: int = 0
 
 
 ROW_MODELS: dict[str, type[Row]] = {
     m.table: m
     for m in [FilmRow, StageRow, FrameRow, ClipRow, ShotRow, SegmentRow, UtteranceRow, CaptionRow, OnscreenRow, EventRow,
-              RelationRow, PassageRow]
+              RelationRow, PassageRow, SceneRow]
 }
-TIMED_TABLES = {"shots", "segments", "utterances", "captions", "onscreen", "events", "passages"}  # have start/end
+TIMED_TABLES = {"shots", "segments", "scenes", "utterances", "captions", "onscreen", "events", "passages"}  # have start/end
 POINT_TABLES = {"frames", "clip"}  # have t
 
 # Which ingest stage writes each table: the one place this is written. A film's view reads a
@@ -194,7 +224,7 @@ POINT_TABLES = {"frames", "clip"}  # have t
 TABLE_OWNER: dict[str, str] = {
     "films": "probe", "frames": "frames", "clip": "clip", "shots": "shots", "segments": "segments",
     "utterances": "transcript", "captions": "captions", "onscreen": "ocr", "events": "events", "relations": "events",
-    "passages": "passages",
+    "passages": "passages", "scenes": "scenes",
 }
 
 

@@ -72,6 +72,7 @@ class MemoryStore:
             Path(self.uri).mkdir(parents=True, exist_ok=True)
         self.db = lancedb.connect(self.uri)
         self._tables: dict[str, Any] = {}
+        self._evolved: set[str] = set()  # tables checked for columns added since they were made
 
     # -- paths -------------------------------------------------------------
     @property
@@ -109,6 +110,7 @@ class MemoryStore:
 
     def _ensure(self, name: str, dim: int | None) -> Any:
         tbl = self.table(name) or self._create(name, dim)
+        self._add_new_columns(name, tbl)
         existing = self.vector_dim(name)
         if dim is not None and existing is not None and existing != dim:
             raise MovieMemError(
@@ -116,6 +118,20 @@ class MemoryStore:
                 "use the same embedding model for the whole library or a new library"
             )
         return tbl
+
+    def _add_new_columns(self, name: str, tbl: Any) -> None:
+        """A table made by an older version lacks the columns added to its row model since (all
+        with defaults): they are added, empty, before rows that carry them are appended. Readers
+        see the model's defaults in the older rows."""
+        if name in self._evolved:
+            return
+        model = ROW_MODELS[name]
+        have = set(tbl.schema.names)
+        missing = [f for f in arrow_schema(model, self.vector_dim(name) or 1 if vector_columns(model) else None)
+                   if f.name not in have]
+        if missing:
+            tbl.add_columns(pa.schema([f.with_nullable(True) for f in missing]))
+        self._evolved.add(name)
 
     def _create(self, name: str, dim: int | None) -> Any:
         model = ROW_MODELS[name]

@@ -294,21 +294,28 @@ def test_events_stage_with_a_scripted_backbone(tmp_path: Path, cli, monkeypatch:
     assert len(_MADE) == 2 and _MADE[1].calls == [] and len(again.events()) == 6
 
 
-def test_events_stage_skips_with_reasons(tmp_path: Path, cli) -> None:
+def test_events_stage_without_backbone_builds_the_rule_graph(tmp_path: Path, cli) -> None:
     lib, film = _text_film(tmp_path, backbone=None)
     run = {s.stage: s for s in film.stages()}["events"]
-    assert run.status == "skipped" and "no text backbone chosen for events" in run.reason
-    assert film.graph().events() == [] and len(film.graph()) == 0
+    assert run.status == "done" and run.model == "rules" and run.reason.startswith("rules: ")
+    assert len(film.graph()) > 0 and film.graph().made_by() == "rules"
     res = cli("graph", "barn", "--json", "--library", str(lib.path), library=False)
-    assert res.code == 2 and "no event graph" in res.err and "skipped" in res.err
+    assert res.code == 0 and res.json()["made_by"] == "rules"
     res = cli("graph", "nope", "--library", str(lib.path), library=False)
     assert res.code == 2
-    # asking for the stage with a backbone now runs it (the skip is not cached under the new params)
+    # asking for the stage with a backbone now runs the model in place of the rules
     res = cli("ingest", "--text", str(tmp_path / "narration.json"), "--as", "captions", "--duration", "80",
               "--film-id", "barn", "--stages", "events", "--backbone", "test-events:film", "--json",
               "--library", str(lib.path), library=False)
     assert res.code == 0, res.err
     assert res.json()["counts"]["events"] == 6 and res.json()["counts"]["relations"] == 5
+    g = Library(lib.path, get_settings(library=lib.path)).film("barn").graph()
+    assert g.made_by() == "model+rules"  # the flashback edge comes from the cue rules
+    assert {e["made_by"] for e in g.edges()} == {"model", "rules"}
+    # a plain ingest without a backbone keeps the model's graph
+    again = Library(lib.path, get_settings(library=lib.path)).ingest_text(
+        tmp_path / "narration.json", film_id="barn", as_="captions", duration_s=80)
+    assert again.graph().made_by() == "model+rules" and len(again.events()) == 6
     lib2 = Library(lib.path, get_settings(library=lib.path, backbone="test-events:film"))
     # a film with nothing to read (silent, no text on screen, no captions) is skipped, no backbone loaded
     _MADE.clear()

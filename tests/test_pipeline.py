@@ -64,12 +64,13 @@ def test_show_json_contract_and_cached_rerun(synth_film, cli) -> None:
     assert res.code == 0, res.err
     obj = res.json()
     assert set(obj) >= {"film_id", "duration_s", "counts", "pools", "stages"}
-    assert set(obj["counts"]) == {"frames", "shots", "segments", "utterances", "passages", "captions", "onscreen", "events",
-                                  "relations"}
+    assert set(obj["counts"]) == {"frames", "shots", "segments", "scenes", "utterances", "passages", "captions", "onscreen",
+                                  "events", "relations"}
     assert obj["pools"] == {"64": 64, "128": 128, "256": 256}
     assert {s["stage"]: s["status"] for s in obj["stages"]}.items() >= {
         "probe": "done", "frames": "done", "shots": "done", "segments": "done", "transcript": "done", "clip": "done",
-        "ocr": "done", "captions": "done"}.items()
+        "ocr": "done", "captions": "done", "scenes": "done", "events": "done"}.items()
+    assert obj["counts"]["scenes"] > 0 and obj["counts"]["events"] >= obj["counts"]["scenes"]
     before = {s.stage: s.run_id for s in synth_film.film.stages()}
     again = synth_film.lib.ingest(synth_film.dir / "film.mp4", film_id="synth")
     assert {s.stage: s.run_id for s in again.stages()} == before

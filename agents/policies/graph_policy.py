@@ -43,7 +43,9 @@ class GraphPolicy(BasePolicy):
         g = film_graph(film)
         if len(g) == 0:
             raise MovieMemError(f"{film.film_id!r} has no events to follow ({stage_reason(film, 'events')}); "
-                                "run the events stage")
+                                "every ingest builds them from the film's text: give it subtitles, captions or a "
+                                "captioner and ingest again")
+        run.note(f"graph made by {g.made_by()}: {len(g)} events, {g.nx.number_of_edges()} relations")
         match = TextRetriever("hybrid", ["event"])
         seeds: list[str] = []
         for i, query in enumerate([question.text] + [f"{question.text} {o}" for o in question.options]):

@@ -1,0 +1,418 @@
+"""A first narrative graph without a model: events and their relations from general English and
+film grammar, cheap enough to build on every ingest.
+
+Events. Every caption sentence describes something that happens on screen, so it is an event
+(consecutive captions saying the same thing merge into one). A dialogue line is an event when it
+reports or announces an action: a discourse marker (because, so, if, then...), a past tense or a
+stated intention ("going to", "will"). Each scene has at least one event: where no line
+qualifies, the scene's most central line stands for it.
+
+Relations, each with its confidence, the rule that proposed it and the rows it was read from:
+- before (screen order): consecutive events outside flashbacks; raised where a time word opens
+  the later line ("later", "then", "the next morning"); overlap where it says "meanwhile";
+- causal: a weak candidate between nearby events sharing people and things (narrative chains);
+  a result marker opening a line ("so", "that's why", "as a result") ties it to the
+  earlier event it shares most participants and words with; "because / since X" ties the
+  earlier event that matches X to this one; "X, so Y" ties this one to the later event matching Y;
+  "it's because ..." opening a line makes it the cause of the event just before;
+- precondition: "in order to / so that Y" makes this event a precondition of the later event
+  matching Y; "if X, (then) Y" links the events matching X and Y;
+- coreference: events in different scenes sharing participants and their action or most words;
+- flashback: the cue logic of flashbacks.py (marked stretches tied to the event recalling them).
+Marker rules only ever link events whose text overlaps (shared names or content words), so a
+marker alone never invents a link to an unrelated event. Pure functions over TextLine/Scene.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+from .flashbacks import MARK, Span, TimedEvent, story_time
+from .scenes import STOP, Scene, TextLine, content_words, known_names, line_names
+
+RULES_VERSION = 5  # bump when a rule changes: the events stage's params hash then changes and it reruns
+EVENTS_PER_MINUTE = 8.0  # at most, per scene (at least 3 a scene)
+REPEAT_S = 15.0  # a line repeated within this many seconds is the same event
+NEAR_S = 120.0  # how far apart two events sharing participants may be to be linked as cause and effect
+LOOKBACK_S = 900.0  # how far back a "because" or a result marker looks for its cause
+LOOKAHEAD_S = 1800.0  # how far ahead a purpose or a consequence is looked for
+
+SENTENCE = re.compile(r"(?<=[.!?…])\s+(?=[A-Z\"'])")
+# a line opening with a time word follows the event shown before it
+THEN = re.compile(r"^(?:and\s+)?(?:later(?: on)?|then|after that|afterwards|afterward|soon after|shortly after|"
+                  r"the next (?:day|morning|night|evening|week)|the following (?:day|morning|night|week)|"
+                  r"next|finally|at last|eventually|by (?:morning|nightfall|evening)|(?:a|one|two|three|some|several|"
+                  r"few) (?:\w+ )?(?:minutes|hours|days|weeks|months|years) later)\b", re.I)
+# in dialogue a bare "then", "next" or "finally" opening a line is mostly inference or turn-taking
+# ("Then you must be his brother"), so only the explicit expressions count there
+BARE_THEN = re.compile(r"^(?:and\s+)?(?:then|next|finally|at last|eventually)\b", re.I)
+MEANWHILE = re.compile(r"^(?:and\s+)?(?:meanwhile|in the meantime|at the same time|at that moment)\b", re.I)
+# a line opening with a result marker is the effect of something said or shown before
+RESULT = re.compile(r"^(?:and\s+)?(?:so(?! that| as to)|that's why|that is why|which is why|therefore|thus|hence|"
+                    r"as a result|because of (?:that|this|it)|consequently|for that reason|now that)\b[,]?", re.I)
+# a line opening with "it's because ..." explains the event before it: this one is the cause
+EXPLAIN = re.compile(r"^(?:and\s+)?(?:it's|that's|it is|that is|this is|only) because\b", re.I)
+# "... because X" / "since X" inside a line: X is the cause
+BECAUSE = re.compile(r"\b(?:because(?: of)?|since|due to|thanks to|as a result of|on account of|'cause|cos)\s+(.+)",
+                     re.I)
+# "X, so Y" / "X, and that's why Y": Y is the consequence of this line
+SO_MID = re.compile(r"[,;]\s*(?:and\s+)?(?:so|that's why|which is why|therefore)\s+(.+)", re.I)
+PURPOSE = re.compile(r"\b(?:in order to|in order that|so that|so as to)\s+(.+)", re.I)
+CONDITION = re.compile(r"\b(?:if|unless|only if|as long as|once)\s+([^,;]+?)(?:,\s*|\s+then\s+)(?:then\s+)?(.+)", re.I)
+# reported or announced action: the past tense, an intention, a decision
+ACTION = re.compile(r"\b\w{3,}ed\b|\b(?:going to|gonna|will|won't|'ll|must|have to|had to|decided|found|took|"
+                    r"left|came|went|gave|told|saw|made|killed|stole|lost|met|ran|wrote|brought|bought|sent|kept|"
+                    r"got|fell|broke|knew|said|did|began|paid|won|hid|shot|drove|flew|caught)\b", re.I)
+
+
+@dataclass
+class RuleEvent:
+    event_id: str
+    trigger: str
+    description: str
+    start: float
+    end: float
+    scene_idx: int
+    lines: list[TextLine]
+    names: list[str]
+    words: set[str]
+    args: dict[str, str] = field(default_factory=dict)
+    rule: str = ""
+    story_order: int = -1
+
+    @property
+    def refs(self) -> list[str]:
+        return [ln.ref for ln in self.lines]
+
+    @property
+    def text(self) -> str:
+        return " ".join(ln.text for ln in self.lines)
+
+
+@dataclass
+class RuleRelation:
+    src: str
+    dst: str
+    type: str  # before | overlap | causal | precondition | coreference | flashback
+    confidence: float
+    rule: str
+    lines: list[str]
+    rationale: str
+
+
+@dataclass
+class RuleGraph:
+    events: list[RuleEvent]
+    relations: list[RuleRelation]
+    flashbacks: int = 0
+
+    def by_type(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for r in self.relations:
+            out[r.type] = out.get(r.type, 0) + 1
+        return dict(sorted(out.items()))
+
+
+# how captions speak of the film itself rather than of the story
+FILM_WORDS = frozenset("""close-up closeup close shot shots camera view frame screen card cards title reads read wide medium
+scene cut cuts pans pan zoom zooms background foreground sepia flashback fade fades black white end credits""".split())
+
+
+def is_card(text: str) -> bool:
+    """A caption that only marks time ("A card reads 'YEARS EARLIER'", "Flashback in sepia"): a cue
+    for story time (flashbacks.py), not an event of the story."""
+    return bool(MARK.search(text)) and len(content_words(MARK.sub(" ", text)) - FILM_WORDS) < 2
+
+
+def stem(word: str) -> str:
+    """A crude English stem, enough for 'opens' ~ 'opened' ~ 'opening' to meet."""
+    w = word.lower().split("'")[0]
+    for suf in ("ing", "ed", "es", "s"):
+        if len(w) > len(suf) + 3 and w.endswith(suf):
+            return w[: -len(suf)]
+    return w
+
+
+FILM_STEMS = frozenset(stem(w) for w in FILM_WORDS)
+
+
+def stems(text: str) -> set[str]:
+    return {stem(w) for w in content_words(text)}
+
+
+def _short(text: str, n: int = 70) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def trigger_of(text: str, names: list[str]) -> str:
+    """The first content word that is not a name: in 'Anna opens the gate' the action 'open'."""
+    lowered = {n.lower() for n in names}
+    for w in re.findall(r"[A-Za-z][A-Za-z'’-]*", text):
+        lw = w.lower()
+        if lw in STOP or lw in lowered or w[0].isupper() or len(lw) < 3:
+            continue
+        return stem(lw)
+    return ""
+
+
+def eventful(line: TextLine) -> bool:
+    """Does a dialogue line report or announce an action (not only greet, answer or exclaim)?"""
+    n, t = len(content_words(line.text)), line.text
+    if n < 2:
+        return False
+    marked = (RESULT.search(t) or BECAUSE.search(t) or SO_MID.search(t) or PURPOSE.search(t) or CONDITION.search(t)
+              or THEN.search(t) or MEANWHILE.search(t))
+    return bool(marked or n >= 3 and ACTION.search(t))  # a bare action needs some content to be worth an event
+
+
+def _sentences(line: TextLine) -> list[TextLine]:
+    parts = [p.strip() for p in SENTENCE.split(line.text) if p.strip()]
+    if len(parts) <= 1:
+        return [line]
+    return [TextLine(line.start, line.end, line.kind, p, line.ref, line.speaker, line.characters) for p in parts]
+
+
+def _describe(lines: list[TextLine]) -> str:
+    """What is shown, then what is said: 'Anna opens the gate. Anna: "Wait here."'."""
+    shown = " ".join(" ".join(ln.text.split()) for ln in lines if ln.kind != "dialogue")
+    said = [ln for ln in lines if ln.kind == "dialogue"]
+    if not shown:
+        quote = f'"{" ".join(" ".join(ln.text.split()) for ln in said)}"'
+        return _short(f"{said[0].speaker} says: {quote}" if said[0].speaker else quote, 220)
+    if said:
+        best = max(said, key=lambda ln: (eventful(ln), len(content_words(ln.text))))
+        quote = f'{best.speaker}: "{" ".join(best.text.split())}"' if best.speaker else f'"{" ".join(best.text.split())}"'
+        return _short(f"{shown} {quote}", 220)
+    return _short(shown, 220)
+
+
+def _jaccard(a: set[str], b: set[str]) -> float:
+    return len(a & b) / len(a | b) if a and b else 0.0
+
+
+def scene_events(scene: Scene, per_minute: float = EVENTS_PER_MINUTE) -> list[tuple[list[TextLine], str]]:
+    """The scene's events as (lines, rule): caption sentences (similar neighbours merged) with the
+    dialogue said while they are on screen (what is shown and what is said there are one event),
+    and eventful dialogue said elsewhere; the most central line when nothing qualifies."""
+    units: list[tuple[list[TextLine], str]] = []
+    for ln in scene.lines:
+        if ln.kind != "caption":
+            continue
+        for s in _sentences(ln):
+            if len(content_words(s.text) - FILM_WORDS) < 2 or is_card(s.text):
+                continue
+            prev = units[-1] if units else None
+            if prev and _jaccard(stems(prev[0][-1].text), stems(s.text)) >= 0.5:
+                prev[0].append(s)
+            else:
+                units.append(([s], "caption"))
+    spans = [(min(x.start for x in u[0]), max(x.end for x in u[0])) for u in units]
+    for ln in scene.lines:
+        if ln.kind != "dialogue":
+            continue
+        mid = (ln.start + ln.end) / 2
+        host = next((k for k, (a, b) in enumerate(spans) if a <= mid <= b), None)
+        if host is not None:
+            units[host][0].append(ln)
+        elif eventful(ln):
+            last = units[-1] if units and units[-1][1] == "dialogue-action" else None
+            if last and ln.start - last[0][-1].end <= REPEAT_S and _jaccard(stems(last[0][-1].text), stems(ln.text)) >= 0.8:
+                last[0].append(ln)  # a repeated cue (subtitle files often carry a line twice) is one event
+            else:
+                units.append(([ln], "dialogue-action"))
+    units.sort(key=lambda u: (u[0][0].start, u[0][0].end))
+    cap = max(3, math.ceil((scene.end - scene.start) / 60.0 * per_minute))
+    if len(units) > cap:  # keep what the screen shows, then the longest reported actions
+        rank = sorted(range(len(units)), key=lambda i: (units[i][1] != "caption", -len(stems(units[i][0][0].text)), i))
+        keep = set(rank[:cap])
+        units = [u for i, u in enumerate(units) if i in keep]
+    if not units and scene.central:
+        units = [([scene.central[0]], "scene-central")]
+    return units
+
+
+def extract_events(scenes: list[Scene]) -> list[RuleEvent]:
+    found: list[RuleEvent] = []
+    known = known_names([ln for sc in scenes for ln in sc.lines])
+    for sc in scenes:
+        for lines, rule in scene_events(sc):
+            names = list(dict.fromkeys(n for ln in lines for n in line_names(ln, known)))
+            text = " ".join(ln.text for ln in lines)
+            shown = " ".join(ln.text for ln in lines if ln.kind != "dialogue") or text
+            args = {}
+            if lines[0].kind == "dialogue" and lines[0].speaker:
+                args["ARG0"] = lines[0].speaker
+            elif names and shown.lstrip().startswith(names[0]):
+                args["ARG0"] = names[0]
+            if names:
+                args["with"] = ", ".join(names[:6])
+            found.append(RuleEvent("", trigger_of(shown, names), _describe(lines), min(ln.start for ln in lines),
+                                   max(ln.end for ln in lines), sc.idx, lines, names, stems(text), args, rule))
+    found.sort(key=lambda e: (e.start, e.end, e.scene_idx))
+    for i, e in enumerate(found):
+        e.event_id = f"e{i + 1:03d}"
+    return found
+
+
+def _overlap_score(words: set[str], names: set[str], e: RuleEvent) -> float:
+    """Shared content words, names counted double; 0 unless the two share something besides a
+    name (a name alone ties every line of a character together) and score at least 2."""
+    shared_names = {n.lower() for n in e.names} & names
+    shared = (words & e.words) - {stem(n) for n in shared_names} - FILM_STEMS
+    score = len(shared) + 2 * len(shared_names)
+    return score if shared and score >= 2 else 0.0
+
+
+def best_match(clause: str, pool: list[RuleEvent], exclude: str = "") -> tuple[RuleEvent | None, float]:
+    words = stems(clause)
+    names = {n.lower() for n in re.findall(r"\b[A-Z][a-z]+\b", clause)} - STOP
+    best, score = None, 0.0
+    for e in pool:
+        if e.event_id == exclude:
+            continue
+        s = _overlap_score(words, names, e)
+        if s > score:
+            best, score = e, s
+    return best, score
+
+
+def _conf(base: float, score: float) -> float:
+    return round(min(0.9, base + 0.05 * max(0.0, score - 2)), 3)
+
+
+def _rel(src: RuleEvent, dst: RuleEvent, typ: str, conf: float, rule: str, why: str) -> RuleRelation:
+    refs = list(dict.fromkeys(src.refs + dst.refs))
+    return RuleRelation(src.event_id, dst.event_id, typ, conf, rule, refs, why)
+
+
+def temporal_relations(events: list[RuleEvent], flashback_ids: set[str]) -> list[RuleRelation]:
+    out = []
+    present = [e for e in events if e.event_id not in flashback_ids]
+    for a, b in zip(present, present[1:]):
+        first = b.lines[0].text.strip()
+        if m := MEANWHILE.search(first):
+            out.append(_rel(a, b, "overlap", 0.6, "time-word", f"'{m.group(0)}' opens the later line"))
+        elif (m := THEN.search(first)) and not (b.lines[0].kind == "dialogue" and BARE_THEN.search(first)):
+            out.append(_rel(a, b, "before", 0.85, "time-word", f"'{m.group(0)}' opens the later line"))
+        else:
+            conf = 0.7 if a.scene_idx == b.scene_idx else 0.6
+            out.append(_rel(a, b, "before", conf, "screen-order", "shown one after the other"))
+    return out
+
+
+def causal_relations(events: list[RuleEvent]) -> list[RuleRelation]:
+    out: list[RuleRelation] = []
+    for i, e in enumerate(events):
+        earlier = [x for x in events[:i] if e.start - x.start <= LOOKBACK_S]
+        later = [x for x in events[i + 1:] if x.start - e.start <= LOOKAHEAD_S]
+        text = " ".join(ln.text for ln in e.lines)
+        opener = next((m for ln in e.lines if (m := RESULT.search(ln.text.strip()))), None)
+        if (m := opener) and earlier:
+            # the cause: the recent event sharing most with this one, else the one just before
+            cause, score = best_match(text, earlier[-12:])
+            cause = cause or earlier[-1]
+            out.append(_rel(cause, e, "causal", _conf(0.55 if score else 0.45, score), "result-marker",
+                            f"'{m.group(0).strip(', ')}' opens '{_short(text, 50)}'"))
+        explains = next((m for ln in e.lines if (m := EXPLAIN.search(ln.text.strip(" -")))), None)
+        if explains and earlier:
+            out.append(_rel(e, earlier[-1], "causal", 0.6, "explanation",
+                            f"'{explains.group(0)}' opens '{_short(text, 50)}', explaining the line before"))
+        elif (m := BECAUSE.search(text)) and earlier:
+            cause, score = best_match(m.group(1), earlier)
+            if cause is not None:
+                out.append(_rel(cause, e, "causal", _conf(0.55, score), "because",
+                                f"'{_short(m.group(0), 50)}' matches '{_short(cause.description, 50)}'"))
+        if (m := SO_MID.search(text)) and later:
+            effect, score = best_match(m.group(1), later)
+            if effect is not None:
+                out.append(_rel(e, effect, "causal", _conf(0.5, score), "so-consequence",
+                                f"'{_short(m.group(0).strip(',; '), 50)}' matches '{_short(effect.description, 50)}'"))
+        if (m := PURPOSE.search(text)) and later:
+            goal, score = best_match(m.group(1), later)
+            if goal is not None:
+                out.append(_rel(e, goal, "precondition", _conf(0.5, score), "purpose",
+                                f"'{_short(m.group(0), 50)}' matches '{_short(goal.description, 50)}'"))
+        if m := CONDITION.search(text):
+            pool = [x for x in events if x.event_id != e.event_id]
+            cond, s1 = best_match(m.group(1), pool)
+            after = [x for x in events if cond is None or x.start >= cond.start and x.event_id != cond.event_id]
+            result, s2 = best_match(m.group(2), after)
+            if cond is not None and result is not None and cond.event_id != result.event_id:
+                out.append(_rel(cond, result, "precondition", _conf(0.45, min(s1, s2)), "condition",
+                                f"'{_short(m.group(0), 60)}' in {e.event_id}"))
+    return out
+
+
+def participant_relations(events: list[RuleEvent], flashback_ids: set[str]) -> list[RuleRelation]:
+    """A weak cause-and-effect candidate between an event and the next one (within NEAR_S) that
+    involves the same people and the same thing: stories chain actions through their characters
+    (narrative chains). Low confidence: a candidate for a model to confirm, not a finding."""
+    out = []
+    present = [e for e in events if e.event_id not in flashback_ids]
+    for i, a in enumerate(present):
+        for b in present[i + 1:]:
+            if b.start - a.end > NEAR_S:
+                break
+            people = set(a.names) & set(b.names)
+            things = (a.words & b.words) - {stem(n.lower()) for n in a.names + b.names} - FILM_STEMS
+            if people and things:
+                out.append(_rel(a, b, "causal", 0.3, "shared-participants",
+                                f"both involve {', '.join(sorted(people))} and '{sorted(things)[0]}'"))
+                break
+    return out
+
+
+def coreference_relations(events: list[RuleEvent], min_jaccard: float = 0.5) -> list[RuleRelation]:
+    """Events of different scenes that share their participants and action, or most of their words."""
+    out = []
+    for i, a in enumerate(events):
+        best, best_j = None, 0.0
+        for b in events[i + 1:]:
+            if b.scene_idx == a.scene_idx:
+                continue
+            j = _jaccard(a.words - FILM_STEMS, b.words - FILM_STEMS)
+            shared = (a.words & b.words) - FILM_STEMS - {stem(n.lower()) for n in a.names + b.names}
+            same_action = a.trigger and a.trigger == b.trigger and set(a.names) & set(b.names)
+            # a name and a word in common is chance between two short lines: at least two things shared
+            if len(shared) >= 2 and (j >= min_jaccard or same_action and j >= 0.25) and j > best_j:
+                best, best_j = b, j
+        if best is not None:
+            out.append(_rel(a, best, "coreference", round(min(0.9, 0.4 + best_j / 2), 3), "shared-arguments",
+                            f"same participants and words (overlap {best_j:.2f})"))
+    return out
+
+
+def build_graph(scenes: list[Scene], spans: list[TextLine] | None = None) -> RuleGraph:
+    """The rule graph of a film's scenes; `spans` are the lines that may mark a flashback (all of
+    the scenes' lines when not given)."""
+    events = extract_events(scenes)
+    spans = spans if spans is not None else [ln for sc in scenes for ln in sc.lines]
+    st = story_time([TimedEvent(e.event_id, e.start, e.end, e.description) for e in events],
+                    [Span(ln.start, ln.end, ln.text, ln.kind) for ln in spans])
+    flashback_ids = {x for b in st.blocks for x in b.events}
+    for e in events:
+        e.story_order = st.story_order[e.event_id]
+    rels = (temporal_relations(events, flashback_ids) + causal_relations(events)
+            + participant_relations(events, flashback_ids) + coreference_relations(events))
+    by_id = {e.event_id: e for e in events}
+    cue_refs = {id(b): [m for m in b.marks] + ([b.cue] if b.cue else []) for b in st.blocks}
+    for f in st.edges:
+        block = next(b for b in st.blocks if f.src in b.events)
+        refs = [ln.ref for ln in spans for s in cue_refs[id(block)]
+                if ln.start == s.start and ln.end == s.end and ln.text == s.text]
+        rels.append(RuleRelation(f.src, f.dst, "flashback", f.confidence, "flashback-cue",
+                                 list(dict.fromkeys(refs + by_id[f.src].refs + by_id[f.dst].refs)), f.rationale))
+    return RuleGraph(events, _dedupe(rels), len(st.blocks))
+
+
+def _dedupe(rels: list[RuleRelation]) -> list[RuleRelation]:
+    """One edge per (src, dst, type): the most confident."""
+    best: dict[tuple[str, str, str], RuleRelation] = {}
+    for r in rels:
+        key = (r.src, r.dst, r.type)
+        if r.src != r.dst and (key not in best or r.confidence > best[key].confidence):
+            best[key] = r
+    return list(best.values())

@@ -1,0 +1,88 @@
+"""The scenes stage, and the events stage's rules mode (the graph built on every ingest).
+
+Scenes come from shot-grouped segments on a film with video, and from pauses in the dialogue on
+a text-only film (scenes.py). The rules mode of the events stage reads the same lines, assigns
+them to the stored scenes and builds the rule graph (rule_graph.py): no model, seconds a film.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..memory.schema import EventRow, RelationRow, SceneRow
+from .rule_graph import RuleGraph, build_graph
+from .scenes import Scene, TextLine, assign_to_spans, build_scenes
+from .stage import Ctx, Outcome, Stage, embed_texts
+
+SCENE_PARAMS = {"min_s": 45.0, "max_s": 240.0, "pause_s": 12.0, "central_k": 2}
+
+
+def memory_lines(ctx: Ctx) -> list[TextLine]:
+    """Captions, dialogue and on-screen text of the upstream runs, each with its row reference."""
+    lines = [TextLine(c.start, c.end, "caption", c.text, f"captions:{c.idx}", "", tuple(c.characters))
+             for c in ctx.rows("captions")]
+    lines += [TextLine(u.start, u.end, "dialogue", u.text, f"utterances:{u.idx}", u.speaker)
+              for u in ctx.rows("utterances")]
+    lines += [TextLine(o.start, o.end, "onscreen", o.text, f"onscreen:{o.idx}") for o in ctx.rows("onscreen")]
+    return sorted((ln for ln in lines if ln.text.strip()), key=lambda ln: (ln.start, ln.end, ln.kind, ln.ref))
+
+
+class ScenesStage(Stage):
+    """Scenes with an extractive summary; skipped when the film has no text at all."""
+
+    name = "scenes"
+    needs = ("probe", "segments", "transcript", "ocr", "captions")
+    version = 1
+
+    def params(self, ctx: Ctx) -> dict[str, Any]:
+        return {"from": "segments" if ctx.inputs.film.has_video else "pauses", **SCENE_PARAMS}
+
+    def skip_reason(self, ctx: Ctx) -> str | None:
+        if not any(ctx.has_rows(t) for t in ("captions", "utterances", "onscreen")):
+            return "no captions, utterances or on-screen text to read scenes from"
+        return None
+
+    def run(self, ctx: Ctx) -> Outcome:
+        p = self.params(ctx)
+        segments = None
+        if p["from"] == "segments":
+            segments = [(s.start, s.end) for s in sorted(ctx.rows("segments"), key=lambda s: s.seg_idx)]
+        scenes = build_scenes(memory_lines(ctx), segments, central_k=p["central_k"], min_s=p["min_s"],
+                              max_s=p["max_s"], pause_s=p["pause_s"])
+        ctx.write([SceneRow(film_id=ctx.film_id, scene_idx=s.idx, start=round(s.start, 3), end=round(s.end, 3),
+                            summary=s.summary, characters=s.names[:12], lines=[ln.ref for ln in s.central],
+                            n_lines=len(s.lines)) for s in scenes])
+        how = "shot-grouped segments" if segments is not None else "pauses in the dialogue"
+        return Outcome(note=f"{len(scenes)} scenes from {how}")
+
+
+
+def stored_scenes(ctx: Ctx, lines: list[TextLine]) -> list[Scene]:
+    """The scenes stage's scenes with their lines put back in them."""
+    rows = sorted(ctx.rows("scenes"), key=lambda s: s.scene_idx)
+    owned = assign_to_spans(lines, [(r.start, r.end) for r in rows])
+    by_ref = {ln.ref: ln for ln in lines}
+    return [Scene(r.scene_idx, r.start, r.end, own, list(r.characters), [by_ref[x] for x in r.lines if x in by_ref],
+                  r.summary) for r, own in zip(rows, owned)]
+
+
+def rule_graph_of(ctx: Ctx) -> RuleGraph:
+    lines = memory_lines(ctx)
+    return build_graph(stored_scenes(ctx, lines), lines)
+
+
+def write_rule_graph(ctx: Ctx, graph: RuleGraph) -> str:
+    """Events (with vectors, for matching questions to them) and relations; returns the note."""
+    evs = graph.events
+    vecs, dim = embed_texts(ctx, [e.description for e in evs]) if evs else ([], None)
+    ctx.write([EventRow(film_id=ctx.film_id, event_id=e.event_id, trigger=e.trigger,
+                        args=json.dumps(e.args, sort_keys=True), description=e.description, start=round(e.start, 3),
+                        end=round(e.end, 3), seg_idx=e.scene_idx, story_order=e.story_order, source="rules",
+                        lines=e.refs, vector=v) for e, v in zip(evs, vecs)], dim)
+    ctx.write([RelationRow(film_id=ctx.film_id, src=r.src, dst=r.dst, type=r.type, confidence=r.confidence,
+                           rationale=r.rationale, source="rules", rule=r.rule, lines=r.lines)
+               for r in graph.relations])
+    kinds = ", ".join(f"{n} {t}" for t, n in graph.by_type().items()) or "none"
+    return (f"rules: {len(evs)} events, {len(graph.relations)} relations ({kinds}), {graph.flashbacks} flashback(s); "
+            "no model")

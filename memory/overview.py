@@ -1,0 +1,39 @@
+"""The film overview: every scene's summary within a token budget, for policies to read before
+they search (a table of contents, the way an agent browses a film globally first)."""
+
+from __future__ import annotations
+
+from .schema import SceneRow
+
+CHARS_PER_TOKEN = 4  # the same rough rate as backbones.base.estimate_tokens
+
+
+def _hms(t: float) -> str:
+    t = int(t)
+    return f"{t // 3600}:{t % 3600 // 60:02d}:{t % 60:02d}"
+
+
+def _short(text: str, n: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: max(1, n - 1)].rstrip() + "…"
+
+
+def overview(scenes: list[SceneRow], budget_tokens: int = 1500) -> str:
+    """One line a scene. When the summaries do not fit, each is shortened by the same amount so
+    the whole film stays covered rather than only its beginning."""
+    scenes = sorted(scenes, key=lambda s: s.scene_idx)
+    budget = budget_tokens * CHARS_PER_TOKEN
+
+    def render(limit: int) -> str:
+        return "\n".join(f"scene {s.scene_idx + 1} [{_hms(s.start)}-{_hms(s.end)}] {_short(s.summary, limit)}"
+                         for s in scenes)
+
+    text = render(100_000)
+    if len(text) <= budget or not scenes:
+        return text
+    limit = max(8, (budget - len(render(0))) // len(scenes))
+    text = render(limit)
+    while len(text) > budget and limit > 8:
+        limit -= 4
+        text = render(limit)
+    return text if len(text) <= budget else text[:budget].rsplit("\n", 1)[0]
