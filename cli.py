@@ -38,6 +38,20 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object on 
 RayOpt = Annotated[Optional[str], typer.Option("--ray", help="Run on Ray: auto, local, ray://HOST:PORT or HOST:PORT (docs/scale.md).")]
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from . import __version__
+
+        out.print(f"moviemem {__version__}", highlight=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit.")] = False) -> None:
+    """Heavy libraries (LanceDB, torch, model backends) are imported inside the commands that use them, so
+    `--help`, `--version` and the quick commands start fast."""
+
+
 def _library(path: Path | None, **overrides: Any):
     from .library import Library
 
@@ -204,6 +218,32 @@ def show(film: Annotated[str, typer.Argument(help="Film id.")], library: Library
     """Summarise one film's memory: counts, frame pools and stage provenance."""
     summary = _library(library).film(film).summary()
     _print_json(summary) if as_json else _show_human(summary)
+
+
+@app.command()
+def search(
+    film: Annotated[str, typer.Argument(help="Film id.")],
+    query: Annotated[str, typer.Argument(help="What to look for, in words.")],
+    kinds: Annotated[Optional[str], typer.Option("--kinds", help="Comma-separated: utterance, caption, onscreen, event, passage (default: all but passage).")] = None,
+    k: Annotated[int, typer.Option("--k", help="How many results (1-100).")] = 10,
+    until: Annotated[Optional[str], typer.Option(help="Only what is shown by this time (seconds or h:mm:ss).")] = None,
+    start: Annotated[Optional[str], typer.Option(help="Window start (seconds or h:mm:ss).")] = None,
+    end: Annotated[Optional[str], typer.Option(help="Window end (seconds or h:mm:ss).")] = None,
+    library: LibraryOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Search a film's memory with no model, as the MCP search tool does: timestamped evidence, best first."""
+    from .film_tools import search as search_film
+
+    times = {name: _seconds(v, f"--{name}") if v is not None else None for name, v in (("until", until), ("start", start), ("end", end))}
+    found = search_film(_library(library), film, query, k=k, kinds=kinds, **times)
+    if as_json:
+        _print_json(found)
+        return
+    t = Table("id", "kind", "time", "score", "text", box=None, pad_edge=False)
+    for e in found["evidence"]:
+        t.add_row(e["id"], e["kind"], f"{e['start']:.1f}-{e['end']:.1f} s", f"{e['score']:.4f}", " / ".join(e["text"].splitlines()))
+    out.print(t)
 
 
 @app.command()
@@ -442,6 +482,9 @@ def bench(
     backbones_: Annotated[str, typer.Option("--backbones", help="Comma-separated backbone specs.")] = "local",
     out_dir: Annotated[Optional[Path], typer.Option("--out", help="Run directory (default runs/<file name>); a rerun resumes it.")] = None,
     limit: Annotated[Optional[int], typer.Option(help="Only the first N items.")] = None,
+    sample: Annotated[Optional[int], typer.Option("--sample", help="A seeded random sample of N items (instead of the first N).")] = None,
+    stratify: Annotated[Optional[str], typer.Option("--stratify", help="With --sample: keep each category's (or film's) share: category or film.")] = None,
+    seed: Annotated[int, typer.Option("--seed", help="With --sample: the sample's seed (the same seed picks the same items).")] = 0,
     concurrency: Annotated[int, typer.Option(help="Items answered at once.")] = 1,
     max_cost: Annotated[Optional[float], typer.Option("--max-cost", help="Stop before spending more than this many USD on model calls (cache hits are free).")] = None,
     max_tokens: Annotated[Optional[int], typer.Option("--max-tokens", help="Token cap: no call starts unless the tokens spent, those calls in flight may still produce and its own max_tokens fit under it (a call's prompt tokens are counted when it returns).")] = None,
@@ -465,8 +508,16 @@ def bench(
         from .scale.cluster import parse_address
 
         parse_address(ray)  # bad input fails before anything is read
+    if sample is not None and limit is not None:
+        raise MovieMemError("--sample and --limit both choose items; give one")
+    if stratify is not None and sample is None:
+        raise MovieMemError("--stratify needs --sample N")
     lib = _library(library)
     b = load_benchmark(file, format_, library=lib)
+    if sample is not None:
+        from .eval.sample import sample as sample_items
+
+        b = sample_items(b, sample, stratify=stratify, seed=seed)
     if permute:
         from .eval.permute import rotated
 
