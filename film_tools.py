@@ -45,9 +45,10 @@ def film(lib: Library, film_id: Any) -> Film:
     if not isinstance(film_id, str):
         raise MovieMemError(f"film_id must be a string, not {type(film_id).__name__}")
     check_film_id(film_id)
-    if film_id not in lib:
-        raise MovieMemError(f"film {film_id!r} is not in the library (list_films names the films)")
-    return lib.film(film_id)
+    try:
+        return lib.film(film_id)
+    except MovieMemError:  # the one error a well-formed id meets here: no such film
+        raise MovieMemError(f"film {film_id!r} is not in the library (list_films names the films)") from None
 
 
 def seconds(value: Any, name: str, duration: float, *, low: float = 0.0) -> float:
@@ -117,20 +118,27 @@ def list_films(lib: Library) -> dict[str, Any]:
 
 
 def film_overview(lib: Library, film_id: str) -> dict[str, Any]:
-    """Duration, what the memory holds, segments (scenes) and characters when the memory names any."""
+    """Duration, what the memory holds, segments (scenes) and characters when the memory names any.
+    Counts and names are read column by column (never whole rows with their vectors)."""
+    from .retrievers.base import visible_filter
+
     f = film(lib, film_id)
-    summary = f.summary()
-    segments = f.segments()
+    counts = {}
+    for table in ("frames", "shots", "segments", "utterances", "passages", "captions", "onscreen", "events", "relations"):
+        where = visible_filter(f, table)
+        counts[table] = f.store.count(table, where) if where is not None else 0
     names: Counter[str] = Counter()
-    for c in f.captions():
-        names.update(n.strip() for n in c.characters if n.strip())
-    for u in f.utterances():
-        if u.speaker.strip():
-            names[u.speaker.strip()] += 1
+    for table, column in (("captions", "characters"), ("utterances", "speaker")):
+        where = visible_filter(f, table)
+        if where is None:
+            continue
+        for value in f.store.query(table, where, columns=[column]).column(column).to_pylist():
+            names.update(n.strip() for n in (value if isinstance(value, list) else [value]) if n and n.strip())
+    segments = f.segments()
     return {
-        "film_id": f.film_id, "title": f.info.title, "year": f.info.year, "duration_s": summary["duration_s"],
-        "has_video": f.info.has_video, "has_audio": f.info.has_audio, "counts": summary["counts"],
-        "stages": [{"stage": s["stage"], "status": s["status"]} for s in summary["stages"]],
+        "film_id": f.film_id, "title": f.info.title, "year": f.info.year, "duration_s": round(f.info.duration_s, 3),
+        "has_video": f.info.has_video, "has_audio": f.info.has_audio, "counts": counts,
+        "stages": [{"stage": s.stage, "status": s.status} for s in f.stages()],
         "segments": [{"index": s.seg_idx, "start": round(s.start, 3), "end": round(s.end, 3)}
                      for s in segments[:MAX_SEGMENTS]],
         "segments_total": len(segments),
