@@ -80,6 +80,13 @@ class Answer:
     trace: list[Step] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     error: str | None = None
+    calls: int = 0  # model calls made for this answer
+    replayed_calls: int = 0  # of which answered from the replay cache (their latency is the original call's)
+
+    @property
+    def replayed(self) -> bool:
+        """Every model call came from the replay cache: the latency shown is not this run's."""
+        return self.calls > 0 and self.replayed_calls == self.calls
 
     def to_dict(self) -> dict[str, Any]:
         """The `moviemem ask --json` object."""
@@ -91,7 +98,9 @@ class Answer:
                           "score": round(e.score, 6), "retriever": e.retriever, "id": e.id, "cited": e.cited}
                          for e in self.evidence],
             "usage": {"input_tokens": u.input_tokens, "output_tokens": u.output_tokens, "images": u.images,
-                      "latency_s": round(u.latency_s, 3), "cost_usd": u.cost_usd},
+                      "latency_s": round(u.latency_s, 3), "cost_usd": u.cost_usd, "calls": self.calls,
+                      "replayed_calls": self.replayed_calls},
+            "replayed": self.replayed,
             "trace": [s.to_dict() for s in self.trace],
         }
 
@@ -104,6 +113,8 @@ class Run:
         self.trace: list[Step] = []
         self.usage = Usage()
         self.evidence: dict[str, Evidence] = {}
+        self.calls = 0
+        self.replayed = 0  # calls answered from the replay cache
 
     def note(self, text: str, **data: Any) -> None:
         self.trace.append(Step("note", {"text": text, **data}))
@@ -125,6 +136,8 @@ class Run:
                                                         for m in messages)}))
         started = time.perf_counter()
         reply = self.backbone.chat(messages, **kw)
+        self.calls += 1
+        self.replayed += bool(getattr(reply, "cached", False))
         if not reply.usage.latency_s:
             reply.usage.latency_s = time.perf_counter() - started
         self.usage = self.usage + reply.usage
@@ -216,7 +229,8 @@ class BasePolicy:
         parsed: Parsed = self._answer(film, question, run)
         return Answer(choice=parsed.choice, text=parsed.text, confidence=parsed.confidence, invalid=parsed.invalid,
                       policy=self.name, backbone=getattr(backbone, "name", str(backbone)),
-                      evidence=list(run.evidence.values()), trace=run.trace, usage=run.usage, error=parsed.error)
+                      evidence=list(run.evidence.values()), trace=run.trace, usage=run.usage, error=parsed.error,
+                      calls=run.calls, replayed_calls=run.replayed)
 
     def _answer(self, film: FilmMemory, question: Question, run: Run) -> Any:
         raise NotImplementedError

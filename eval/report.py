@@ -496,7 +496,7 @@ def write_inspector(run_dir: str | Path) -> Path:
                 queries.append({"key": key, "choice": a.get("choice"), "confidence": a.get("confidence"),
                                 "text": a.get("text") or "", "error": a.get("error"), "evidence": ev, "trace": trace,
                                 "usage": f"{u.get('input_tokens', 0)} input / {u.get('output_tokens', 0)} output tokens, "
-                                         f"{u.get('images', 0)} images, {u.get('latency_s') or 0:.2f} s, "
+                                         f"{u.get('images', 0)} images, {u.get('latency_s') or 0:.2f} s{_replay_note(a)}, "
                                          f"cost {_money(u.get('cost_usd'))}"})
             answers.append({"policy": c[0], "backbone": c[1], "css": css, "verdict": verdict,
                             "reason": r.get("reason"), "queries": queries})
@@ -506,3 +506,12 @@ def write_inspector(run_dir: str | Path) -> Path:
     (root / "index.html").write_text(env.get_template("index").render(
         title=title, fmt=manifest["format"], items=items, configs=configs, rows=rows), encoding="utf-8")
     return root / "index.html"
+
+
+def _replay_note(record: dict[str, Any]) -> str:
+    """Marks a latency that is not this run's: the calls were answered from the replay cache."""
+    calls, replayed = record.get("calls") or 0, record.get("replayed_calls") or 0
+    if not calls or not replayed:
+        return ""
+    return " (replayed from the cache: the original calls' latency)" if replayed == calls else \
+        f" ({replayed} of {calls} calls replayed from the cache)"
