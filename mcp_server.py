@@ -25,7 +25,7 @@ from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
 from mcp.server.mcpserver.utilities.types import Image
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import TextContent, ToolAnnotations
@@ -62,6 +62,31 @@ def _tool(fn: Callable[..., Any]) -> Callable[..., Any]:
             raise ToolError(str(exc)) from None
 
     return run
+
+
+def _resource(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """A library error while reading a resource: not found for an unknown film, else a resource error."""
+
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except MovieMemError as exc:
+            raise (ResourceNotFoundError if "not in the library" in str(exc) else ResourceError)(str(exc)) from None
+
+    return run
+
+
+PROMPTS = {
+    "mcq": "Answer this multiple-choice question about the film {film_id} using the moviemem tools (search, "
+           "read_range, frames, graph). Cite the evidence ids you relied on, then give the letter of the answer.\n\n"
+           "{question}\n{options}",
+    "claim": "Decide whether this claim about the film {film_id} is TRUE or FALSE using the moviemem tools (search, "
+             "read_range, frames, graph). Cite the evidence ids you relied on, then answer TRUE or FALSE.\n\n"
+             "Claim: {question}",
+    "open": "Answer this question about the film {film_id} in one or two sentences using the moviemem tools "
+            "(search, read_range, frames, graph), citing the evidence ids you relied on.\n\n{question}",
+}
 
 
 Seconds = Annotated[float, Field(description="Seconds on the film's clock.")]
@@ -146,6 +171,33 @@ def build_server(lib: Library, *, backbones: Sequence[str] = (), allow_ingest: b
         """Queries on the film's narrative event graph: causes, effects, causal chains,
         flashbacks, story order."""
         return film_tools.graph(lib, film_id, op, event=event, target=target, hops=hops, until=until)
+
+    @mcp.resource("moviemem://films", mime_type="application/json", description="The films in the library.")
+    @_resource
+    def films_resource() -> str:
+        return json.dumps(film_tools.list_films(lib))
+
+    @mcp.resource("moviemem://films/{film_id}", mime_type="application/json",
+                  description="A film's overview: duration, counts, segments, characters.")
+    @_resource
+    def film_resource(film_id: str) -> str:
+        return json.dumps(film_tools.film_overview(lib, film_id))
+
+    @mcp.prompt(description="A multiple-choice question about a film (the mcq benchmark format), answered with the tools.")
+    def mcq(film_id: str, question: str, options: str) -> str:
+        """`options`: one per line, or separated by '|'."""
+        opts = [o.strip() for o in options.replace("|", "\n").splitlines() if o.strip()]
+        letters = "ABCDEFGHIJ"
+        return PROMPTS["mcq"].format(film_id=film_id, question=question,
+                                     options="\n".join(f"{letters[i]}. {o}" for i, o in enumerate(opts[:len(letters)])))
+
+    @mcp.prompt(description="A TRUE/FALSE claim about a film (the claims benchmark format), checked with the tools.")
+    def claim(film_id: str, claim: str) -> str:
+        return PROMPTS["claim"].format(film_id=film_id, question=claim)
+
+    @mcp.prompt(description="An open question about a film, answered in a sentence or two with the tools.")
+    def open_question(film_id: str, question: str) -> str:
+        return PROMPTS["open"].format(film_id=film_id, question=question)
 
     if allowed_backbones:
         @mcp.tool(annotations=ToolAnnotations(read_only_hint=True, open_world_hint=True))

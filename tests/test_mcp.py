@@ -201,3 +201,26 @@ def test_cli_refuses_a_missing_library(cli, lib: Library, tmp_path: Path) -> Non
     assert res.code == 2 and "no library at" in res.err
     res = cli("mcp", "--library", lib.path, "--ingest-dir", str(tmp_path), library=False)
     assert res.code == 2 and "--ingest-dir needs --allow-ingest" in res.err
+
+
+def test_resources_and_prompts(lib: Library) -> None:
+    srv = build_server(lib)
+
+    async def go():
+        async with Client(srv) as client:
+            films = await client.read_resource("moviemem://films")
+            one = await client.read_resource("moviemem://films/clip")
+            prompt = await client.get_prompt("mcq", {"film_id": "clip", "question": "Who rows?", "options": "Anna|Bob"})
+            try:
+                await client.read_resource("moviemem://films/nope")
+                missing = None
+            except Exception as exc:  # noqa: BLE001 - the SDK raises its protocol error here
+                missing = str(exc)
+            return films, one, prompt, missing
+
+    films, one, prompt, missing = anyio.run(go)
+    assert [f["film_id"] for f in json.loads(films.contents[0].text)["films"]] == ["clip", "talk"]
+    assert json.loads(one.contents[0].text)["counts"]["events"] == 3
+    text = prompt.messages[0].content.text
+    assert "A. Anna\nB. Bob" in text and "film clip" in text
+    assert missing is not None and "'nope' is not in the library" in missing
