@@ -343,7 +343,7 @@ table{border-collapse:collapse;margin:.5rem 0}td,th{border:1px solid #ccc;paddin
 .ok{color:#070}.bad{color:#b00}.inv{color:#a60}.muted{color:#777}
 pre{white-space:pre-wrap;background:#f6f6f6;padding:.4rem;margin:0}
 img.thumb{width:""" + str(THUMB_WIDTH) + """px;display:block}
-details{margin:.3rem 0}section.answer{border-top:2px solid #ddd;margin-top:1rem;padding-top:.5rem}
+details{margin:.3rem 0}svg.timeline{width:100%;height:36px;display:block;margin:.4rem 0 0}section.answer{border-top:2px solid #ddd;margin-top:1rem;padding-top:.5rem}
 </style></head><body>{% block body %}{% endblock %}</body></html>
 """
 
@@ -369,6 +369,13 @@ _ITEM = """{% extends "base" %}{% block body %}
 <p><b>Choice:</b> {{ q.choice if q.choice is not none else "—" }}{% if q.confidence is not none %}, confidence {{ q.confidence }}{% endif %}</p>
 <p><b>Answer:</b> {{ q.text }}</p>{% if q.error %}<p class="inv">{{ q.error }}</p>{% endif %}
 <p class="muted">{{ q.usage }}</p>
+{% set t = q.timeline %}<svg class="timeline" viewBox="0 0 1000 36" preserveAspectRatio="none" role="img"
+ aria-label="evidence on the film's timeline"><rect x="0" y="15" width="1000" height="6" fill="#ddd"/>
+{% for g in t.gold %}<rect class="gold" x="{{ g.x }}" y="9" width="{{ g.w }}" height="18" fill="#2a2" fill-opacity="0.35"><title>{{ g.label }}</title></rect>{% endfor %}
+{% for m in t.marks %}<rect class="{{ 'cited' if m.cited else 'shown' }}" x="{{ m.x }}" y="{{ 1 if m.cited else 7 }}" width="{{ m.w }}" height="{{ 34 if m.cited else 22 }}" fill="{{ '#c22' if m.cited else '#36c' }}" fill-opacity="{{ 1 if m.cited else 0.6 }}"><title>{{ m.label }}</title></rect>{% endfor %}
+</svg>
+<p class="muted">Film timeline 0:00:00–{{ hms(t.duration) }}{% if not t.known %} (film length unknown: the bar ends at the last span){% endif %}:
+<span style="color:#36c">■</span> evidence shown, <span style="color:#c22">■</span> cited, <span style="color:#2a2">■</span> gold.</p>
 <h4>Evidence ({{ q.evidence|length }})</h4>
 {% if q.evidence %}<table><tr><th>kind</th><th>time</th><th>text</th><th>frame</th><th>score</th><th>retriever</th><th>gold / cited</th></tr>
 {% for e in q.evidence %}<tr><td>{{ e.kind }}</td><td>{{ e.time }}</td><td>{{ e.text }}</td>
@@ -462,6 +469,9 @@ def write_inspector(run_dir: str | Path) -> Path:
         for r in recs:
             by_item[r["item_id"]][key] = r
     title = f"moviemem inspector: {Path(manifest.get('benchmark') or run_dir).name}"
+    from .timeline import film_durations, timeline
+
+    durations = film_durations(manifest.get("library"), {it.film_id for it in items})
     rows = []
     item_tpl = env.get_template("item")
     for n, it in enumerate(items, 1):
@@ -493,7 +503,8 @@ def write_inspector(run_dir: str | Path) -> Path:
                 trace = [{"kind": s.get("kind", "?"), "body": json.dumps({k: v for k, v in s.items() if k != "kind"},
                                                                          ensure_ascii=False, indent=1)}
                          for s in a.get("trace") or []]
-                queries.append({"key": key, "choice": a.get("choice"), "confidence": a.get("confidence"),
+                queries.append({"timeline": timeline(durations.get(it.film_id), a.get("evidence") or [], gold),
+                                "key": key, "choice": a.get("choice"), "confidence": a.get("confidence"),
                                 "text": a.get("text") or "", "error": a.get("error"), "evidence": ev, "trace": trace,
                                 "usage": f"{u.get('input_tokens', 0)} input / {u.get('output_tokens', 0)} output tokens, "
                                          f"{u.get('images', 0)} images, {u.get('latency_s') or 0:.2f} s{_replay_note(a)}, "
@@ -502,7 +513,7 @@ def write_inspector(run_dir: str | Path) -> Path:
                             "reason": r.get("reason"), "queries": queries})
         (root / "items" / page).write_text(
             item_tpl.render(title=it.id, item=it, category=item_category(it), fields=fields, options=options,
-                            answers=answers), encoding="utf-8")
+                            answers=answers, hms=_hms), encoding="utf-8")
     (root / "index.html").write_text(env.get_template("index").render(
         title=title, fmt=manifest["format"], items=items, configs=configs, rows=rows), encoding="utf-8")
     return root / "index.html"

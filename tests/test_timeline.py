@@ -1,0 +1,79 @@
+"""The inspector's film timeline bar: evidence shown, cited and gold spans placed on the film."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from moviemem import Library
+from moviemem.agents.base import Answer
+from moviemem.backbones import ScriptedBackbone, user
+from moviemem.eval.formats import Benchmark, validate_rows
+from moviemem.eval.report import write_inspector
+from moviemem.eval.runner import run_bench
+from moviemem.eval.timeline import timeline
+from moviemem.retrievers.base import Evidence
+
+
+def test_marks_are_placed_on_the_film() -> None:
+    ev = [{"kind": "utterance", "id": "utterance:3", "start": 10, "end": 20, "cited": True},
+          {"kind": "frame", "id": "frame:9", "start": 50, "end": 50},
+          {"kind": "caption", "start": "bad", "end": 3}]
+    t = timeline(100.0, ev, [(40.0, 60.0)])
+    assert t["known"] and t["duration"] == 100.0
+    assert [(m["x"], m["w"], m["cited"]) for m in t["marks"]] == [(500.0, 2.0, False), (100.0, 100.0, True)]
+    assert t["marks"][1]["label"] == "utterance utterance:3 10.0-20.0 s (cited)"
+    assert [(g["x"], g["w"]) for g in t["gold"]] == [(400.0, 200.0)]
+    unknown = timeline(None, ev, [(40.0, 80.0)])  # no film length: the bar ends at the last span
+    assert not unknown["known"] and unknown["duration"] == 80.0 and unknown["gold"][0]["x"] == 500.0
+    late = timeline(30.0, [{"kind": "event", "start": 29.5, "end": 45}], [])
+    assert late["marks"][0]["x"] + late["marks"][0]["w"] <= 1000.0
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path) -> Path:
+    srt = tmp_path / "f.srt"
+    srt.write_text("1\n00:00:05,000 --> 00:00:07,000\nHello <b>there</b>.\n")
+    lib = Library(tmp_path / "lib")
+    lib.ingest_text(srt, film_id="f0", duration_s=200.0)
+    rows = [(1, {"id": "q0", "film_id": "f0", "question": "Where is the key?", "options": ["Attic", "Cellar"],
+                 "answer": "A", "evidence": [[100.0, 120.0]]})]
+    bench = Benchmark("mcq", validate_rows(rows, "mcq", "t.jsonl"), "t.jsonl", "jsonl")
+
+    def answer(film_id, query, policy, backbone):
+        reply = backbone.chat([user(query.question)], max_tokens=4)
+        ev = [Evidence("utterance", film_id, 50.0, 70.0, "<i>the key</i>", id="utterance:1", cited=True),
+              Evidence("caption", film_id, 150.0, 160.0, "an attic", id="caption:4")]
+        return Answer(choice="A", text="Attic", confidence=0.9, invalid=False, policy=policy, backbone=backbone.name,
+                      evidence=ev, usage=reply.usage)
+
+    run = tmp_path / "run"
+    run_bench(bench, ["good"], [ScriptedBackbone(["x"], cycle=True)], run, answerer=answer, library=lib)
+    return run
+
+
+def test_inspector_item_page_draws_the_timeline(run_dir: Path, tmp_path: Path) -> None:
+    page = (write_inspector(run_dir).parent / "items" / "1.html").read_text()
+    svg = page.split('<svg class="timeline"', 1)[1].split("</svg>", 1)[0]
+    rects = re.findall(r'<rect class="(\w+)" x="([\d.]+)" y="\d+" width="([\d.]+)"', svg)
+    # film of 200 s: gold 100-120 s, shown caption 150-160 s, cited utterance 50-70 s (drawn last)
+    assert rects == [("gold", "500.0", "100.0"), ("shown", "750.0", "50.0"), ("cited", "250.0", "100.0")]
+    assert "0:03:20.0" in page and "film length unknown" not in page
+    assert "<i>" not in page  # evidence text stays text
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("headless Chromium is not installed (apt-get install chromium)")
+    shot = tmp_path / "item.png"
+    url = (run_dir / "inspector" / "items" / "1.html").resolve().as_uri()
+    subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                    f"--screenshot={shot}", "--window-size=1000,700", url], capture_output=True, timeout=90)
+    from PIL import Image
+
+    with Image.open(shot) as im:
+        px = im.convert("RGB")
+        reds = sum(1 for x in range(im.width) for y in range(0, im.height, 4) if px.getpixel((x, y)) == (204, 34, 34))
+    assert reds > 20  # the cited mark is drawn
