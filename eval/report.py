@@ -379,7 +379,7 @@ _ITEM = """{% extends "base" %}{% block body %}
 <h4>Evidence ({{ q.evidence|length }})</h4>
 {% if q.evidence %}<table><tr><th>kind</th><th>time</th><th>text</th><th>frame</th><th>score</th><th>retriever</th><th>gold / cited</th></tr>
 {% for e in q.evidence %}<tr><td>{{ e.kind }}</td><td>{{ e.time }}</td><td>{{ e.text }}</td>
-<td>{% if e.thumb %}<img class="thumb" src="../thumbs/{{ e.thumb }}" alt="frame at {{ e.time }}">{% elif e.frame %}<span class="muted">{{ e.frame }} (missing)</span>{% endif %}</td>
+<td>{% if e.thumb %}<img class="thumb" src="../thumbs/{{ e.thumb }}" alt="frame at {{ e.thumb_t or e.time }}">{% if e.thumb_t %}<span class="muted">nearest still, {{ e.thumb_t }}</span>{% endif %}{% elif e.frame %}<span class="muted">{{ e.frame }} (missing)</span>{% endif %}</td>
 <td>{{ e.score }}</td><td>{{ e.retriever }}</td><td>{{ "gold" if e.gold else "" }}{{ " cited" if e.cited else "" }}</td></tr>{% endfor %}</table>{% else %}<p class="muted">none</p>{% endif %}
 <details><summary>Trace ({{ q.trace|length }} steps)</summary>
 {% for s in q.trace %}<p><b>{{ loop.index }}. {{ s.kind }}</b></p><pre>{{ s.body }}</pre>{% endfor %}
@@ -428,6 +428,21 @@ def _thumb(frame: str | None, library: str | None, out_dir: Path) -> str | None:
     return name
 
 
+def _still(e: dict[str, Any], film: Any, library: str | None, out_dir: Path) -> dict[str, Any]:
+    """The evidence's own frame, else (text evidence) the film's stored strip frame nearest to its
+    middle: {"thumb": file name or None, "thumb_t": that frame's time when it is the nearest one}."""
+    if e.get("frame"):
+        return {"thumb": _thumb(e.get("frame"), library, out_dir), "thumb_t": None}
+    try:
+        mid = (float(e["start"]) + float(e["end"])) / 2
+    except (KeyError, TypeError, ValueError):
+        return {"thumb": None, "thumb_t": None}
+    near = film.nearest_frame(mid) if film is not None else None
+    if near is None:
+        return {"thumb": None, "thumb_t": None}
+    return {"thumb": _thumb(near[0], library, out_dir), "thumb_t": _hms(near[1])}
+
+
 def _mark(rec: dict[str, Any] | None) -> tuple[str, str]:
     if rec is None:
         return "", "muted"
@@ -469,9 +484,9 @@ def write_inspector(run_dir: str | Path) -> Path:
         for r in recs:
             by_item[r["item_id"]][key] = r
     title = f"moviemem inspector: {Path(manifest.get('benchmark') or run_dir).name}"
-    from .timeline import film_durations, timeline
+    from .timeline import film_facts, timeline
 
-    durations = film_durations(manifest.get("library"), {it.film_id for it in items})
+    facts = film_facts(manifest.get("library"), {it.film_id for it in items})
     rows = []
     item_tpl = env.get_template("item")
     for n, it in enumerate(items, 1):
@@ -495,7 +510,7 @@ def write_inspector(run_dir: str | Path) -> Path:
                 u = a.get("usage") or {}
                 ev = [{"kind": e.get("kind"), "time": f"{_hms(e.get('start'))}–{_hms(e.get('end'))}",
                        "text": e.get("text") or "", "frame": e.get("frame"),
-                       "thumb": _thumb(e.get("frame"), manifest.get("library"), root / "thumbs"),
+                       **_still(e, facts.get(it.film_id), manifest.get("library"), root / "thumbs"),
                        "score": f"{e['score']:.3f}" if isinstance(e.get("score"), (int, float)) else "",
                        "retriever": e.get("retriever") or "", "cited": bool(e.get("cited")),
                        "gold": any(evidence.overlaps((e["start"], e["end"]), (g[0], g[1])) for g in gold)}
@@ -503,7 +518,8 @@ def write_inspector(run_dir: str | Path) -> Path:
                 trace = [{"kind": s.get("kind", "?"), "body": json.dumps({k: v for k, v in s.items() if k != "kind"},
                                                                          ensure_ascii=False, indent=1)}
                          for s in a.get("trace") or []]
-                queries.append({"timeline": timeline(durations.get(it.film_id), a.get("evidence") or [], gold),
+                film = facts.get(it.film_id)
+                queries.append({"timeline": timeline(film.duration if film else None, a.get("evidence") or [], gold),
                                 "key": key, "choice": a.get("choice"), "confidence": a.get("confidence"),
                                 "text": a.get("text") or "", "error": a.get("error"), "evidence": ev, "trace": trace,
                                 "usage": f"{u.get('input_tokens', 0)} input / {u.get('output_tokens', 0)} output tokens, "

@@ -7,25 +7,50 @@ item template, so the page needs no script and opens from disk.
 
 from __future__ import annotations
 
+import bisect
 import math
+from dataclasses import dataclass, field
 from typing import Any
 
 MIN_WIDTH = 2.0  # per mille: a point (a frame, a one-second line) stays visible
 
 
-def film_durations(library: str | None, film_ids: set[str]) -> dict[str, float]:
-    """Each film's length from the run's library (two queries however many films); films the
-    library does not hold (or a run without a library) are left out."""
+@dataclass
+class FilmFacts:
+    """What the inspector needs of one film: its length and its stored strip frames (time order)."""
+
+    duration: float
+    strip_t: list[float] = field(default_factory=list)
+    strip_paths: list[str] = field(default_factory=list)
+
+    def nearest_frame(self, t: float) -> tuple[str, float] | None:
+        """The stored strip frame nearest to time t (path, its time), for evidence of any kind."""
+        if not self.strip_t:
+            return None
+        i = bisect.bisect_left(self.strip_t, t)
+        best = min((j for j in (i - 1, i) if 0 <= j < len(self.strip_t)), key=lambda j: abs(self.strip_t[j] - t))
+        return self.strip_paths[best], self.strip_t[best]
+
+
+def film_facts(library: str | None, film_ids: set[str]) -> dict[str, FilmFacts]:
+    """Length and strip frames of each film from the run's library (films it does not hold, or
+    a run without a library, are left out: their bars end at the last span, without stills)."""
     if not library or not film_ids:
         return {}
     from pathlib import Path
 
     from ..memory.store import MemoryStore
+    from ..memory.view import FilmMemory
 
     if "://" not in library and not Path(library).is_dir():
         return {}  # MemoryStore would create it
     store = MemoryStore(library)
-    return {f.film_id: f.duration_s for f in store.film_rows() if f.film_id in film_ids and f.duration_s > 0}
+    out = {}
+    for f in store.film_rows():
+        if f.film_id in film_ids and f.duration_s > 0:
+            strip = [r for r in FilmMemory(store, f.film_id).frames(strip=True) if r.image]
+            out[f.film_id] = FilmFacts(f.duration_s, [r.t for r in strip], [r.image for r in strip])
+    return out
 
 
 def _span(start: Any, end: Any) -> tuple[float, float] | None:

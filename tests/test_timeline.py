@@ -15,7 +15,7 @@ from moviemem.backbones import ScriptedBackbone, user
 from moviemem.eval.formats import Benchmark, validate_rows
 from moviemem.eval.report import write_inspector
 from moviemem.eval.runner import run_bench
-from moviemem.eval.timeline import timeline
+from moviemem.eval.timeline import FilmFacts, timeline
 from moviemem.retrievers.base import Evidence
 
 
@@ -77,3 +77,32 @@ def test_inspector_item_page_draws_the_timeline(run_dir: Path, tmp_path: Path) -
         px = im.convert("RGB")
         reds = sum(1 for x in range(im.width) for y in range(0, im.height, 4) if px.getpixel((x, y)) == (204, 34, 34))
     assert reds > 20  # the cited mark is drawn
+
+
+def test_nearest_strip_frame() -> None:
+    f = FilmFacts(10.0, [0.0, 2.0, 4.0], ["a.jpg", "b.jpg", "c.jpg"])
+    assert f.nearest_frame(3.2) == ("c.jpg", 4.0) and f.nearest_frame(-5) == ("a.jpg", 0.0)
+    assert f.nearest_frame(99) == ("c.jpg", 4.0) and FilmFacts(10.0).nearest_frame(1.0) is None
+
+
+def test_text_evidence_gets_the_nearest_stored_still(tmp_path: Path) -> None:
+    from conftest import make_video
+
+    lib = Library(tmp_path / "lib")
+    lib.ingest(make_video(tmp_path / "clip.mp4"), film_id="clip", stages=["frames"])
+    rows = [(1, {"id": "q0", "film_id": "clip", "question": "What is shown?", "options": ["A test card", "A cat"],
+                 "answer": "A"})]
+    bench = Benchmark("mcq", validate_rows(rows, "mcq", "t.jsonl"), "t.jsonl", "jsonl")
+
+    def answer(film_id, query, policy, backbone):
+        reply = backbone.chat([user(query.question)], max_tokens=4)
+        return Answer(choice="A", text="A test card", confidence=0.9, invalid=False, policy=policy,
+                      backbone=backbone.name, usage=reply.usage,
+                      evidence=[Evidence("utterance", film_id, 3.0, 3.4, "Look at this.", id="utterance:0")])
+
+    run_bench(bench, ["p"], [ScriptedBackbone(["x"], cycle=True)], tmp_path / "run", answerer=answer, library=lib)
+    index = write_inspector(tmp_path / "run")
+    page = (index.parent / "items" / "1.html").read_text()
+    assert "nearest still, 0:00:04.0" in page  # strip frames every 2 s: 4.0 s is nearest to 3.2 s
+    thumbs = list((index.parent / "thumbs").glob("*.jpg"))
+    assert len(thumbs) == 1 and f'src="../thumbs/{thumbs[0].name}"' in page
