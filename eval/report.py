@@ -343,7 +343,7 @@ table{border-collapse:collapse;margin:.5rem 0}td,th{border:1px solid #ccc;paddin
 .ok{color:#070}.bad{color:#b00}.inv{color:#a60}.muted{color:#777}
 pre{white-space:pre-wrap;background:#f6f6f6;padding:.4rem;margin:0}
 img.thumb{width:""" + str(THUMB_WIDTH) + """px;display:block}
-details{margin:.3rem 0}svg.timeline{width:100%;height:36px;display:block;margin:.4rem 0 0}section.answer{border-top:2px solid #ddd;margin-top:1rem;padding-top:.5rem}
+details{margin:.3rem 0}svg.timeline{width:100%;height:36px;display:block;margin:.4rem 0 0}table.lanes{width:100%}table.lanes svg.timeline{margin:0;height:24px}section.answer{border-top:2px solid #ddd;margin-top:1rem;padding-top:.5rem}
 </style></head><body>{% block body %}{% endblock %}</body></html>
 """
 
@@ -355,12 +355,20 @@ _INDEX = """{% extends "base" %}{% block body %}
 {% for m in row.marks %}<td class="{{ m[1] }}">{{ m[0] }}</td>{% endfor %}</tr>{% endfor %}
 </table>{% endblock %}"""
 
-_ITEM = """{% extends "base" %}{% block body %}
+_ITEM = """{% extends "base" %}{% macro bar(t) %}<svg class="timeline" viewBox="0 0 1000 36" preserveAspectRatio="none" role="img"
+ aria-label="evidence on the film's timeline"><rect x="0" y="15" width="1000" height="6" fill="#ddd"/>
+{% for g in t.gold %}<rect class="gold" x="{{ g.x }}" y="9" width="{{ g.w }}" height="18" fill="#2a2" fill-opacity="0.35"><title>{{ g.label }}</title></rect>{% endfor %}
+{% for m in t.marks %}<rect class="{{ 'cited' if m.cited else 'shown' }}" x="{{ m.x }}" y="{{ 1 if m.cited else 7 }}" width="{{ m.w }}" height="{{ 34 if m.cited else 22 }}" fill="{{ '#c22' if m.cited else '#36c' }}" fill-opacity="{{ 1 if m.cited else 0.6 }}"><title>{{ m.label }}</title></rect>{% endfor %}
+</svg>{% endmacro %}{% block body %}
 <p><a href="../index.html">← all items</a></p>
 <h1>{{ item.id }}</h1>
 <p>Film <code>{{ item.film_id }}</code>{% if category %}, category {{ category }}{% endif %}</p>
 {% for label, text in fields %}<p><b>{{ label }}:</b> {{ text }}</p>{% endfor %}
 {% if options %}<ol type="A">{% for o in options %}<li{% if o.gold %} class="ok"{% endif %}>{{ o.text }}{% if o.gold %} (right answer){% endif %}</li>{% endfor %}</ol>{% endif %}
+{% if lanes|length > 1 %}<h2>Side by side</h2>
+<table class="lanes"><tr><th>policy / backbone</th><th>verdict</th><th style="width:55%">evidence on the film (<span style="color:#36c">■</span> shown, <span style="color:#c22">■</span> cited, <span style="color:#2a2">■</span> gold)</th><th>tokens, latency, cost</th></tr>
+{% for l in lanes %}<tr><td>{{ l.label }}</td><td class="{{ l.css }}">{{ l.verdict }}</td><td>{{ bar(l.timeline) }}</td><td class="muted">{{ l.usage }}</td></tr>{% endfor %}
+</table>{% endif %}
 {% for a in answers %}<section class="answer">
 <h2>{{ a.policy }} <span class="muted">/ {{ a.backbone }}</span> — <span class="{{ a.css }}">{{ a.verdict }}</span></h2>
 {% if a.reason %}<p class="inv">Invalid: {{ a.reason }}</p>{% endif %}
@@ -369,11 +377,7 @@ _ITEM = """{% extends "base" %}{% block body %}
 <p><b>Choice:</b> {{ q.choice if q.choice is not none else "—" }}{% if q.confidence is not none %}, confidence {{ q.confidence }}{% endif %}</p>
 <p><b>Answer:</b> {{ q.text }}</p>{% if q.error %}<p class="inv">{{ q.error }}</p>{% endif %}
 <p class="muted">{{ q.usage }}</p>
-{% set t = q.timeline %}<svg class="timeline" viewBox="0 0 1000 36" preserveAspectRatio="none" role="img"
- aria-label="evidence on the film's timeline"><rect x="0" y="15" width="1000" height="6" fill="#ddd"/>
-{% for g in t.gold %}<rect class="gold" x="{{ g.x }}" y="9" width="{{ g.w }}" height="18" fill="#2a2" fill-opacity="0.35"><title>{{ g.label }}</title></rect>{% endfor %}
-{% for m in t.marks %}<rect class="{{ 'cited' if m.cited else 'shown' }}" x="{{ m.x }}" y="{{ 1 if m.cited else 7 }}" width="{{ m.w }}" height="{{ 34 if m.cited else 22 }}" fill="{{ '#c22' if m.cited else '#36c' }}" fill-opacity="{{ 1 if m.cited else 0.6 }}"><title>{{ m.label }}</title></rect>{% endfor %}
-</svg>
+{% set t = q.timeline %}{{ bar(t) }}
 <p class="muted">Film timeline 0:00:00–{{ hms(t.duration) }}{% if not t.known %} (film length unknown: the bar ends at the last span){% endif %}:
 <span style="color:#36c">■</span> evidence shown, <span style="color:#c22">■</span> cited, <span style="color:#2a2">■</span> gold.</p>
 <h4>Evidence ({{ q.evidence|length }})</h4>
@@ -527,9 +531,12 @@ def write_inspector(run_dir: str | Path) -> Path:
                                          f"cost {_money(u.get('cost_usd'))}"})
             answers.append({"policy": c[0], "backbone": c[1], "css": css, "verdict": verdict,
                             "reason": r.get("reason"), "queries": queries})
+        lanes = [{"label": f"{a['policy']} / {a['backbone']}" + (f" ({q['key']})" if len(a["queries"]) > 1 else ""),
+                  "css": a["css"], "verdict": a["verdict"], "timeline": q["timeline"], "usage": q["usage"]}
+                 for a in answers for q in a["queries"]]
         (root / "items" / page).write_text(
             item_tpl.render(title=it.id, item=it, category=item_category(it), fields=fields, options=options,
-                            answers=answers, hms=_hms), encoding="utf-8")
+                            answers=answers, lanes=lanes, hms=_hms), encoding="utf-8")
     (root / "index.html").write_text(env.get_template("index").render(
         title=title, fmt=manifest["format"], items=items, configs=configs, rows=rows), encoding="utf-8")
     return root / "index.html"

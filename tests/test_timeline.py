@@ -52,13 +52,16 @@ def run_dir(tmp_path: Path) -> Path:
                       evidence=ev, usage=reply.usage)
 
     run = tmp_path / "run"
-    run_bench(bench, ["good"], [ScriptedBackbone(["x"], cycle=True)], run, answerer=answer, library=lib)
+    run_bench(bench, ["good", "weak"], [ScriptedBackbone(["x"], cycle=True)], run, answerer=answer, library=lib)
     return run
 
 
 def test_inspector_item_page_draws_the_timeline(run_dir: Path, tmp_path: Path) -> None:
     page = (write_inspector(run_dir).parent / "items" / "1.html").read_text()
-    svg = page.split('<svg class="timeline"', 1)[1].split("</svg>", 1)[0]
+    side = page.split("<h2>Side by side</h2>", 1)[1].split("</table>", 1)[0]  # one lane per policy / backbone
+    assert side.count('<svg class="timeline"') == 2 and "good / scripted" in side and "weak / scripted" in side
+    assert "input / 1 output tokens" in side
+    svg = page.split("</table>", 1)[1].split('<svg class="timeline"', 1)[1].split("</svg>", 1)[0]
     rects = re.findall(r'<rect class="(\w+)" x="([\d.]+)" y="\d+" width="([\d.]+)"', svg)
     # film of 200 s: gold 100-120 s, shown caption 150-160 s, cited utterance 50-70 s (drawn last)
     assert rects == [("gold", "500.0", "100.0"), ("shown", "750.0", "50.0"), ("cited", "250.0", "100.0")]
