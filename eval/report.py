@@ -349,11 +349,62 @@ details{margin:.3rem 0}svg.timeline{width:100%;height:36px;display:block;margin:
 
 _INDEX = """{% extends "base" %}{% block body %}
 <h1>{{ title }}</h1>
-<p>Format <code>{{ fmt }}</code>, {{ items|length }} items. ✔ right, ✘ wrong, ! invalid, · not scored.</p>
-<table><tr><th>#</th><th>item</th><th>film</th><th>category</th>{% for c in configs %}<th>{{ c[0] }}<br><span class="muted">{{ c[1] }}</span></th>{% endfor %}</tr>
-{% for row in rows %}<tr><td>{{ loop.index }}</td><td><a href="items/{{ row.page }}">{{ row.id }}</a></td><td>{{ row.film }}</td><td>{{ row.category or "" }}</td>
-{% for m in row.marks %}<td class="{{ m[1] }}">{{ m[0] }}</td>{% endfor %}</tr>{% endfor %}
-</table>{% endblock %}"""
+<p>Format <code>{{ fmt }}</code>, {{ items|length }} items. ✔ right, ✘ wrong, ! invalid, · not scored; with gold
+evidence, the outcome: found (right, gold shown), lucky (right, gold never shown), misread (wrong, gold shown),
+not found (wrong, gold never shown).</p>
+{% if categories %}<h2>Accuracy by category</h2>
+<table><tr><th>category</th>{% for c in configs %}<th>{{ c[0] }}<br><span class="muted">{{ c[1] }}</span></th>{% endfor %}</tr>
+{% for r in categories %}<tr><td>{{ r.category }}</td>{% for cell in r.cells %}<td>{{ cell }}</td>{% endfor %}</tr>{% endfor %}
+</table><p class="muted">Accuracy % (95% Wilson interval), n items; invalid answers count as wrong.</p>{% endif %}
+<h2>Items</h2>
+<form id="filters" class="muted">Show
+<select id="f-config" aria-label="configuration"><option value="">any configuration</option>{% for c in configs %}<option value="{{ loop.index0 }}">{{ c[0] }} / {{ c[1] }}</option>{% endfor %}</select>
+<select id="f-verdict" aria-label="verdict"><option value="">any verdict</option><option value="ok">right</option><option value="bad">wrong</option><option value="inv">invalid</option>{% for o in outcomes %}<option value="o:{{ o }}">{{ o }}</option>{% endfor %}</select>
+<select id="f-category" aria-label="category"><option value="">any category</option>{% for r in categories if r.category != "all items" %}<option>{{ r.category }}</option>{% endfor %}</select>
+<span id="f-count"></span>. Click a column head to sort.</form>
+<table id="items"><thead><tr><th data-sort="n">#</th><th data-sort="s">item</th><th data-sort="s">film</th><th data-sort="s">category</th>{% for c in configs %}<th data-sort="s">{{ c[0] }}<br><span class="muted">{{ c[1] }}</span></th>{% endfor %}</tr></thead><tbody>
+{% for row in rows %}<tr data-category="{{ row.category or '' }}" data-v="{% for m in row.marks %}{{ m[1] }} {% endfor %}" data-o="{{ row.outcomes|join('|') }}"><td>{{ loop.index }}</td><td><a href="items/{{ row.page }}">{{ row.id }}</a></td><td>{{ row.film }}</td><td>{{ row.category or "" }}</td>
+{% for m in row.marks %}<td class="{{ m[1] }}">{{ m[0] }}{% if row.outcomes[loop.index0] %} <span class="muted">{{ row.outcomes[loop.index0] }}</span>{% endif %}</td>{% endfor %}</tr>{% endfor %}
+</tbody></table>
+<script>
+(function () {
+  var body = document.querySelector("#items tbody"), rows = Array.prototype.slice.call(body.rows);
+  var cfg = document.getElementById("f-config"), verdict = document.getElementById("f-verdict"),
+      cat = document.getElementById("f-category"), count = document.getElementById("f-count");
+  function matches(row) {
+    if (cat.value && row.dataset.category !== cat.value) return false;
+    if (!verdict.value) return true;
+    var marks = row.dataset.v.trim().split(" "), outs = row.dataset.o.split("|");
+    var idx = cfg.value === "" ? marks.map(function (_, i) { return i; }) : [Number(cfg.value)];
+    return idx.some(function (i) {
+      return verdict.value.indexOf("o:") === 0 ? outs[i] === verdict.value.slice(2) : marks[i] === verdict.value;
+    });
+  }
+  function filter() {
+    var shown = 0;
+    rows.forEach(function (r) { var ok = matches(r); r.hidden = !ok; shown += ok ? 1 : 0; });
+    count.textContent = "(" + shown + " of " + rows.length + " items)";
+  }
+  [cfg, verdict, cat].forEach(function (el) { el.addEventListener("change", filter); });
+  document.querySelectorAll("#items th").forEach(function (th, col) {
+    var up = true;
+    th.style.cursor = "pointer";
+    th.addEventListener("click", function () {
+      var numeric = th.dataset.sort === "n";
+      rows.sort(function (a, b) {
+        var x = a.cells[col].textContent, y = b.cells[col].textContent;
+        var d = numeric ? Number(x) - Number(y) : x.localeCompare(y);
+        return up ? d : -d;
+      });
+      up = !up;
+      var frag = document.createDocumentFragment();
+      rows.forEach(function (r) { frag.appendChild(r); });
+      body.appendChild(frag);
+    });
+  });
+  filter();
+})();
+</script>{% endblock %}"""
 
 _ITEM = """{% extends "base" %}{% macro bar(t) %}<svg class="timeline" viewBox="0 0 1000 36" preserveAspectRatio="none" role="img"
  aria-label="evidence on the film's timeline"><rect x="0" y="15" width="1000" height="6" fill="#ddd"/>
@@ -432,6 +483,23 @@ def _thumb(frame: str | None, library: str | None, out_dir: Path) -> str | None:
     return name
 
 
+def _category_table(items: list[Item], configs: list[tuple[str, str]],
+                    by_item: dict[str, dict[tuple[str, str], dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Accuracy per category and configuration with its 95% Wilson interval (invalid counts as
+    wrong, as in report.md), and an "all items" row."""
+    from .metrics import accuracy, per_category
+
+    cells: dict[str, list[str]] = defaultdict(lambda: [""] * len(configs))
+    for j, c in enumerate(configs):
+        pairs = [(by_item[it.id][c].get("correct"), item_category(it)) for it in items if c in by_item.get(it.id, {})]
+        if not pairs:
+            continue
+        for cat, est in [*per_category([p[0] for p in pairs], [p[1] for p in pairs]).items(),
+                         ("all items", accuracy([p[0] for p in pairs]))]:
+            cells[cat][j] = f"{100 * est.value:.1f} ({100 * est.ci_low:.0f}–{100 * est.ci_high:.0f}), n={est.n}"
+    return [{"category": k, "cells": cells[k]} for k in sorted(cells, key=lambda k: (k == "all items", k))]
+
+
 def _still(e: dict[str, Any], film: Any, library: str | None, out_dir: Path) -> dict[str, Any]:
     """The evidence's own frame, else (text evidence) the film's stored strip frame nearest to its
     middle: {"thumb": file name or None, "thumb_t": that frame's time when it is the nearest one}."""
@@ -497,7 +565,8 @@ def write_inspector(run_dir: str | Path) -> Path:
         page = f"{n}.html"
         recs = by_item.get(it.id, {})
         rows.append({"id": it.id, "film": it.film_id, "category": item_category(it), "page": page,
-                     "marks": [_mark(recs.get(c)) for c in configs]})
+                     "marks": [_mark(recs.get(c)) for c in configs],
+                     "outcomes": [((recs.get(c) or {}).get("evidence") or {}).get("outcome") or "" for c in configs]})
         fields, options = _item_fields(it)
         gold = [tuple(map(float, g)) for g in getattr(it, "evidence", None) or []]
         if gold:
@@ -538,7 +607,8 @@ def write_inspector(run_dir: str | Path) -> Path:
             item_tpl.render(title=it.id, item=it, category=item_category(it), fields=fields, options=options,
                             answers=answers, lanes=lanes, hms=_hms), encoding="utf-8")
     (root / "index.html").write_text(env.get_template("index").render(
-        title=title, fmt=manifest["format"], items=items, configs=configs, rows=rows), encoding="utf-8")
+        title=title, fmt=manifest["format"], items=items, configs=configs, rows=rows,
+        categories=_category_table(items, configs, by_item), outcomes=evidence.OUTCOMES), encoding="utf-8")
     return root / "index.html"
 
 
