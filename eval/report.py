@@ -335,6 +335,8 @@ def plot_accuracy_vs_tokens(rows: list[dict[str, Any]], path: Path) -> Path | No
 
 # ----------------------------------------------------------------------------- inspector
 
+INDEX_PAGE = 200  # index rows shown at once (filters and sorting work on all of them)
+
 _BASE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{{ title }}</title>
 <style>
@@ -361,9 +363,11 @@ not found (wrong, gold never shown).</p>
 <select id="f-config" aria-label="configuration"><option value="">any configuration</option>{% for c in configs %}<option value="{{ loop.index0 }}">{{ c[0] }} / {{ c[1] }}</option>{% endfor %}</select>
 <select id="f-verdict" aria-label="verdict"><option value="">any verdict</option><option value="ok">right</option><option value="bad">wrong</option><option value="inv">invalid</option>{% for o in outcomes %}<option value="o:{{ o }}">{{ o }}</option>{% endfor %}</select>
 <select id="f-category" aria-label="category"><option value="">any category</option>{% for r in categories if r.category != "all items" %}<option>{{ r.category }}</option>{% endfor %}</select>
-<span id="f-count"></span>. Click a column head to sort.</form>
+<span id="f-count"></span>
+<button type="button" id="f-prev">◀</button> <span id="f-page"></span> <button type="button" id="f-next">▶</button>
+Click a column head to sort.</form>
 <table id="items"><thead><tr><th data-sort="n">#</th><th data-sort="s">item</th><th data-sort="s">film</th><th data-sort="s">category</th>{% for c in configs %}<th data-sort="s">{{ c[0] }}<br><span class="muted">{{ c[1] }}</span></th>{% endfor %}</tr></thead><tbody>
-{% for row in rows %}<tr data-category="{{ row.category or '' }}" data-v="{% for m in row.marks %}{{ m[1] }} {% endfor %}" data-o="{{ row.outcomes|join('|') }}"><td>{{ loop.index }}</td><td><a href="items/{{ row.page }}">{{ row.id }}</a></td><td>{{ row.film }}</td><td>{{ row.category or "" }}</td>
+{% for row in rows %}<tr{% if loop.index > page_size %} hidden{% endif %} data-category="{{ row.category or '' }}" data-v="{% for m in row.marks %}{{ m[1] }} {% endfor %}" data-o="{{ row.outcomes|join('|') }}"><td>{{ loop.index }}</td><td><a href="items/{{ row.page }}">{{ row.id }}</a></td><td>{{ row.film }}</td><td>{{ row.category or "" }}</td>
 {% for m in row.marks %}<td class="{{ m[1] }}">{{ m[0] }}{% if row.outcomes[loop.index0] %} <span class="muted">{{ row.outcomes[loop.index0] }}</span>{% endif %}</td>{% endfor %}</tr>{% endfor %}
 </tbody></table>
 <script>
@@ -371,6 +375,7 @@ not found (wrong, gold never shown).</p>
   var body = document.querySelector("#items tbody"), rows = Array.prototype.slice.call(body.rows);
   var cfg = document.getElementById("f-config"), verdict = document.getElementById("f-verdict"),
       cat = document.getElementById("f-category"), count = document.getElementById("f-count");
+  var PAGE = {{ page_size }}, page = 0, pages = 1;  // rows past the page stay hidden: a 5,000-item table is never laid out whole
   function matches(row) {
     if (cat.value && row.dataset.category !== cat.value) return false;
     if (!verdict.value) return true;
@@ -382,10 +387,18 @@ not found (wrong, gold never shown).</p>
   }
   function filter() {
     var shown = 0;
-    rows.forEach(function (r) { var ok = matches(r); r.hidden = !ok; shown += ok ? 1 : 0; });
+    rows.forEach(function (r) {
+      var ok = matches(r);
+      r.hidden = !ok || shown < page * PAGE || shown >= (page + 1) * PAGE;
+      shown += ok ? 1 : 0;
+    });
+    pages = Math.max(1, Math.ceil(shown / PAGE));
     count.textContent = "(" + shown + " of " + rows.length + " items)";
+    document.getElementById("f-page").textContent = "page " + (page + 1) + " of " + pages;
   }
-  [cfg, verdict, cat].forEach(function (el) { el.addEventListener("change", filter); });
+  [cfg, verdict, cat].forEach(function (el) { el.addEventListener("change", function () { page = 0; filter(); }); });
+  document.getElementById("f-prev").addEventListener("click", function () { if (page > 0) { page--; filter(); } });
+  document.getElementById("f-next").addEventListener("click", function () { if (page + 1 < pages) { page++; filter(); } });
   document.querySelectorAll("#items th").forEach(function (th, col) {
     var up = true;
     th.style.cursor = "pointer";
@@ -400,6 +413,8 @@ not found (wrong, gold never shown).</p>
       var frag = document.createDocumentFragment();
       rows.forEach(function (r) { frag.appendChild(r); });
       body.appendChild(frag);
+      page = 0;
+      filter();
     });
   });
   filter();
@@ -608,7 +623,8 @@ def write_inspector(run_dir: str | Path) -> Path:
                             answers=answers, lanes=lanes, hms=_hms), encoding="utf-8")
     (root / "index.html").write_text(env.get_template("index").render(
         title=title, fmt=manifest["format"], items=items, configs=configs, rows=rows,
-        categories=_category_table(items, configs, by_item), outcomes=evidence.OUTCOMES), encoding="utf-8")
+        categories=_category_table(items, configs, by_item), outcomes=evidence.OUTCOMES, page_size=INDEX_PAGE),
+        encoding="utf-8")
     return root / "index.html"
 
 

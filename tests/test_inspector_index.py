@@ -66,3 +66,15 @@ def test_index_script_filters_in_chromium(run_dir: Path, tmp_path: Path) -> None
     assert "(3 of 6 items)" in dom  # good answers A everywhere: wrong, with the gold shown, on the setting items
     visible = [line for line in dom.split("<tr ")[1:] if "hidden" not in line.split(">", 1)[0]]
     assert len(visible) == 3 and all('data-category="setting"' in v for v in visible)
+    assert "page 1 of 1" in dom
+
+
+def test_index_shows_one_page_of_rows_at_first(run_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows past the first page are hidden in the HTML itself, so a 5,000-item table is never laid out whole."""
+    from moviemem.eval import report
+
+    monkeypatch.setattr(report, "INDEX_PAGE", 4)
+    html = write_inspector(run_dir).read_text()
+    heads = [line.split(">", 1)[0] for line in html.split("<tbody>", 1)[1].split("<tr")[1:]]
+    assert [h.startswith(" hidden") for h in heads] == [False] * 4 + [True] * 2
+    assert "var PAGE = 4," in html
