@@ -2,13 +2,17 @@
 
 from ._version import __version__
 from .errors import MovieMemError
-from .library import Film, Library
 
 __all__ = ["Answer", "Evidence", "Film", "Library", "MovieMemError", "Question", "__version__"]
 
 
 def __getattr__(name: str) -> object:
-    # the answer types pull in the agents and backbones layers: import them only when asked for
+    # imported when first asked for: the memory layer pulls in LanceDB, pyarrow and pandas (about
+    # 1.5 s), which `moviemem --help` and `--version` never need
+    if name in ("Film", "Library"):
+        from . import library
+
+        return getattr(library, name)
     if name in ("Question", "Answer"):
         from . import agents
 

@@ -26,6 +26,8 @@ class Run:
         self.trace: list[Step] = []
         self.usage = Usage()
         self.evidence: dict[str, Evidence] = {}
+        self.calls = 0
+        self.replayed = 0  # calls answered from the replay cache
 
     def note(self, text: str, **data: Any) -> None:
         self.trace.append(Step("note", {"text": text, **data}))
@@ -47,6 +49,8 @@ class Run:
                                                         for m in messages)}))
         started = time.perf_counter()
         reply = self.backbone.send(Request.build(messages, **kw))
+        self.calls += 1
+        self.replayed += bool(reply.cached)
         if not reply.usage.latency_s:
             reply.usage.latency_s = time.perf_counter() - started
         self.usage = self.usage + reply.usage
@@ -86,7 +90,8 @@ class BasePolicy:
         parsed: Parsed = self._answer(film, question, run)
         return Answer(choice=parsed.choice, text=parsed.text, confidence=parsed.confidence, invalid=parsed.invalid,
                       policy=self.name, backbone=getattr(backbone, "name", str(backbone)),
-                      evidence=list(run.evidence.values()), trace=run.trace, usage=run.usage, error=parsed.error)
+                      evidence=list(run.evidence.values()), trace=run.trace, usage=run.usage, error=parsed.error,
+                      calls=run.calls, replayed_calls=run.replayed)
 
     def _answer(self, film: FilmMemory, question: Question, run: Run) -> Any:
         raise NotImplementedError

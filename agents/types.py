@@ -76,6 +76,13 @@ class Answer:
     trace: list[Step] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     error: str | None = None
+    calls: int = 0  # model calls made for this answer
+    replayed_calls: int = 0  # of which answered from the replay cache (their latency is the original call's)
+
+    @property
+    def replayed(self) -> bool:
+        """Every model call came from the replay cache: the latency shown is not this run's."""
+        return self.calls > 0 and self.replayed_calls == self.calls
 
     def to_dict(self) -> dict[str, Any]:
         """The `moviemem ask --json` object."""
@@ -87,6 +94,8 @@ class Answer:
                           "score": round(e.score, 6), "retriever": e.retriever, "id": e.id, "cited": e.cited}
                          for e in self.evidence],
             "usage": {"input_tokens": u.input_tokens, "output_tokens": u.output_tokens, "images": u.images,
-                      "latency_s": round(u.latency_s, 3), "cost_usd": u.cost_usd},
+                      "latency_s": round(u.latency_s, 3), "cost_usd": u.cost_usd, "calls": self.calls,
+                      "replayed_calls": self.replayed_calls},
+            "replayed": self.replayed,
             "trace": [s.to_dict() for s in self.trace],
         }

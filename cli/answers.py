@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -55,8 +56,10 @@ def ask(
         text = " / ".join(e.text.splitlines())
         out.print(f"{'*' if e.cited else ' '} {e.kind:<9} {e.start:8.1f}-{e.end:<8.1f} {text[:100]}", highlight=False)
     u = ans.usage
+    replay = " (replayed from the cache: the original calls' latency)" if ans.replayed else (
+        f" ({ans.replayed_calls} of {ans.calls} calls replayed from the cache)" if ans.replayed_calls else "")
     err.print(f"{ans.policy} on {ans.backbone}: {u.input_tokens} input tokens, {u.output_tokens} output, "
-              f"{u.images} images, {u.latency_s:.1f} s", highlight=False)
+              f"{u.images} images, {u.latency_s:.1f} s{replay}", highlight=False, soft_wrap=True)
 
 
 @app.command()
@@ -69,9 +72,19 @@ def policies(as_json: JsonOpt = False) -> None:
         _print_json({"policies": items})
         return
     t = Table("policy", "needs", "description", box=None)
+    t.add_column("default settings (in full with --json)", overflow="fold")
     for p in items:
-        t.add_row(p["name"], ", ".join(p["needs"]), p["description"])
+        t.add_row(p["name"], ", ".join(p["needs"]), p["description"], _settings_line(p["defaults"]))
     out.print(t)
+
+
+def _settings_line(defaults: dict[str, Any], width: int = 40) -> str:
+    """key=value pairs as `--set` takes them; a long value (hybrid's channel table) is cut."""
+    def value(v: Any) -> str:
+        text = json.dumps(v, separators=(",", ":")) if not isinstance(v, str) else v
+        return text if len(text) <= width else text[: width - 3] + "..."
+
+    return ", ".join(f"{k}={value(v)}" for k, v in defaults.items())
 
 
 def _narration_backbone(lib: Any, spec: str | None):

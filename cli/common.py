@@ -37,6 +37,20 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object on 
 RayOpt = Annotated[Optional[str], typer.Option("--ray", help="Run on Ray: auto, local, ray://HOST:PORT or HOST:PORT (docs/scale.md).")]
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from .._version import __version__
+
+        out.print(f"moviemem {__version__}", highlight=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit.")] = False) -> None:
+    """Heavy libraries (LanceDB, torch, model backends) are imported inside the commands that use them, so
+    `--help`, `--version` and the quick commands start fast."""
+
+
 def _library(path: Path | None, **overrides: Any):
     from ..library import Library
 

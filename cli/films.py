@@ -17,6 +17,7 @@ from .common import (
     _library,
     _print_json,
     _reporter,
+    _seconds,
     _show_human,
     _styled,
     app,
@@ -161,6 +162,32 @@ def show(film: Annotated[str, typer.Argument(help="Film id.")], library: Library
     """Summarise one film's memory: counts, frame pools and stage provenance."""
     summary = _library(library).film(film).summary()
     _print_json(summary) if as_json else _show_human(summary)
+
+
+@app.command()
+def search(
+    film: Annotated[str, typer.Argument(help="Film id.")],
+    query: Annotated[str, typer.Argument(help="What to look for, in words.")],
+    kinds: Annotated[Optional[str], typer.Option("--kinds", help="Comma-separated: utterance, caption, onscreen, event, passage (default: all but passage).")] = None,
+    k: Annotated[int, typer.Option("--k", help="How many results (1-100).")] = 10,
+    until: Annotated[Optional[str], typer.Option(help="Only what is shown by this time (seconds or h:mm:ss).")] = None,
+    start: Annotated[Optional[str], typer.Option(help="Window start (seconds or h:mm:ss).")] = None,
+    end: Annotated[Optional[str], typer.Option(help="Window end (seconds or h:mm:ss).")] = None,
+    library: LibraryOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Search a film's memory with no model, as the MCP search tool does: timestamped evidence, best first."""
+    from ..film_tools import search as search_film
+
+    times = {name: _seconds(v, f"--{name}") if v is not None else None for name, v in (("until", until), ("start", start), ("end", end))}
+    found = search_film(_library(library), film, query, k=k, kinds=kinds, **times)
+    if as_json:
+        _print_json(found)
+        return
+    t = Table("id", "kind", "time", "score", "text", box=None, pad_edge=False)
+    for e in found["evidence"]:
+        t.add_row(e["id"], e["kind"], f"{e['start']:.1f}-{e['end']:.1f} s", f"{e['score']:.4f}", " / ".join(e["text"].splitlines()))
+    out.print(t)
 
 
 @app.command()

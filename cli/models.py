@@ -50,6 +50,22 @@ def models_list(as_json: JsonOpt = False) -> None:
     out.print("threads: " + ", ".join(f"{k} {v}" for k, v in threads.items()))
 
 
+@app.command()
+def mcp(
+    library: LibraryOpt = None,
+    http: Annotated[Optional[int], typer.Option("--http", metavar="PORT", help="Serve streamable HTTP on 127.0.0.1:PORT (endpoint /mcp) instead of stdio.")] = None,
+    backbone: Annotated[Optional[list[str]], typer.Option("--backbone", metavar="SPEC", help="A backbone spec the ask tool may use (repeatable; the first is its default). Default: the configured backbone.")] = None,
+    no_ask: Annotated[bool, typer.Option("--no-ask", help="Leave out the ask tool (no model is ever called).")] = False,
+    allow_ingest: Annotated[bool, typer.Option("--allow-ingest", help="Add the ingest_text tool, the only one that writes.")] = False,
+    ingest_dir: Annotated[Optional[Path], typer.Option("--ingest-dir", help="With --allow-ingest: the folder ingest_text may read (default: the current one).")] = None,
+) -> None:
+    """Serve the library's film memory as MCP tools to any agent (stdio, or HTTP on 127.0.0.1)."""
+    from ..mcp_server import command
+
+    command(library, http_port=http, backbones=backbone, no_ask=no_ask, allow_ingest=allow_ingest,
+            ingest_dir=ingest_dir, announce=lambda line: err.print(line, highlight=False))
+
+
 @app.command("backbones")
 def backbones_cmd(as_json: JsonOpt = False) -> None:
     """Registered backbones and their capabilities."""

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from ..errors import MovieMemError
-from ..memory.view import FilmMemory
 from .common import JsonOpt, LibraryOpt, _library, _print_json, app, out
+
+if TYPE_CHECKING:  # annotation only: the command module must not import LanceDB at start
+    from ..memory.view import FilmMemory
 
 
 def scenes_json(film: FilmMemory) -> dict[str, Any]:

@@ -336,6 +336,8 @@ def plot_accuracy_vs_tokens(rows: list[dict[str, Any]], path: Path) -> Path | No
 
 # ----------------------------------------------------------------------------- inspector
 
+INDEX_PAGE = 200  # index rows shown at once (filters and sorting work on all of them)
+
 _BASE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{{ title }}</title>
 <style>
@@ -344,24 +346,96 @@ table{border-collapse:collapse;margin:.5rem 0}td,th{border:1px solid #ccc;paddin
 .ok{color:#070}.bad{color:#b00}.inv{color:#a60}.muted{color:#777}
 pre{white-space:pre-wrap;background:#f6f6f6;padding:.4rem;margin:0}
 img.thumb{width:""" + str(THUMB_WIDTH) + """px;display:block}
-details{margin:.3rem 0}section.answer{border-top:2px solid #ddd;margin-top:1rem;padding-top:.5rem}
+details{margin:.3rem 0}svg.timeline{width:100%;height:36px;display:block;margin:.4rem 0 0}table.lanes{width:100%}table.lanes svg.timeline{margin:0;height:24px}section.answer{border-top:2px solid #ddd;margin-top:1rem;padding-top:.5rem}
 </style></head><body>{% block body %}{% endblock %}</body></html>
 """
 
 _INDEX = """{% extends "base" %}{% block body %}
 <h1>{{ title }}</h1>
-<p>Format <code>{{ fmt }}</code>, {{ items|length }} items. ✔ right, ✘ wrong, ! invalid, · not scored.</p>
-<table><tr><th>#</th><th>item</th><th>film</th><th>category</th>{% for c in configs %}<th>{{ c[0] }}<br><span class="muted">{{ c[1] }}</span></th>{% endfor %}</tr>
-{% for row in rows %}<tr><td>{{ loop.index }}</td><td><a href="items/{{ row.page }}">{{ row.id }}</a></td><td>{{ row.film }}</td><td>{{ row.category or "" }}</td>
-{% for m in row.marks %}<td class="{{ m[1] }}">{{ m[0] }}</td>{% endfor %}</tr>{% endfor %}
-</table>{% endblock %}"""
+<p>Format <code>{{ fmt }}</code>, {{ items|length }} items. ✔ right, ✘ wrong, ! invalid, · not scored; with gold
+evidence, the outcome: found (right, gold shown), lucky (right, gold never shown), misread (wrong, gold shown),
+not found (wrong, gold never shown).</p>
+{% if categories %}<h2>Accuracy by category</h2>
+<table><tr><th>category</th>{% for c in configs %}<th>{{ c[0] }}<br><span class="muted">{{ c[1] }}</span></th>{% endfor %}</tr>
+{% for r in categories %}<tr><td>{{ r.category }}</td>{% for cell in r.cells %}<td>{{ cell }}</td>{% endfor %}</tr>{% endfor %}
+</table><p class="muted">Accuracy % (95% Wilson interval), n items; invalid answers count as wrong.</p>{% endif %}
+<h2>Items</h2>
+<form id="filters" class="muted">Show
+<select id="f-config" aria-label="configuration"><option value="">any configuration</option>{% for c in configs %}<option value="{{ loop.index0 }}">{{ c[0] }} / {{ c[1] }}</option>{% endfor %}</select>
+<select id="f-verdict" aria-label="verdict"><option value="">any verdict</option><option value="ok">right</option><option value="bad">wrong</option><option value="inv">invalid</option>{% for o in outcomes %}<option value="o:{{ o }}">{{ o }}</option>{% endfor %}</select>
+<select id="f-category" aria-label="category"><option value="">any category</option>{% for r in categories if r.category != "all items" %}<option>{{ r.category }}</option>{% endfor %}</select>
+<span id="f-count"></span>
+<button type="button" id="f-prev">◀</button> <span id="f-page"></span> <button type="button" id="f-next">▶</button>
+Click a column head to sort.</form>
+<table id="items"><thead><tr><th data-sort="n">#</th><th data-sort="s">item</th><th data-sort="s">film</th><th data-sort="s">category</th>{% for c in configs %}<th data-sort="s">{{ c[0] }}<br><span class="muted">{{ c[1] }}</span></th>{% endfor %}</tr></thead><tbody>
+{% for row in rows %}<tr{% if loop.index > page_size %} hidden{% endif %} data-category="{{ row.category or '' }}" data-v="{% for m in row.marks %}{{ m[1] }} {% endfor %}" data-o="{{ row.outcomes|join('|') }}"><td>{{ loop.index }}</td><td><a href="items/{{ row.page }}">{{ row.id }}</a></td><td>{{ row.film }}</td><td>{{ row.category or "" }}</td>
+{% for m in row.marks %}<td class="{{ m[1] }}">{{ m[0] }}{% if row.outcomes[loop.index0] %} <span class="muted">{{ row.outcomes[loop.index0] }}</span>{% endif %}</td>{% endfor %}</tr>{% endfor %}
+</tbody></table>
+<script>
+(function () {
+  var body = document.querySelector("#items tbody"), rows = Array.prototype.slice.call(body.rows);
+  var cfg = document.getElementById("f-config"), verdict = document.getElementById("f-verdict"),
+      cat = document.getElementById("f-category"), count = document.getElementById("f-count");
+  var PAGE = {{ page_size }}, page = 0, pages = 1;  // rows past the page stay hidden: a 5,000-item table is never laid out whole
+  function matches(row) {
+    if (cat.value && row.dataset.category !== cat.value) return false;
+    if (!verdict.value) return true;
+    var marks = row.dataset.v.trim().split(" "), outs = row.dataset.o.split("|");
+    var idx = cfg.value === "" ? marks.map(function (_, i) { return i; }) : [Number(cfg.value)];
+    return idx.some(function (i) {
+      return verdict.value.indexOf("o:") === 0 ? outs[i] === verdict.value.slice(2) : marks[i] === verdict.value;
+    });
+  }
+  function filter() {
+    var shown = 0;
+    rows.forEach(function (r) {
+      var ok = matches(r);
+      r.hidden = !ok || shown < page * PAGE || shown >= (page + 1) * PAGE;
+      shown += ok ? 1 : 0;
+    });
+    pages = Math.max(1, Math.ceil(shown / PAGE));
+    count.textContent = "(" + shown + " of " + rows.length + " items)";
+    document.getElementById("f-page").textContent = "page " + (page + 1) + " of " + pages;
+  }
+  [cfg, verdict, cat].forEach(function (el) { el.addEventListener("change", function () { page = 0; filter(); }); });
+  document.getElementById("f-prev").addEventListener("click", function () { if (page > 0) { page--; filter(); } });
+  document.getElementById("f-next").addEventListener("click", function () { if (page + 1 < pages) { page++; filter(); } });
+  document.querySelectorAll("#items th").forEach(function (th, col) {
+    var up = true;
+    th.style.cursor = "pointer";
+    th.addEventListener("click", function () {
+      var numeric = th.dataset.sort === "n";
+      rows.sort(function (a, b) {
+        var x = a.cells[col].textContent, y = b.cells[col].textContent;
+        var d = numeric ? Number(x) - Number(y) : x.localeCompare(y);
+        return up ? d : -d;
+      });
+      up = !up;
+      var frag = document.createDocumentFragment();
+      rows.forEach(function (r) { frag.appendChild(r); });
+      body.appendChild(frag);
+      page = 0;
+      filter();
+    });
+  });
+  filter();
+})();
+</script>{% endblock %}"""
 
-_ITEM = """{% extends "base" %}{% block body %}
+_ITEM = """{% extends "base" %}{% macro bar(t) %}<svg class="timeline" viewBox="0 0 1000 36" preserveAspectRatio="none" role="img"
+ aria-label="evidence on the film's timeline"><rect x="0" y="15" width="1000" height="6" fill="#ddd"/>
+{% for g in t.gold %}<rect class="gold" x="{{ g.x }}" y="9" width="{{ g.w }}" height="18" fill="#2a2" fill-opacity="0.35"><title>{{ g.label }}</title></rect>{% endfor %}
+{% for m in t.marks %}<rect class="{{ 'cited' if m.cited else 'shown' }}" x="{{ m.x }}" y="{{ 1 if m.cited else 7 }}" width="{{ m.w }}" height="{{ 34 if m.cited else 22 }}" fill="{{ '#c22' if m.cited else '#36c' }}" fill-opacity="{{ 1 if m.cited else 0.6 }}"><title>{{ m.label }}</title></rect>{% endfor %}
+</svg>{% endmacro %}{% block body %}
 <p><a href="../index.html">← all items</a></p>
 <h1>{{ item.id }}</h1>
 <p>Film <code>{{ item.film_id }}</code>{% if category %}, category {{ category }}{% endif %}</p>
 {% for label, text in fields %}<p><b>{{ label }}:</b> {{ text }}</p>{% endfor %}
 {% if options %}<ol type="A">{% for o in options %}<li{% if o.gold %} class="ok"{% endif %}>{{ o.text }}{% if o.gold %} (right answer){% endif %}</li>{% endfor %}</ol>{% endif %}
+{% if lanes|length > 1 %}<h2>Side by side</h2>
+<table class="lanes"><tr><th>policy / backbone</th><th>verdict</th><th style="width:55%">evidence on the film (<span style="color:#36c">■</span> shown, <span style="color:#c22">■</span> cited, <span style="color:#2a2">■</span> gold)</th><th>tokens, latency, cost</th></tr>
+{% for l in lanes %}<tr><td>{{ l.label }}</td><td class="{{ l.css }}">{{ l.verdict }}</td><td>{{ bar(l.timeline) }}</td><td class="muted">{{ l.usage }}</td></tr>{% endfor %}
+</table>{% endif %}
 {% for a in answers %}<section class="answer">
 <h2>{{ a.policy }} <span class="muted">/ {{ a.backbone }}</span> — <span class="{{ a.css }}">{{ a.verdict }}</span></h2>
 {% if a.reason %}<p class="inv">Invalid: {{ a.reason }}</p>{% endif %}
@@ -370,10 +444,13 @@ _ITEM = """{% extends "base" %}{% block body %}
 <p><b>Choice:</b> {{ q.choice if q.choice is not none else "—" }}{% if q.confidence is not none %}, confidence {{ q.confidence }}{% endif %}</p>
 <p><b>Answer:</b> {{ q.text }}</p>{% if q.error %}<p class="inv">{{ q.error }}</p>{% endif %}
 <p class="muted">{{ q.usage }}</p>
+{% set t = q.timeline %}{{ bar(t) }}
+<p class="muted">Film timeline 0:00:00–{{ hms(t.duration) }}{% if not t.known %} (film length unknown: the bar ends at the last span){% endif %}:
+<span style="color:#36c">■</span> evidence shown, <span style="color:#c22">■</span> cited, <span style="color:#2a2">■</span> gold.</p>
 <h4>Evidence ({{ q.evidence|length }})</h4>
 {% if q.evidence %}<table><tr><th>kind</th><th>time</th><th>text</th><th>frame</th><th>score</th><th>retriever</th><th>gold / cited</th></tr>
 {% for e in q.evidence %}<tr><td>{{ e.kind }}</td><td>{{ e.time }}</td><td>{{ e.text }}</td>
-<td>{% if e.thumb %}<img class="thumb" src="../thumbs/{{ e.thumb }}" alt="frame at {{ e.time }}">{% elif e.frame %}<span class="muted">{{ e.frame }} (missing)</span>{% endif %}</td>
+<td>{% if e.thumb %}<img class="thumb" src="../thumbs/{{ e.thumb }}" alt="frame at {{ e.thumb_t or e.time }}">{% if e.thumb_t %}<span class="muted">nearest still, {{ e.thumb_t }}</span>{% endif %}{% elif e.frame %}<span class="muted">{{ e.frame }} (missing)</span>{% endif %}</td>
 <td>{{ e.score }}</td><td>{{ e.retriever }}</td><td>{{ "gold" if e.gold else "" }}{{ " cited" if e.cited else "" }}</td></tr>{% endfor %}</table>{% else %}<p class="muted">none</p>{% endif %}
 <details><summary>Trace ({{ q.trace|length }} steps)</summary>
 {% for s in q.trace %}<p><b>{{ loop.index }}. {{ s.kind }}</b></p><pre>{{ s.body }}</pre>{% endfor %}
@@ -420,6 +497,38 @@ def _thumb(frame: str | None, library: str | None, out_dir: Path) -> str | None:
     return name
 
 
+def _category_table(items: list[Item], configs: list[tuple[str, str]],
+                    by_item: dict[str, dict[tuple[str, str], dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Accuracy per category and configuration with its 95% Wilson interval (invalid counts as
+    wrong, as in report.md), and an "all items" row."""
+    from .metrics import accuracy, per_category
+
+    cells: dict[str, list[str]] = defaultdict(lambda: [""] * len(configs))
+    for j, c in enumerate(configs):
+        pairs = [(by_item[it.id][c].get("correct"), item_category(it)) for it in items if c in by_item.get(it.id, {})]
+        if not pairs:
+            continue
+        for cat, est in [*per_category([p[0] for p in pairs], [p[1] for p in pairs]).items(),
+                         ("all items", accuracy([p[0] for p in pairs]))]:
+            cells[cat][j] = f"{100 * est.value:.1f} ({100 * est.ci_low:.0f}–{100 * est.ci_high:.0f}), n={est.n}"
+    return [{"category": k, "cells": cells[k]} for k in sorted(cells, key=lambda k: (k == "all items", k))]
+
+
+def _still(e: dict[str, Any], film: Any, library: str | None, out_dir: Path) -> dict[str, Any]:
+    """The evidence's own frame, else (text evidence) the film's stored strip frame nearest to its
+    middle: {"thumb": file name or None, "thumb_t": that frame's time when it is the nearest one}."""
+    if e.get("frame"):
+        return {"thumb": _thumb(e.get("frame"), library, out_dir), "thumb_t": None}
+    try:
+        mid = (float(e["start"]) + float(e["end"])) / 2
+    except (KeyError, TypeError, ValueError):
+        return {"thumb": None, "thumb_t": None}
+    near = film.nearest_frame(mid) if film is not None else None
+    if near is None:
+        return {"thumb": None, "thumb_t": None}
+    return {"thumb": _thumb(near[0], library, out_dir), "thumb_t": _hms(near[1])}
+
+
 def _mark(rec: dict[str, Any] | None) -> tuple[str, str]:
     if rec is None:
         return "", "muted"
@@ -461,13 +570,17 @@ def write_inspector(run_dir: str | Path) -> Path:
         for r in recs:
             by_item[r["item_id"]][key] = r
     title = f"moviemem inspector: {Path(manifest.get('benchmark') or run_dir).name}"
+    from .timeline import film_facts, timeline
+
+    facts = film_facts(manifest.get("library"), {it.film_id for it in items})
     rows = []
     item_tpl = env.get_template("item")
     for n, it in enumerate(items, 1):
         page = f"{n}.html"
         recs = by_item.get(it.id, {})
         rows.append({"id": it.id, "film": it.film_id, "category": item_category(it), "page": page,
-                     "marks": [_mark(recs.get(c)) for c in configs]})
+                     "marks": [_mark(recs.get(c)) for c in configs],
+                     "outcomes": [((recs.get(c) or {}).get("evidence") or {}).get("outcome") or "" for c in configs]})
         fields, options = _item_fields(it)
         gold = [tuple(map(float, g)) for g in getattr(it, "evidence", None) or []]
         if gold:
@@ -484,7 +597,7 @@ def write_inspector(run_dir: str | Path) -> Path:
                 u = a.get("usage") or {}
                 ev = [{"kind": e.get("kind"), "time": f"{_hms(e.get('start'))}–{_hms(e.get('end'))}",
                        "text": e.get("text") or "", "frame": e.get("frame"),
-                       "thumb": _thumb(e.get("frame"), manifest.get("library"), root / "thumbs"),
+                       **_still(e, facts.get(it.film_id), manifest.get("library"), root / "thumbs"),
                        "score": f"{e['score']:.3f}" if isinstance(e.get("score"), (int, float)) else "",
                        "retriever": e.get("retriever") or "", "cited": bool(e.get("cited")),
                        "gold": any(evidence.overlaps((e["start"], e["end"]), (g[0], g[1])) for g in gold)}
@@ -492,16 +605,32 @@ def write_inspector(run_dir: str | Path) -> Path:
                 trace = [{"kind": s.get("kind", "?"), "body": json.dumps({k: v for k, v in s.items() if k != "kind"},
                                                                          ensure_ascii=False, indent=1)}
                          for s in a.get("trace") or []]
-                queries.append({"key": key, "choice": a.get("choice"), "confidence": a.get("confidence"),
+                film = facts.get(it.film_id)
+                queries.append({"timeline": timeline(film.duration if film else None, a.get("evidence") or [], gold),
+                                "key": key, "choice": a.get("choice"), "confidence": a.get("confidence"),
                                 "text": a.get("text") or "", "error": a.get("error"), "evidence": ev, "trace": trace,
                                 "usage": f"{u.get('input_tokens', 0)} input / {u.get('output_tokens', 0)} output tokens, "
-                                         f"{u.get('images', 0)} images, {u.get('latency_s') or 0:.2f} s, "
+                                         f"{u.get('images', 0)} images, {u.get('latency_s') or 0:.2f} s{_replay_note(a)}, "
                                          f"cost {_money(u.get('cost_usd'))}"})
             answers.append({"policy": c[0], "backbone": c[1], "css": css, "verdict": verdict,
                             "reason": r.get("reason"), "queries": queries})
+        lanes = [{"label": f"{a['policy']} / {a['backbone']}" + (f" ({q['key']})" if len(a["queries"]) > 1 else ""),
+                  "css": a["css"], "verdict": a["verdict"], "timeline": q["timeline"], "usage": q["usage"]}
+                 for a in answers for q in a["queries"]]
         (root / "items" / page).write_text(
             item_tpl.render(title=it.id, item=it, category=item_category(it), fields=fields, options=options,
-                            answers=answers), encoding="utf-8")
+                            answers=answers, lanes=lanes, hms=_hms), encoding="utf-8")
     (root / "index.html").write_text(env.get_template("index").render(
-        title=title, fmt=manifest["format"], items=items, configs=configs, rows=rows), encoding="utf-8")
+        title=title, fmt=manifest["format"], items=items, configs=configs, rows=rows,
+        categories=_category_table(items, configs, by_item), outcomes=evidence.OUTCOMES, page_size=INDEX_PAGE),
+        encoding="utf-8")
     return root / "index.html"
+
+
+def _replay_note(record: dict[str, Any]) -> str:
+    """Marks a latency that is not this run's: the calls were answered from the replay cache."""
+    calls, replayed = record.get("calls") or 0, record.get("replayed_calls") or 0
+    if not calls or not replayed:
+        return ""
+    return " (replayed from the cache: the original calls' latency)" if replayed == calls else \
+        f" ({replayed} of {calls} calls replayed from the cache)"

@@ -260,6 +260,7 @@ def answer_record(ans: Any) -> dict[str, Any]:
         "evidence": [_jsonable(e) for e in getattr(ans, "evidence", []) or []],
         "trace": [_jsonable(s.to_dict() if hasattr(s, "to_dict") else s) for s in getattr(ans, "trace", []) or []],
         "usage": _jsonable(u) if u is not None else {},
+        "calls": int(getattr(ans, "calls", 0) or 0), "replayed_calls": int(getattr(ans, "replayed_calls", 0) or 0),
     }
 
 

@@ -254,14 +254,14 @@ class MemoryStore:
 
     # -- films -------------------------------------------------------------
     def film_rows(self) -> list[FilmRow]:
-        """Films whose probe run is finished (a film mid-import or mid-probe is not listed)."""
-        films = self.rows("films")
-        out = []
-        for f in films:
-            runs = self.finished_runs(f.film_id)
-            if "probe" in runs and runs["probe"].run_id == f.run_id:
-                out.append(f)  # type: ignore[arg-type]
-        return sorted(out, key=lambda f: f.film_id)
+        """Films whose probe run is finished (a film mid-import or mid-probe is not listed).
+        Two queries however many films: the visible probe run of every film, then the films rows."""
+        probe: dict[str, StageRow] = {}
+        for r in self.rows("stages", "stage = 'probe'"):
+            if r.status in FINISHED and (r.film_id not in probe or r.finished_at > probe[r.film_id].finished_at):
+                probe[r.film_id] = r  # type: ignore[assignment]
+        out = [f for f in self.rows("films") if f.film_id in probe and probe[f.film_id].run_id == f.run_id]
+        return sorted(out, key=lambda f: f.film_id)  # type: ignore[return-value]
 
     def film_row(self, film_id: str) -> FilmRow | None:
         runs = self.finished_runs(film_id)

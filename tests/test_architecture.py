@@ -29,7 +29,9 @@ BELOW: dict[str, set[str]] = {
     "scale": {"models", "letta", "backbones", "memory", "graph", "retrievers", "agents", "ingest", "eval", "library"},
     "": {"library", "agents", "retrievers"},  # the package root: the public names, lazily
 }
-BELOW["cli"] = set(BELOW["scale"]) | {"scale", "synth"}
+BELOW["film_tools"] = BELOW["library"] | {"library"}  # the checked tool functions shared by the MCP server and the CLI
+BELOW["mcp_server"] = BELOW["film_tools"] | {"film_tools"}
+BELOW["cli"] = BELOW["scale"] | {"scale", "synth", "film_tools", "mcp_server"}
 
 
 def _modules() -> dict[str, Path]:

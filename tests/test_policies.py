@@ -316,11 +316,14 @@ def test_cli_ask_json_shape_and_policies(cli, synth_film, lib_dir):
               "--json")
     assert res.code == 0, res.err
     data = res.json()
-    assert set(data) == {"choice", "text", "confidence", "invalid", "policy", "backbone", "evidence", "usage", "trace"}
+    assert set(data) == {"choice", "text", "confidence", "invalid", "policy", "backbone", "evidence", "usage", "trace",
+                         "replayed"}
     assert (data["choice"], data["text"], data["invalid"], data["policy"]) == ("C", "Charlie", False, "subtitles")
     assert data["evidence"] and set(data["evidence"][0]) == {"kind", "start", "end", "text", "score", "retriever", "id", "cited"}
     assert all(e["end"] <= 60 for e in data["evidence"])
-    assert set(data["usage"]) == {"input_tokens", "output_tokens", "images", "latency_s", "cost_usd"}
+    assert set(data["usage"]) == {"input_tokens", "output_tokens", "images", "latency_s", "cost_usd", "calls",
+                                  "replayed_calls"}
+    assert data["usage"]["calls"] == 1 and data["replayed"] is False
     assert any(s["kind"] == "prompt" and s["prompt"] == "subtitles" for s in data["trace"])
     bad = cli("ask", "synth", "Who?", "--option", "only", "--backbone", "scripted")
     assert bad.code == 2 and "needs 2 to" in bad.err and bad.err.count("\n") == 1

@@ -1,0 +1,85 @@
+"""The film timeline bar of the inspector: where on the film each piece of evidence shown to the
+model lies, which ones it cited, and where the gold evidence is, drawn on one bar per answer.
+
+Positions are computed here (per mille of the film's length) and drawn as inline SVG by the
+item template, so the page needs no script and opens from disk.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+MIN_WIDTH = 2.0  # per mille: a point (a frame, a one-second line) stays visible
+
+
+@dataclass
+class FilmFacts:
+    """What the inspector needs of one film: its length and its stored strip frames (time order)."""
+
+    duration: float
+    strip_t: list[float] = field(default_factory=list)
+    strip_paths: list[str] = field(default_factory=list)
+
+    def nearest_frame(self, t: float) -> tuple[str, float] | None:
+        """The stored strip frame nearest to time t (path, its time), for evidence of any kind."""
+        if not self.strip_t:
+            return None
+        i = bisect.bisect_left(self.strip_t, t)
+        best = min((j for j in (i - 1, i) if 0 <= j < len(self.strip_t)), key=lambda j: abs(self.strip_t[j] - t))
+        return self.strip_paths[best], self.strip_t[best]
+
+
+def film_facts(library: str | None, film_ids: set[str]) -> dict[str, FilmFacts]:
+    """Length and strip frames of each film from the run's library (films it does not hold, or
+    a run without a library, are left out: their bars end at the last span, without stills)."""
+    if not library or not film_ids:
+        return {}
+    from pathlib import Path
+
+    from ..memory.store import MemoryStore
+    from ..memory.view import FilmMemory
+
+    if "://" not in library and not Path(library).is_dir():
+        return {}  # MemoryStore would create it
+    store = MemoryStore(library)
+    out = {}
+    for f in store.film_rows():
+        if f.film_id in film_ids and f.duration_s > 0:
+            strip = [r for r in FilmMemory(store, f.film_id).frames(strip=True) if r.image]
+            out[f.film_id] = FilmFacts(f.duration_s, [r.t for r in strip], [r.image for r in strip])
+    return out
+
+
+def _span(start: Any, end: Any) -> tuple[float, float] | None:
+    try:
+        a, b = float(start), float(end if end is not None else start)
+    except (TypeError, ValueError):
+        return None
+    return (a, max(a, b)) if math.isfinite(a) and math.isfinite(b) else None
+
+
+def timeline(duration: float | None, evidence: list[dict[str, Any]], gold: list[tuple[float, float]]) -> dict[str, Any]:
+    """Marks for the bar: {"known": whether `duration` is the film's length (else the bar ends at
+    the last span), "duration", "marks": [{"x", "w", "cited", "kind", "label"}], "gold": [{"x", "w", "label"}]}."""
+    spans = [(e, s) for e in evidence if (s := _span(e.get("start"), e.get("end"))) is not None]
+    golds = [s for g in gold if (s := _span(g[0], g[1])) is not None]
+    known = duration is not None and duration > 0
+    length = float(duration) if known else max([b for _, (_, b) in spans] + [b for _, b in golds] + [1.0])
+
+    def place(a: float, b: float) -> tuple[float, float]:
+        x = min(1000.0, max(0.0, 1000.0 * a / length))
+        w = max(MIN_WIDTH, min(1000.0 - x, 1000.0 * (b - a) / length))
+        return round(x, 2), round(w, 2)
+
+    marks = []
+    for e, (a, b) in spans:
+        x, w = place(a, b)
+        marks.append({"x": x, "w": w, "cited": bool(e.get("cited")), "kind": e.get("kind") or "?",
+                      "label": f"{e.get('kind') or '?'} {e.get('id') or ''} {a:.1f}-{b:.1f} s"
+                               + (" (cited)" if e.get("cited") else "")})
+    marks.sort(key=lambda m: m["cited"])  # cited marks drawn last, on top
+    return {"known": known, "duration": length, "marks": marks,
+            "gold": [{"x": place(a, b)[0], "w": place(a, b)[1], "label": f"gold {a:.1f}-{b:.1f} s"} for a, b in golds]}

@@ -1,0 +1,312 @@
+"""The read-only film-memory tools: what the MCP server exposes and `moviemem search` prints.
+
+Each tool takes plain JSON-able arguments, checks them (film ids, finite time windows inside
+the film, bounded k and counts) and returns a JSON-able dict, so a model driving the memory
+through any client gets the same answers as a person at the command line. Everything is read
+through the Library API; the only files opened are the film's stored strip frames, and only
+after checking that they lie inside the library. Bad input raises MovieMemError.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .errors import MovieMemError
+
+if TYPE_CHECKING:
+    from .library import Film, Library
+    from .retrievers.base import Evidence
+
+MAX_K = 100  # evidence items per search
+MAX_QUERY_CHARS = 2000
+MAX_RANGE_ROWS = 500  # rows one read_range returns (the rest is reported as truncated)
+MAX_FRAMES = 8  # images per frames call
+MAX_SEGMENTS = 500  # segments listed by film_overview
+MAX_CHARACTERS = 50
+MAX_QUESTION_CHARS = 4000
+MAX_OPTIONS = 10
+SEARCH_KINDS = ("utterance", "caption", "onscreen", "event", "passage")
+DEFAULT_SEARCH_KINDS = ("utterance", "caption", "onscreen", "event")
+RANGE_KINDS = ("utterance", "caption", "onscreen", "event")
+DEFAULT_RANGE_KINDS = ("utterance", "caption", "onscreen")
+GRAPH_OPS = ("events", "causes", "effects", "chain", "flashbacks", "story_order", "neighborhood")
+TIME_SLACK_S = 1e-6
+
+
+def film(lib: Library, film_id: Any) -> Film:
+    """The film, or a one-line error for an id that is malformed or not in the library."""
+    from .memory.schema import check_film_id
+
+    if not isinstance(film_id, str):
+        raise MovieMemError(f"film_id must be a string, not {type(film_id).__name__}")
+    check_film_id(film_id)
+    try:
+        return lib.film(film_id)
+    except MovieMemError:  # the one error a well-formed id meets here: no such film
+        raise MovieMemError(f"film {film_id!r} is not in the library (list_films names the films)") from None
+
+
+def seconds(value: Any, name: str, duration: float, *, low: float = 0.0) -> float:
+    """A finite time on the film's clock in [low, duration] (seconds)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise MovieMemError(f"{name} must be a number of seconds, not {value!r}")
+    t = float(value)
+    if not math.isfinite(t):
+        raise MovieMemError(f"{name} must be a finite number of seconds, not {value!r}")
+    if t < low or t > duration + TIME_SLACK_S:
+        raise MovieMemError(f"{name} = {t:g} s is outside the film (0 to {duration:g} s)")
+    return t
+
+
+def window(f: Film, start: Any, end: Any) -> tuple[float | None, float | None]:
+    """Checked (start, end); either may be None (the film's beginning or end)."""
+    d = f.info.duration_s
+    t0 = seconds(start, "start", d) if start is not None else None
+    t1 = seconds(end, "end", d) if end is not None else None
+    if t0 is not None and t1 is not None and t1 <= t0:
+        raise MovieMemError(f"empty time window: start {t0:g} s is not before end {t1:g} s")
+    return t0, t1
+
+
+def count(value: Any, name: str, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise MovieMemError(f"{name} must be an integer, not {value!r}")
+    if not 1 <= value <= high:
+        raise MovieMemError(f"{name} must be between 1 and {high}, not {value}")
+    return value
+
+
+def kinds_of(value: Sequence[str] | str | None, allowed: Sequence[str], default: Sequence[str]) -> tuple[str, ...]:
+    """A list of kinds (or a comma-separated string), each one of `allowed`."""
+    if value is None:
+        return tuple(default)
+    items = [k.strip() for k in value.split(",")] if isinstance(value, str) else list(value)
+    if not items or not all(isinstance(k, str) and k for k in items):
+        raise MovieMemError(f"kinds must name one or more of {', '.join(allowed)}")
+    unknown = [k for k in items if k not in allowed]
+    if unknown:
+        raise MovieMemError(f"unknown kind {unknown[0]!r}; use {', '.join(allowed)}")
+    return tuple(dict.fromkeys(items))
+
+
+def text(value: Any, name: str, limit: int) -> str:
+    if not isinstance(value, str):
+        raise MovieMemError(f"{name} must be a string, not {type(value).__name__}")
+    if len(value) > limit:
+        raise MovieMemError(f"{name} is {len(value)} characters; at most {limit}")
+    return value
+
+
+def evidence_json(e: Evidence, score: bool = False) -> dict[str, Any]:
+    d = {"id": e.id, "kind": e.kind, "start": round(e.start, 3), "end": round(e.end, 3), "text": e.text}
+    if score:
+        d["score"] = round(e.score, 6)
+    return d
+
+
+# ----------------------------------------------------------------------------- tools
+
+
+def list_films(lib: Library) -> dict[str, Any]:
+    return {"films": [{"film_id": f.film_id, "title": f.title, "duration_s": round(f.duration_s, 3)}
+                      for f in lib.films()]}
+
+
+def film_overview(lib: Library, film_id: str) -> dict[str, Any]:
+    """Duration, what the memory holds, segments (scenes) and characters when the memory names any.
+    Counts and names are read column by column (never whole rows with their vectors)."""
+    from .retrievers.base import visible_filter
+
+    f = film(lib, film_id)
+    counts = {}
+    for table in ("frames", "shots", "segments", "utterances", "passages", "captions", "onscreen", "events", "relations"):
+        where = visible_filter(f, table)
+        counts[table] = f.store.count(table, where) if where is not None else 0
+    names: Counter[str] = Counter()
+    for table, column in (("captions", "characters"), ("utterances", "speaker")):
+        where = visible_filter(f, table)
+        if where is None:
+            continue
+        for value in f.store.query(table, where, columns=[column]).column(column).to_pylist():
+            names.update(n.strip() for n in (value if isinstance(value, list) else [value]) if n and n.strip())
+    segments = f.segments()
+    return {
+        "film_id": f.film_id, "title": f.info.title, "year": f.info.year, "duration_s": round(f.info.duration_s, 3),
+        "has_video": f.info.has_video, "has_audio": f.info.has_audio, "counts": counts,
+        "stages": [{"stage": s.stage, "status": s.status} for s in f.stages()],
+        "segments": [{"index": s.seg_idx, "start": round(s.start, 3), "end": round(s.end, 3)}
+                     for s in segments[:MAX_SEGMENTS]],
+        "segments_total": len(segments),
+        "characters": [{"name": n, "mentions": c} for n, c in names.most_common(MAX_CHARACTERS)],
+    }
+
+
+def search(lib: Library, film_id: str, query: str, k: int = 10, kinds: Sequence[str] | str | None = None,
+           start: float | None = None, end: float | None = None, until: float | None = None) -> dict[str, Any]:
+    """Hybrid (vector + BM25) search of the film's text memory, best first. `until` hides
+    everything not yet shown at that time; start/end restrict to a window."""
+    from .retrievers.text import TextRetriever
+
+    f = film(lib, film_id)
+    query = text(query, "query", MAX_QUERY_CHARS)
+    if not query.strip():
+        raise MovieMemError("query is empty")
+    k = count(k, "k", MAX_K)
+    chosen = kinds_of(kinds, SEARCH_KINDS, DEFAULT_SEARCH_KINDS)
+    t0, t1 = window(f, start, end)
+    view = f.until(seconds(until, "until", f.info.duration_s, low=TIME_SLACK_S)) if until is not None else f
+    found = TextRetriever("hybrid", chosen).retrieve(view, query, k=k, start=t0, end=t1)
+    return {"evidence": [evidence_json(e, score=True) for e in found]}
+
+
+def read_range(lib: Library, film_id: str, start: float, end: float,
+               kinds: Sequence[str] | str | None = None) -> dict[str, Any]:
+    """Everything the memory holds about [start, end): transcript, captions, on-screen text (and
+    events when asked), in time order, at most MAX_RANGE_ROWS rows."""
+    from .retrievers.window import rows_as_evidence
+
+    f = film(lib, film_id)
+    if start is None or end is None:
+        raise MovieMemError("read_range needs both start and end")
+    t0, t1 = window(f, start, end)
+    rows = rows_as_evidence(f.window(t0, t1), kinds_of(kinds, RANGE_KINDS, DEFAULT_RANGE_KINDS))
+    return {"start": t0, "end": t1, "evidence": [evidence_json(e) for e in rows[:MAX_RANGE_ROWS]],
+            "truncated": len(rows) > MAX_RANGE_ROWS, "total": len(rows)}
+
+
+@dataclass
+class Still:
+    """One stored strip frame: the time asked for, the frame's own time, its JPEG bytes."""
+
+    requested: float
+    t: float
+    frame_idx: int
+    data: bytes
+    mime: str
+
+
+def frames(lib: Library, film_id: str, times: Sequence[float]) -> list[Still]:
+    """The stored strip frame nearest to each time. Only files inside the library are read."""
+    f = film(lib, film_id)
+    if not isinstance(times, (list, tuple)) or not times:
+        raise MovieMemError("times must be a list of 1 or more times in seconds")
+    if len(times) > MAX_FRAMES:
+        raise MovieMemError(f"at most {MAX_FRAMES} frames per call, not {len(times)}")
+    wanted = [seconds(t, "time", f.info.duration_s) for t in times]
+    if not f.store.is_local:
+        raise MovieMemError("frames are served only from a local library directory")
+    strip = [r for r in f.frames(strip=True) if r.image]
+    if not strip:
+        raise MovieMemError(f"film {f.film_id!r} has no stored frames (a film without video, or the frames "
+                            "stage has not run)")
+    root = f.store.root.resolve()
+    out = []
+    for t in wanted:
+        r = min(strip, key=lambda r: (abs(r.t - t), r.t))
+        path = Path(r.image).resolve()
+        if not path.is_relative_to(root) or not path.is_file():
+            raise MovieMemError(f"frame {r.frame_idx} of {f.film_id!r} is not a file inside the library")
+        mime = {".png": "image/png", ".webp": "image/webp"}.get(path.suffix.lower(), "image/jpeg")
+        out.append(Still(t, round(r.t, 3), r.frame_idx, path.read_bytes(), mime))
+    return out
+
+
+def graph(lib: Library, film_id: str, op: str = "events", event: str | None = None, target: str | None = None,
+          hops: int = 1, until: float | None = None) -> dict[str, Any]:
+    """Event-graph queries: events (screen order), story_order, flashbacks, causes / effects of
+    an event, the causal chain from `event` to `target`, the neighborhood of an event."""
+    import warnings
+
+    from .graph import NarrativeGraphWarning
+
+    f = film(lib, film_id)
+    if op not in GRAPH_OPS:
+        raise MovieMemError(f"unknown graph op {op!r}; use {', '.join(GRAPH_OPS)}")
+    run = next((s for s in f.stages() if s.stage == "events"), None)
+    if run is None or run.status != "done":
+        why = f"the events stage was skipped ({run.reason})" if run is not None else "the events stage has not run"
+        raise MovieMemError(f"film {f.film_id!r} has no event graph: {why}")
+    view = f.until(seconds(until, "until", f.info.duration_s, low=TIME_SLACK_S)) if until is not None else f
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NarrativeGraphWarning)  # returned as "problems"
+        g = view.graph()
+
+    def ev(e: str) -> dict[str, Any]:
+        d = g.event(e)
+        return {"id": e, "start": round(d["start"], 3), "end": round(d["end"], 3), "description": d["description"],
+                "story_order": d["story_order"]}
+
+    def needs(name: str, value: Any) -> str:
+        if not isinstance(value, str) or not value:
+            raise MovieMemError(f"graph op {op!r} needs {name} (an event id from op 'events')")
+        return value
+
+    result: dict[str, Any] = {"op": op, "problems": list(g.problems)}
+    if op == "events":
+        result["events"] = [ev(e) for e in g.screen_order()]
+        result["relations"] = [{k: v for k, v in r.items() if k != "rationale"} for r in g.edges()]
+    elif op == "story_order":
+        result["events"] = [ev(e) for e in g.story_order()]
+    elif op == "flashbacks":
+        result["events"] = [ev(e) for e in g.flashbacks()]
+    elif op in ("causes", "effects"):
+        e = needs("event", event)
+        ids = g.causes_of(e) if op == "causes" else g.effects_of(e)
+        result.update(event=ev(e), events=[ev(x) for x in ids])
+    elif op == "chain":
+        a, b = needs("event", event), needs("target", target)
+        result["events"] = [ev(x) for x in g.chain(a, b)]
+    else:
+        sub = g.neighborhood(needs("event", event), hops=count(hops, "hops", 5))
+        result["events"] = [ev(x) for x in sub.screen_order()]
+        result["relations"] = [{k: v for k, v in r.items() if k != "rationale"} for r in sub.edges()]
+    return result
+
+
+def ask(lib: Library, film_id: str, question: str, *, backbone: str, options: Sequence[str] | None = None,
+        kind: str | None = None, policy: str = "hybrid", until: float | None = None) -> dict[str, Any]:
+    """Answer with a named policy on a backbone spec (callers decide which specs are allowed)."""
+    from .agents import list_policies
+
+    f = film(lib, film_id)
+    question = text(question, "question", MAX_QUESTION_CHARS)
+    if not question.strip():
+        raise MovieMemError("question is empty")
+    if options is not None:
+        if not isinstance(options, (list, tuple)) or not all(isinstance(o, str) for o in options):
+            raise MovieMemError("options must be a list of strings")
+        if len(options) > MAX_OPTIONS:
+            raise MovieMemError(f"at most {MAX_OPTIONS} options, not {len(options)}")
+    if kind is not None and kind not in ("mcq", "claim", "open"):
+        raise MovieMemError(f"kind must be mcq, claim or open, not {kind!r}")
+    names = [p.name for p in list_policies()]
+    if policy not in names:
+        raise MovieMemError(f"unknown policy {policy!r}; use {', '.join(names)}")
+    cutoff = seconds(until, "until", f.info.duration_s, low=TIME_SLACK_S) if until is not None else None
+    ans = f.ask(question, options=list(options) if options else None, kind=kind, policy=policy, backbone=backbone,
+                until=cutoff)
+    d = ans.to_dict()
+    d.pop("trace", None)
+    d["evidence"] = [{k: v for k, v in e.items() if k != "retriever"} for e in d["evidence"]]
+    return d
+
+
+def ingest_text(lib: Library, root: Path, path: str, *, film_id: str | None = None, title: str | None = None,
+                as_: str = "utterances") -> dict[str, Any]:
+    """Add a film without video from a text track under `root` (the only tool that writes)."""
+    from .memory.schema import check_film_id
+
+    src = (root / text(path, "path", 4096)).resolve()
+    if not src.is_relative_to(root) or not src.is_file():
+        raise MovieMemError(f"{path!r} is not a file under {root}")
+    if film_id is not None:
+        check_film_id(film_id)  # a film id holding another source is refused by the pipeline
+    if as_ not in ("utterances", "captions"):
+        raise MovieMemError(f"as must be utterances or captions, not {as_!r}")
+    f = lib.ingest_text(src, film_id=film_id, title=title, as_=as_)
+    return {"film_id": f.film_id, "title": f.info.title, "duration_s": round(f.info.duration_s, 3)}

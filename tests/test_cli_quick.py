@@ -1,0 +1,63 @@
+"""The researcher's command line: fast start (no heavy import before a command needs it),
+--version, `moviemem search`, policy defaults in the table, replayed answers flagged."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SRT = ("1\n00:00:05,000 --> 00:00:07,000\nWhere is Williams?\n\n2\n00:01:10,000 --> 00:01:12,500\n"
+       "He is hiding in the roll-top desk.\n\n3\n00:02:30,000 --> 00:02:31,000\nQuiet!\n")
+
+
+@pytest.fixture
+def front(cli, tmp_path: Path):
+    srt = tmp_path / "front.srt"
+    srt.write_text(SRT)
+    assert cli("ingest", "--text", str(srt), "--film-id", "front").code == 0
+    return cli
+
+
+def test_help_and_version_import_no_heavy_library() -> None:
+    """`--help` and `--version` must not pay for LanceDB, pyarrow, pandas or torch (seconds of imports)."""
+    code = ("import sys; from moviemem.cli import main\n"
+            "try:\n    main(['--version'])\nexcept SystemExit:\n    pass\n"
+            "heavy = sorted(m for m in ('lancedb', 'pyarrow', 'pandas', 'torch', 'numpy', 'mcp') if m in sys.modules)\n"
+            "print(heavy)")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    lines = run.stdout.strip().splitlines()
+    assert lines[0].startswith("moviemem ") and lines[-1] == "[]", run.stdout
+
+
+def test_search_command_is_the_mcp_search(front) -> None:
+    res = front("search", "front", "Where is Williams hiding?", "--k", "2", "--json")
+    assert res.code == 0, res.err
+    ev = res.json()["evidence"]
+    assert {e["id"] for e in ev} == {"utterance:0", "utterance:1"}
+    assert set(ev[0]) == {"id", "kind", "start", "end", "text", "score"} and ev[0]["score"] >= ev[1]["score"]
+    early = front("search", "front", "desk", "--until", "1:00", "--json").json()["evidence"]
+    assert [e["id"] for e in early] == ["utterance:0"]  # the desk line is not shown by 1:00
+    table = front("search", "front", "desk", "--kinds", "utterance")
+    assert table.code == 0 and "utterance:1" in table.out and "70.0-72.5 s" in table.out
+    bad = front("search", "front", "desk", "--kinds", "frame")
+    assert bad.code == 2 and "unknown kind 'frame'" in bad.err
+    assert front("search", "front", "desk", "--k", "0").code == 2
+    assert "outside the film" in front("search", "front", "desk", "--until", "9:00").err
+
+
+def test_policies_table_shows_default_settings(cli) -> None:
+    res = cli("policies", library=False)
+    assert res.code == 0 and "default settings" in res.out
+    assert "with_title=false" in res.out.replace("\n", " ")  # closed-book's setting, as --set takes it
+
+
+def test_replayed_answer_is_flagged(front) -> None:
+    args = ("ask", "front", "Where is Williams?", "--policy", "subtitles", "--backbone", "scripted:Williams is in the desk.")
+    first, again = front(*args), front(*args)
+    assert first.code == again.code == 0
+    assert "replayed" not in first.err and "replayed from the cache" in again.err
+    d = front(*args, "--json").json()
+    assert d["replayed"] is True and d["usage"]["calls"] == d["usage"]["replayed_calls"] == 1

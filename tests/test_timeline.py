@@ -1,0 +1,111 @@
+"""The inspector's film timeline bar: evidence shown, cited and gold spans placed on the film."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from moviemem import Library
+from moviemem.agents.base import Answer
+from moviemem.backbones import ScriptedBackbone, user
+from moviemem.eval.formats import Benchmark, validate_rows
+from moviemem.eval.report import write_inspector
+from moviemem.eval.runner import run_bench
+from moviemem.eval.timeline import FilmFacts, timeline
+from moviemem.retrievers.base import Evidence
+
+
+def test_marks_are_placed_on_the_film() -> None:
+    ev = [{"kind": "utterance", "id": "utterance:3", "start": 10, "end": 20, "cited": True},
+          {"kind": "frame", "id": "frame:9", "start": 50, "end": 50},
+          {"kind": "caption", "start": "bad", "end": 3}]
+    t = timeline(100.0, ev, [(40.0, 60.0)])
+    assert t["known"] and t["duration"] == 100.0
+    assert [(m["x"], m["w"], m["cited"]) for m in t["marks"]] == [(500.0, 2.0, False), (100.0, 100.0, True)]
+    assert t["marks"][1]["label"] == "utterance utterance:3 10.0-20.0 s (cited)"
+    assert [(g["x"], g["w"]) for g in t["gold"]] == [(400.0, 200.0)]
+    unknown = timeline(None, ev, [(40.0, 80.0)])  # no film length: the bar ends at the last span
+    assert not unknown["known"] and unknown["duration"] == 80.0 and unknown["gold"][0]["x"] == 500.0
+    late = timeline(30.0, [{"kind": "event", "start": 29.5, "end": 45}], [])
+    assert late["marks"][0]["x"] + late["marks"][0]["w"] <= 1000.0
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path) -> Path:
+    srt = tmp_path / "f.srt"
+    srt.write_text("1\n00:00:05,000 --> 00:00:07,000\nHello <b>there</b>.\n")
+    lib = Library(tmp_path / "lib")
+    lib.ingest_text(srt, film_id="f0", duration_s=200.0)
+    rows = [(1, {"id": "q0", "film_id": "f0", "question": "Where is the key?", "options": ["Attic", "Cellar"],
+                 "answer": "A", "evidence": [[100.0, 120.0]]})]
+    bench = Benchmark("mcq", validate_rows(rows, "mcq", "t.jsonl"), "t.jsonl", "jsonl")
+
+    def answer(film_id, query, policy, backbone):
+        reply = backbone.chat([user(query.question)], max_tokens=4)
+        ev = [Evidence("utterance", film_id, 50.0, 70.0, "<i>the key</i>", id="utterance:1", cited=True),
+              Evidence("caption", film_id, 150.0, 160.0, "an attic", id="caption:4")]
+        return Answer(choice="A", text="Attic", confidence=0.9, invalid=False, policy=policy, backbone=backbone.name,
+                      evidence=ev, usage=reply.usage)
+
+    run = tmp_path / "run"
+    run_bench(bench, ["good", "weak"], [ScriptedBackbone(["x"], cycle=True)], run, answerer=answer, library=lib)
+    return run
+
+
+def test_inspector_item_page_draws_the_timeline(run_dir: Path, tmp_path: Path) -> None:
+    page = (write_inspector(run_dir).parent / "items" / "1.html").read_text()
+    side = page.split("<h2>Side by side</h2>", 1)[1].split("</table>", 1)[0]  # one lane per policy / backbone
+    assert side.count('<svg class="timeline"') == 2 and "good / scripted" in side and "weak / scripted" in side
+    assert "input / 1 output tokens" in side
+    svg = page.split("</table>", 1)[1].split('<svg class="timeline"', 1)[1].split("</svg>", 1)[0]
+    rects = re.findall(r'<rect class="(\w+)" x="([\d.]+)" y="\d+" width="([\d.]+)"', svg)
+    # film of 200 s: gold 100-120 s, shown caption 150-160 s, cited utterance 50-70 s (drawn last)
+    assert rects == [("gold", "500.0", "100.0"), ("shown", "750.0", "50.0"), ("cited", "250.0", "100.0")]
+    assert "0:03:20.0" in page and "film length unknown" not in page
+    assert "<i>" not in page  # evidence text stays text
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("headless Chromium is not installed (apt-get install chromium)")
+    shot = tmp_path / "item.png"
+    url = (run_dir / "inspector" / "items" / "1.html").resolve().as_uri()
+    subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                    f"--screenshot={shot}", "--window-size=1000,700", url], capture_output=True, timeout=90)
+    from PIL import Image
+
+    with Image.open(shot) as im:
+        px = im.convert("RGB")
+        reds = sum(1 for x in range(im.width) for y in range(0, im.height, 4) if px.getpixel((x, y)) == (204, 34, 34))
+    assert reds > 20  # the cited mark is drawn
+
+
+def test_nearest_strip_frame() -> None:
+    f = FilmFacts(10.0, [0.0, 2.0, 4.0], ["a.jpg", "b.jpg", "c.jpg"])
+    assert f.nearest_frame(3.2) == ("c.jpg", 4.0) and f.nearest_frame(-5) == ("a.jpg", 0.0)
+    assert f.nearest_frame(99) == ("c.jpg", 4.0) and FilmFacts(10.0).nearest_frame(1.0) is None
+
+
+def test_text_evidence_gets_the_nearest_stored_still(tmp_path: Path) -> None:
+    from conftest import make_video
+
+    lib = Library(tmp_path / "lib")
+    lib.ingest(make_video(tmp_path / "clip.mp4"), film_id="clip", stages=["frames"])
+    rows = [(1, {"id": "q0", "film_id": "clip", "question": "What is shown?", "options": ["A test card", "A cat"],
+                 "answer": "A"})]
+    bench = Benchmark("mcq", validate_rows(rows, "mcq", "t.jsonl"), "t.jsonl", "jsonl")
+
+    def answer(film_id, query, policy, backbone):
+        reply = backbone.chat([user(query.question)], max_tokens=4)
+        return Answer(choice="A", text="A test card", confidence=0.9, invalid=False, policy=policy,
+                      backbone=backbone.name, usage=reply.usage,
+                      evidence=[Evidence("utterance", film_id, 3.0, 3.4, "Look at this.", id="utterance:0")])
+
+    run_bench(bench, ["p"], [ScriptedBackbone(["x"], cycle=True)], tmp_path / "run", answerer=answer, library=lib)
+    index = write_inspector(tmp_path / "run")
+    page = (index.parent / "items" / "1.html").read_text()
+    assert "nearest still, 0:00:04.0" in page  # strip frames every 2 s: 4.0 s is nearest to 3.2 s
+    thumbs = list((index.parent / "thumbs").glob("*.jpg"))
+    assert len(thumbs) == 1 and f'src="../thumbs/{thumbs[0].name}"' in page
