@@ -10,10 +10,11 @@ import math
 
 def hms(t: float, *, short: bool = False, tenths: bool = False) -> str:
     """`HH:MM:SS` (evidence, traces); `short`: `M:SS`, or `H:MM:SS` past the hour, to the nearest
-    second (bounds of a stretch in prompts); `tenths`: `HH:MM:SS.d` (reports). Negative or
+    second (bounds of a stretch in prompts); `tenths`: `H:MM:SS.d` (reports). Negative or
     non-finite times read as 0."""
     s = float(t) if math.isfinite(float(t)) and float(t) > 0 else 0.0
     whole = int(round(s)) if short else int(s)
     h, m, sec = whole // 3600, whole // 60 % 60, whole % 60
-    out = (f"{h}:{m:02d}:{sec:02d}" if h else f"{m}:{sec:02d}") if short else f"{h:02d}:{m:02d}:{sec:02d}"
-    return out + f".{int((s - whole) * 10) % 10}" if tenths else out
+    if tenths:
+        return f"{h}:{m:02d}:{sec:02d}.{int((s - whole) * 10) % 10}"
+    return (f"{h}:{m:02d}:{sec:02d}" if h else f"{m}:{sec:02d}") if short else f"{h:02d}:{m:02d}:{sec:02d}"

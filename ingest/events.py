@@ -1,5 +1,8 @@
 """The events stage: narrative events per segment and the relations between them.
 
+Without a text backbone (the default) it builds the rule graph (scene_stage.py, rule_graph.py):
+no model, about 0.001x real time. With one chosen, the model path below runs:
+
 1. Extraction: each segment's captions, utterances and on-screen text become numbered lines;
    the text backbone (settings.backbone) lists events with a PropBank trigger and arguments, a
    one-line description and the lines that show it, under a JSON schema. An event's time is
@@ -117,11 +120,13 @@ def parse_events(data: dict[str, Any], seg: SegmentRow, lines: list[Line]) -> tu
 
 
 class EventsStage(Stage):
-    """Events and relations through the text backbone; skipped when there is no text to read or no
-    backbone was chosen (a local LLM takes minutes per film, so it is never run unasked)."""
+    """Events and relations. Without a backbone (the default) the rule graph is built from the
+    scenes' text (scene_stage.py, rule_graph.py: no model, seconds a film); with one chosen the
+    model extracts them (a local LLM takes minutes per film, so it is never run unasked). A
+    graph a model built is kept by a later plain ingest rather than replaced by rules."""
 
     name = "events"
-    needs = ("probe", "segments", "transcript", "ocr", "captions")
+    needs = ("probe", "segments", "transcript", "ocr", "captions", "scenes")
     version = 1
     attempts = 3
     max_events = MAX_EVENTS  # per segment part
@@ -135,7 +140,12 @@ class EventsStage(Stage):
         return s.backbone if "backbone" in s.model_fields_set and s.backbone else None
 
     def params(self, ctx: Ctx) -> dict[str, Any]:
-        return {"backbone": self.backbone_spec(ctx), "prompts": [EXTRACT.ref, RELATE.ref],
+        if self.backbone_spec(ctx) is None:
+            from .rule_graph import RULES_VERSION
+            from .scene_stage import SCENE_PARAMS
+
+            return {"mode": "rules", "rules": RULES_VERSION, "scenes": SCENE_PARAMS, "embedder": ctx.settings.embedder}
+        return {"mode": "model", "backbone": self.backbone_spec(ctx), "prompts": [EXTRACT.ref, RELATE.ref],
                 "embedder": ctx.settings.embedder, "attempts": self.attempts, "max_events": self.max_events,
                 "extract_tokens": self.extract_tokens,
                 "max_lines": MAX_LINES, "pairs": asdict(self.pairs)}
@@ -143,9 +153,17 @@ class EventsStage(Stage):
     def skip_reason(self, ctx: Ctx) -> str | None:
         if not any(ctx.has_rows(t) for t in ("captions", "utterances", "onscreen")):
             return "no captions, utterances or on-screen text to extract events from"
-        if self.backbone_spec(ctx) is None:
-            return "no text backbone chosen for events (pass --backbone SPEC, e.g. local, or set MOVIEMEM_BACKBONE)"
+        if self.backbone_spec(ctx) is None and self.model_graph_kept(ctx):
+            return ("no text backbone chosen, and the film's graph was built by a model: pass --backbone SPEC to "
+                    "rebuild it with a model, or --replace to drop it (the next ingest then builds the rule graph)")
         return None
+
+    def model_graph_kept(self, ctx: Ctx) -> bool:
+        """Whether the film's finished graph came from anything but the rules (a model, imported truth)."""
+        run = ctx.store.finished_runs(ctx.film_id).get(self.name)
+        if run is None or run.status != "done" or not run.rows:
+            return False
+        return json.loads(run.params or "{}").get("mode") != "rules"
 
     def load_backbone(self, ctx: Ctx) -> Backbone:
         from ..backbones import load
@@ -154,6 +172,10 @@ class EventsStage(Stage):
         return load(self.backbone_spec(ctx), cache=cache, cache_mode=ctx.settings.cache_mode)
 
     def run(self, ctx: Ctx) -> Outcome:
+        if self.backbone_spec(ctx) is None:
+            from .scene_stage import rule_graph_of, write_rule_graph
+
+            return Outcome(model="rules", note=write_rule_graph(ctx, rule_graph_of(ctx)))
         backbone = self.load_backbone(ctx)
         title = ctx.inputs.film.title
         failures: list[dict[str, Any]] = []
@@ -201,16 +223,17 @@ class EventsStage(Stage):
 
         ctx.write([EventRow(film_id=ctx.film_id, event_id=i, trigger=e.trigger, args=json.dumps(e.args, sort_keys=True),
                             description=e.description, start=round(e.start, 3), end=round(e.end, 3), seg_idx=e.seg_idx,
-                            story_order=st.story_order[i], vector=v.tolist())
+                            story_order=st.story_order[i], source="model", lines=[], vector=v.tolist())
                    for i, e, v in zip(ids, found, vecs)], dim)
         rels = [RelationRow(film_id=ctx.film_id, src=c.src, dst=c.dst, type=c.type, confidence=c.confidence,
-                            rationale=c.rationale) for c in classified]
+                            rationale=c.rationale, source="model") for c in classified]
         rels += [RelationRow(film_id=ctx.film_id, src=f.src, dst=f.dst, type="flashback", confidence=f.confidence,
-                             rationale=f.rationale) for f in st.edges]
+                             rationale=f.rationale, source="rules", rule="flashback-cue") for f in st.edges]
         ctx.write(rels)
 
-        note = (f"{len(found)} events from {len(parts)} segment parts, {len(rels)} relations from {len(pairs)} "
-                f"candidate pairs, {len(st.blocks)} flashback(s)")
+        note = (f"model: {len(found)} events from {len(parts)} segment parts, {len(classified)} relations from "
+                f"{len(pairs)} candidate pairs; rules: {len(st.edges)} flashback edge(s) from cues, "
+                f"{len(st.blocks)} flashback(s)")
         if cut:
             note += f"; {cut} lower-scoring pairs not classified (max_pairs {self.pairs.max_pairs})"
         if failures:

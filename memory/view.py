@@ -25,6 +25,7 @@ from .schema import (
     OnscreenRow,
     PassageRow,
     RelationRow,
+    SceneRow,
     SegmentRow,
     ShotRow,
     StageRow,
@@ -173,6 +174,16 @@ class FilmMemory:
         rows: list[PassageRow] = self._rows("passages", "idx")
         return [r for r in rows if source is None or r.source == source]
 
+    def scenes(self) -> list[SceneRow]:
+        """The film's scenes in screen order (empty until the scenes stage has run)."""
+        return self._rows("scenes", "scene_idx")
+
+    def overview(self, budget_tokens: int = 1500) -> str:
+        """Every visible scene's summary, one line each, within a token budget."""
+        from .overview import overview
+
+        return overview(self.scenes(), budget_tokens)
+
     def events(self) -> list[EventRow]:
         return self._rows("events", "start")
 
@@ -193,7 +204,7 @@ class FilmMemory:
         frames = self.frames()
         pools = {str(p): sum(1 for f in frames if p in f.pools) for p in sorted({p for f in frames for p in f.pools})}
         counts = {name: self.arrow(name).num_rows for name in
-                  ["frames", "shots", "segments", "utterances", "passages", "captions", "onscreen", "events", "relations"]}
+                  ["frames", "shots", "segments", "scenes", "utterances", "passages", "captions", "onscreen", "events", "relations"]}
         stages = [
             {"stage": r.stage, "status": r.status, "model": r.model, "params_hash": r.params_hash, "reason": r.reason}
             for r in self.stages()

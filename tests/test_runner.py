@@ -66,7 +66,7 @@ class PricedBackbone:
     def __init__(self):
         self.calls = 0
 
-    def chat(self, messages, **kw):
+    def send(self, request):
         self.calls += 1
         return Reply(text="A", usage=Usage(input_tokens=100, output_tokens=1, cost_usd=0.01))
 

@@ -91,8 +91,8 @@ def test_token_cap_reserves_each_calls_output_limit_before_sending(tmp_path: Pat
         name = model_id = "verbose"
         capabilities = Capabilities(text=True)
 
-        def chat(self, messages, max_tokens=512, **kw):
-            return Reply(text="B", usage=Usage(input_tokens=5, output_tokens=max_tokens))
+        def send(self, request):
+            return Reply(text="B", usage=Usage(input_tokens=5, output_tokens=request.max_tokens))
 
     def answerer(film_id, query, policy, backbone):
         reply = backbone.chat([user(query.question)], max_tokens=40)
