@@ -200,6 +200,20 @@ def films(library: LibraryOpt = None, as_json: JsonOpt = False) -> None:
 
 
 @app.command()
+def characters(film: Annotated[str, typer.Argument(help="Film id.")], library: LibraryOpt = None,
+               as_json: JsonOpt = False) -> None:
+    """The film's characters: names, lines, screen time, first/last appearance, voice and face clusters."""
+    from .cli_characters import characters_json, characters_lines
+
+    memory = _library(library).film(film)
+    if as_json:
+        _print_json(characters_json(memory))
+    else:
+        for line in characters_lines(memory):
+            out.print(line, highlight=False)
+
+
+@app.command()
 def show(film: Annotated[str, typer.Argument(help="Film id.")], library: LibraryOpt = None, as_json: JsonOpt = False) -> None:
     """Summarise one film's memory: counts, frame pools and stage provenance."""
     summary = _library(library).film(film).summary()

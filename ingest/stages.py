@@ -206,6 +206,7 @@ class TranscriptStage(Stage):
 
     name = "transcript"
     needs = ("probe",)
+    version = 2  # 2: subtitle cues split into speaker turns (ingest/turns.py)
 
     def source(self, ctx: Ctx) -> str:
         return ctx.inputs.text_source if ctx.inputs.subtitles_sha else "asr"
@@ -227,8 +228,10 @@ class TranscriptStage(Stage):
             track = ctx.inputs.subtitles
             if track is None:
                 raise MovieMemError(f"the transcript of {ctx.film_id!r} came from an imported file; pass it again to recompute it")
-            items = [{"start": c.start, "end": c.end, "text": c.text, "speaker": ", ".join(c.characters), "words": []}
-                     for c in track.cues]
+            from .turns import split_turns
+
+            items = split_turns([{"start": c.start, "end": c.end, "text": c.text, "speaker": ", ".join(c.characters),
+                                  "words": []} for c in track.cues])
             model, note = f"{track.format}:{track.path.name}", f"{len(items)} cues from {track.path.name}"
         else:
             from ..models.offline import model_path, resolve_name
@@ -433,3 +436,6 @@ def register_stage(stage: Stage, after: str | None = None) -> None:
 # imported after it) and register themselves with register_stage.
 from . import events as _events  # noqa: E402,F401
 from . import passages as _passages  # noqa: E402,F401
+from . import speakers as _speakers  # noqa: E402,F401
+from . import faces as _faces  # noqa: E402,F401
+from . import characters as _characters  # noqa: E402,F401

@@ -115,7 +115,24 @@ class MemoryStore:
                 f"table {name} holds {existing}-d vectors but this model makes {dim}-d ones; "
                 "use the same embedding model for the whole library or a new library"
             )
+        if self._add_missing_columns(name, tbl):
+            tbl = self.table(name)
         return tbl
+
+    _SQL_DEFAULTS = {pa.string(): "''", pa.int64(): "CAST(0 AS BIGINT)", pa.float64(): "CAST(0.0 AS DOUBLE)",
+                     pa.bool_(): "false"}
+
+    def _add_missing_columns(self, name: str, tbl: Any) -> bool:
+        """A library written before a row model gained a scalar field gets the column, filled with
+        its empty default, so new rows can be appended (e.g. utterances' speaker_name)."""
+        model = ROW_MODELS[name]
+        have = set(tbl.schema.names)
+        missing = {f.name: self._SQL_DEFAULTS[f.type] for f in arrow_schema(model, 1)
+                   if f.name not in have and f.type in self._SQL_DEFAULTS}
+        if missing:
+            tbl.add_columns(missing)
+            self._tables.pop(name, None)
+        return bool(missing)
 
     def _create(self, name: str, dim: int | None) -> Any:
         model = ROW_MODELS[name]
