@@ -36,7 +36,7 @@ English French German American Christmas Mom Mum Dad Mother Father Mama Papa Dad
 Honey Darling Baby Sweetheart Dear Boss Doctor Captain Officer Sergeant Chief Professor Judge Your Hey Hi Hello Yes No
 Well Look Listen Oh Please Thanks Goodbye Come Wait Stop Now Then So And But Or The A An It He She We They You This That
 What Why Who Where When How Is Are Was Were Do Does Did Let Get Go Here There Good Right Sure Really Just Maybe Mister
-Oh Ah Eh Um Uh Huh Shh Gentlemen Ladies Everybody Everyone Anybody Nobody Somebody Boys Girls Guys Folks Son Kid Man""".split())
+Oh Ah Eh Um Uh Huh Shh Yep Yeah Yup Nope Hiya Howdy Gee Gosh Golly Jeepers Gee Bye Bye-bye Cheers Alas Gentlemen Ladies Woman Women Men Girl Boy Voice Crowd All Both Announcer Narrator Everybody Everyone Anybody Nobody Somebody Boys Girls Guys Folks Son Kid Man""".split())
 
 
 @dataclass(frozen=True)
@@ -77,6 +77,7 @@ def name_lexicon(texts: Sequence[str], tags: Sequence[str] = ()) -> set[str]:
     """Words the film uses as names: capitalised inside a sentence, never lower case, not a
     common capitalised word; plus every speaker tag."""
     inner: Counter[str] = Counter()
+    mid: set[str] = set()
     lower: set[str] = set()
     for text in texts:
         for sentence in re.split(r"(?<=[.!?])\s+|^\s*[-\u2013]\s*", text):
@@ -87,8 +88,18 @@ def name_lexicon(texts: Sequence[str], tags: Sequence[str] = ()) -> set[str]:
                     lower.add(w.lower())
                 elif (i > 0 or vocative) and not w.isupper() and w not in _STOP:
                     inner[w] += 1
-    names = {w for w in inner if w.lower() not in lower and len(w) > 1}
+                    if i > 0:
+                        mid.add(w)
+    names = {w for w in inner if w in mid and w.lower() not in lower and len(w) > 1}
     return names | {t for t in tags if t}
+
+
+def is_name_tag(tag: str) -> bool:
+    """Whether a subtitle tag names a person ('Claude', 'Mr. Smith'), not a sound ('[SIGH]',
+    '[SPEAKING FRENCH]', '[door slams]'): 1-3 capitalised words, not all in capitals."""
+    words = tag.split()
+    return (0 < len(words) <= 3 and not tag.isupper() and words[0] not in _STOP
+            and all(re.fullmatch(r"(?:Mr|Mrs|Ms|Dr|Miss)\.?|[A-Z][a-z][A-Za-z'\-]*|[A-Z]\.?", w) for w in words))
 
 
 def _clean(name: str) -> str:
@@ -148,6 +159,7 @@ def build_registry(lines: Sequence[Line], extra_texts: Sequence[str] = (), min_s
     A voice cluster is named when its best name's summed votes reach `min_score` and beat the
     runner-up by `margin` times; a name goes to one cluster only (strongest first). Lines without
     a voice get a character only from their own tag or self-introduction."""
+    lines = [ln if is_name_tag(ln.tag) else Line(ln.idx, ln.start, ln.end, ln.text, "", ln.voice) for ln in lines]
     lexicon = name_lexicon([ln.text for ln in lines] + list(extra_texts), [ln.tag for ln in lines])
     vs = votes(lines, lexicon)
     text = {ln.idx: ln.text for ln in lines}
