@@ -14,7 +14,7 @@ from collections import defaultdict
 from typing import Any
 
 from ..memory.schema import CharacterRow, SpeakerRow
-from .names import Line, build_registry, link_faces
+from .names import Character, Line, build_registry, link_faces
 from .stages import Ctx, Outcome, Stage, register_stage
 
 STRIP_STEP_S = 2.0  # one strip frame stands for this much screen time (0.5 fps)
@@ -47,9 +47,7 @@ class CharactersStage(Stage):
         if face_times:
             link_faces(chars, speaking, face_times)
             linked = {c.face for c in chars if c.face >= 0}
-            for n, face in enumerate(sorted(set(face_times) - linked), 1):
-                from .names import Character
-
+            for face in sorted(set(face_times) - linked):
                 ch = Character(f"f{face}", f"face {face + 1}", face=face, confidence=0.0)
                 ch.links.append({"kind": "face", "value": face, "confidence": 1.0, "evidence": []})
                 chars.append(ch)
@@ -63,7 +61,7 @@ class CharactersStage(Stage):
         rows: list[CharacterRow] = []
         for ch in chars:
             spoken = [(by_idx[i].start, by_idx[i].end) for i in ch.lines]
-            seen = [t for t in face_times.get(ch.face, [])] if ch.face >= 0 else []
+            seen = list(face_times.get(ch.face, [])) if ch.face >= 0 else []
             told = [span for n in ch.names for span in mentions.get(n, [])]
             times = [t for span in spoken + told for t in span] + seen
             screen = len(set(seen)) * STRIP_STEP_S if seen else sum(b - a for a, b in told)

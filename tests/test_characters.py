@@ -250,3 +250,19 @@ def test_dlib_finds_a_face_on_a_real_frame(tmp_path: Path) -> None:
     assert vec.shape == (128,) and 0.2 < float(np.linalg.norm(vec)) < 2.0
     top, right, bottom, left = box
     assert bottom > top and right > left
+
+
+def test_voices_link_to_the_face_on_screen_while_they_speak() -> None:
+    from moviemem.ingest.names import Character, link_faces
+
+    sara, cedric = Character("v0", "Sara", ["Sara"], voice=0), Character("v1", "speaker 2", voice=1)
+    speaking = {"v0": [(0.0, 10.0)], "v1": [(20.0, 30.0)]}
+    # face 0 is on screen while Sara speaks, face 1 while speaker 2 does; face 2 appears in both
+    faces = {0: [2.0, 4.0, 6.0, 8.0], 1: [22.0, 24.0, 26.0], 2: [4.0, 24.0]}
+    link_faces([sara, cedric], speaking, faces)
+    assert sara.face == 0 and cedric.face == 1
+    link = next(lk for lk in sara.links if lk["kind"] == "face")
+    assert link["confidence"] == 1.0 and link["evidence"]
+    lonely = Character("v2", "speaker 3", voice=2)
+    link_faces([lonely], {"v2": [(40.0, 50.0)]}, faces)
+    assert lonely.face == -1  # no face on screen while it speaks: no link
