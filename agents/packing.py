@@ -15,6 +15,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import replace
 from functools import lru_cache
+from typing import Any
 
 from ..backbones.base import estimate_tokens
 from ..memory.view import FilmMemory
@@ -74,6 +75,14 @@ def interleave(lists: Sequence[Sequence[Evidence]]) -> list[Evidence]:
     return out
 
 
+def speaker_label(u: Any) -> str:
+    """Who speaks a transcript line, as shown to a reader: the character's name when the film's text
+    gives it; else a subtitle's own speaker tag; never a bare character id ("v3")."""
+    if getattr(u, "speaker_name", ""):
+        return u.speaker_name
+    return "" if re.fullmatch(r"[vnf]\d+", u.speaker or "") else u.speaker
+
+
 class Lines:
     """The film's transcript and caption rows by idx, read once per film view, to merge passages."""
 
@@ -88,7 +97,7 @@ class Lines:
     def of(self, source: str) -> dict[int, tuple[float, float, str]]:
         if source not in self._rows:
             if source == "utterance":
-                rows = [(u.idx, u.start, u.end, f"{u.speaker}: {u.text}" if u.speaker else u.text)
+                rows = [(u.idx, u.start, u.end, f"{who}: {u.text}" if (who := speaker_label(u)) else u.text)
                         for u in self.film.utterances()]
             else:
                 rows = [(c.idx, c.start, c.end, c.text) for c in self.film.captions()]

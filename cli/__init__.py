@@ -10,7 +10,7 @@ import typer
 import typer._click.exceptions as click_errors  # typer 0.29 vendors click: the `click` package's classes never match
 
 from ..errors import MovieMemError
-from . import answers, bench, demo, films, models, scenes  # noqa: F401 - each registers its commands on the app
+from . import answers, bench, characters, demo, films, models, scenes  # noqa: F401 - each registers its commands on the app
 from .common import app, err
 
 __all__ = ["app", "main"]

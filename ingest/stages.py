@@ -110,6 +110,7 @@ class TranscriptStage(Stage):
 
     name = "transcript"
     needs = ("probe",)
+    version = 2  # 2: subtitle cues split into speaker turns (ingest/turns.py)
 
     def source(self, ctx: Ctx) -> str:
         return ctx.inputs.text_source if ctx.inputs.subtitles_sha else "asr"
@@ -131,8 +132,10 @@ class TranscriptStage(Stage):
             track = ctx.inputs.subtitles
             if track is None:
                 raise MovieMemError(f"the transcript of {ctx.film_id!r} came from an imported file; pass it again to recompute it")
-            items = [{"start": c.start, "end": c.end, "text": c.text, "speaker": ", ".join(c.characters), "words": []}
-                     for c in track.cues]
+            from .turns import split_turns
+
+            items = split_turns([{"start": c.start, "end": c.end, "text": c.text, "speaker": ", ".join(c.characters),
+                                  "words": []} for c in track.cues])
             model, note = f"{track.format}:{track.path.name}", f"{len(items)} cues from {track.path.name}"
         else:
             from ..models.offline import model_path, resolve_name

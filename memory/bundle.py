@@ -57,8 +57,9 @@ def export_film(store: MemoryStore, film_id: str, out: Path) -> Path:
                 _add_bytes(tar, f"tables/{table}.parquet", buf.getvalue())
                 dim = store.vector_dim(table) if vector_columns(ROW_MODELS[table]) else None
                 manifest["tables"][table] = {"file": f"tables/{table}.parquet", "rows": data.num_rows, "vector_dim": dim}
-                if table == "frames":
-                    for rel in data.column("image").to_pylist():
+                media_column = {"frames": "image", "faces": "thumbnail"}.get(table)
+                if media_column:
+                    for rel in filter(None, data.column(media_column).to_pylist()):
                         src = store.root / rel
                         if src.is_file():
                             tar.add(str(src), arcname=f"media/{rel}")
@@ -193,7 +194,8 @@ def _rows(table: str, data: pa.Table, src_id: str, dst_id: str) -> list:
     rows = []
     for rec in data.to_pylist():
         rec["film_id"] = dst_id
-        if table == "frames" and src_id != dst_id:
-            rec["image"] = rec["image"].replace(f"media/{src_id}/", f"media/{dst_id}/", 1)
+        column = {"frames": "image", "faces": "thumbnail"}.get(table)
+        if column and src_id != dst_id and rec.get(column):
+            rec[column] = rec[column].replace(f"media/{src_id}/", f"media/{dst_id}/", 1)
         rows.append(model.model_validate(rec))
     return rows

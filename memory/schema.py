@@ -126,7 +126,8 @@ class UtteranceRow(Row):
     end: float
     text: str
     source: str = "asr"  # asr | subtitles | text
-    speaker: str = ""
+    speaker: str = ""  # a character id ("c3") once the characters stage ran; before it, a subtitle's own tag
+    speaker_name: str = ""  # the character's name when the film's text names them, else ""
     words: str = "[]"  # json list of {start, end, word, probability}
     vector: list[float] | None = VectorField()
 
@@ -211,20 +212,73 @@ class SceneRow(Row):
     n_lines: int = 0
 
 
+class VoiceRow(Row):
+    """One transcript line's voice cluster (speakers stage): `cluster` is -1 when the line is too
+    short or too quiet to embed."""
+
+    table: ClassVar[str] = "voices"
+    utt_idx: int
+    start: float
+    end: float
+    cluster: int = -1
+    confidence: float = 0.0  # cosine similarity of the line's voice to its cluster's centroid
+
+
+class FaceRow(Row):
+    """One face seen on a strip frame (faces stage), with its identity cluster (-1: unclustered)."""
+
+    table: ClassVar[str] = "faces"
+    frame_idx: int
+    t: float
+    cluster: int = -1
+    box: list[int] = Field(default_factory=list)  # top, right, bottom, left in the stored frame
+    thumbnail: str = ""  # the identity's representative crop, relative to the library root (on one row per cluster)
+    vector: list[float] | None = VectorField()
+
+
+class SpeakerRow(Row):
+    """Who speaks one transcript line (characters stage); `evidence` says why, as json."""
+
+    table: ClassVar[str] = "speaker_lines"
+    utt_idx: int
+    speaker: str = ""
+    speaker_name: str = ""
+    confidence: float = 0.0
+
+
+class CharacterRow(Row):
+    """One character of the registry: a voice cluster, a face cluster and/or a name, linked.
+    `links` is a json list of {kind, value, confidence, evidence: [line strings]}."""
+
+    table: ClassVar[str] = "characters"
+    char_id: str
+    name: str = ""
+    names: list[str] = Field(default_factory=list)
+    lines: int = 0
+    screen_time_s: float = 0.0
+    first_s: float = 0.0
+    last_s: float = 0.0
+    voice: int = -1
+    face: int = -1
+    confidence: float = 0.0
+    links: str = "[]"
+
+
 ROW_MODELS: dict[str, type[Row]] = {
     m.table: m
     for m in [FilmRow, StageRow, FrameRow, ClipRow, ShotRow, SegmentRow, UtteranceRow, CaptionRow, OnscreenRow, EventRow,
-              RelationRow, PassageRow, SceneRow]
+              RelationRow, PassageRow, SceneRow, VoiceRow, FaceRow, SpeakerRow, CharacterRow]
 }
-TIMED_TABLES = {"shots", "segments", "scenes", "utterances", "captions", "onscreen", "events", "passages"}  # have start/end
-POINT_TABLES = {"frames", "clip"}  # have t
+TIMED_TABLES = {"shots", "segments", "scenes", "utterances", "captions", "onscreen", "events", "passages", "voices"}  # have start/end
+POINT_TABLES = {"frames", "clip", "faces"}  # have t
 
 # Which ingest stage writes each table: the one place this is written. A film's view reads a
 # table from its owner's finished run; the pipeline drops and commits a stage's tables together.
 TABLE_OWNER: dict[str, str] = {
     "films": "probe", "frames": "frames", "clip": "clip", "shots": "shots", "segments": "segments",
     "utterances": "transcript", "captions": "captions", "onscreen": "ocr", "events": "events", "relations": "events",
-    "passages": "passages", "scenes": "scenes",
+    "passages": "passages", "scenes": "scenes", "voices": "speakers", "faces": "faces", "speaker_lines": "characters",
+    "characters": "characters",
 }
 
 

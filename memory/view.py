@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 import numpy as np
@@ -19,7 +20,9 @@ from .schema import (
     TABLE_OWNER,
     TIMED_TABLES,
     CaptionRow,
+    CharacterRow,
     EventRow,
+    FaceRow,
     FilmRow,
     FrameRow,
     OnscreenRow,
@@ -161,7 +164,71 @@ class FilmMemory:
         return idx, vecs
 
     def utterances(self) -> list[UtteranceRow]:
-        return self._rows("utterances", "idx")
+        """Transcript lines; once the characters stage ran, `speaker` is the line's character id
+        and `speaker_name` its name when the film's text gives one."""
+        rows: list[UtteranceRow] = self._rows("utterances", "idx")
+        where = self.run_filter("speaker_lines")
+        if where is None or not rows:
+            return rows
+        who = {r.utt_idx: r for r in self.store.rows("speaker_lines", where)}
+        known = self._names_known(rows) if self._until else None
+        for u in rows:
+            s = who.get(u.idx)
+            if s is not None:
+                u.speaker, u.speaker_name = s.speaker, s.speaker_name
+                if known is not None and s.speaker not in known:
+                    u.speaker_name = ""
+        return rows
+
+    def _names_known(self, visible: list[UtteranceRow]) -> set[str]:
+        """Characters whose name was given by a line already visible: an until(t) view must not
+        name a speaker from what is said after t."""
+        shown = {u.idx for u in visible}
+        known = set()
+        for c in self._rows("characters", "char_id"):
+            for link in json.loads(c.links or "[]"):
+                if link.get("kind") == "name" and any(int(m) in shown for e in link.get("evidence", [])
+                                                      for m in re.findall(r"^line (\d+)", e)):
+                    known.add(c.char_id)
+        return known
+
+    def characters(self) -> list[CharacterRow]:
+        """The character registry (characters stage): in `until(t)` views only characters seen or
+        heard by t, with their lines, times and screen time counted up to t."""
+        rows: list[CharacterRow] = self._rows("characters", "char_id")
+        if not self._until and self.t0 <= 0:
+            return rows
+        lines: dict[str, list[UtteranceRow]] = {}
+        visible = self.utterances()
+        known = self._names_known(visible)
+        for u in visible:
+            lines.setdefault(u.speaker, []).append(u)
+        faces: dict[int, list[float]] = {}
+        for f in self._rows("faces", "t"):
+            if f.cluster >= 0:
+                faces.setdefault(f.cluster, []).append(f.t)
+        where = self.run_filter("faces")
+        all_faces = self.store.rows("faces", where) if where is not None and faces else []
+        total = {c: sum(1 for f in all_faces if f.cluster == c) for c in faces}
+        out = []
+        for c in rows:
+            mine, seen = lines.get(c.char_id, []), faces.get(c.face, []) if c.face >= 0 else []
+            times = [t for u in mine for t in (u.start, u.end)] + seen
+            if not times:
+                continue
+            screen = c.screen_time_s * len(seen) / total[c.face] if seen else 0.0
+            update: dict[str, Any] = {"lines": len(mine), "first_s": min(times), "last_s": max(times),
+                                      "screen_time_s": round(screen, 2)}
+            if self._until and c.char_id not in known:
+                label = f"speaker {c.voice + 1}" if c.voice >= 0 else f"face {c.face + 1}" if c.face >= 0 else ""
+                if not label:
+                    continue
+                update.update(name=label, names=[])
+            out.append(c.model_copy(update=update))
+        return out
+
+    def faces(self) -> list[FaceRow]:
+        return self._rows("faces", "t")
 
     def captions(self, kind: str | None = None) -> list[CaptionRow]:
         rows: list[CaptionRow] = self._rows("captions", "start")
@@ -204,7 +271,8 @@ class FilmMemory:
         frames = self.frames()
         pools = {str(p): sum(1 for f in frames if p in f.pools) for p in sorted({p for f in frames for p in f.pools})}
         counts = {name: self.arrow(name).num_rows for name in
-                  ["frames", "shots", "segments", "scenes", "utterances", "passages", "captions", "onscreen", "events", "relations"]}
+                  ["frames", "shots", "segments", "scenes", "utterances", "passages", "captions", "onscreen", "events", "relations",
+                   "characters", "faces"]}
         stages = [
             {"stage": r.stage, "status": r.status, "model": r.model, "params_hash": r.params_hash, "reason": r.reason}
             for r in self.stages()

@@ -378,10 +378,13 @@ def filler_scene(script: Script, rng: random.Random, n: int, time: str, after: s
     place = script.places[kind]
     pairs = rng.sample(talk, rng.randint(2, 4))
     lines = []
-    for q, ans in pairs:
+    for i, (q, ans) in enumerate(pairs):
         ask, reply = (a, b) if rng.random() < 0.5 else (b, a)
         slots = v | {k: rng.choice(w) for k, w in WORDS.items()}
-        lines += [Line(ask, q.format(**slots)), Line(reply, ans.format(**slots))]
+        question = q.format(**slots)
+        if i == 0 and question.endswith("?"):  # people call each other by name: who speaks is knowable
+            question = f"{question[:-1]}, {script.cast[reply].name}?"
+        lines += [Line(ask, question), Line(reply, ans.format(**slots))]
     na, nb = script.cast[a].name, script.cast[b].name
     shots = [Shot("two", f"{na} and {nb} talk inside {place.name}.", chars=(a, b), lines=tuple(lines[:2]),
                   music="under" if rng.random() < 0.3 else "", events=(key,))]

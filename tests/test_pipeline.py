@@ -65,7 +65,7 @@ def test_show_json_contract_and_cached_rerun(synth_film, cli) -> None:
     obj = res.json()
     assert set(obj) >= {"film_id", "duration_s", "counts", "pools", "stages"}
     assert set(obj["counts"]) == {"frames", "shots", "segments", "scenes", "utterances", "passages", "captions", "onscreen",
-                                  "events", "relations"}
+                                  "events", "relations", "characters", "faces"}
     assert obj["pools"] == {"64": 64, "128": 128, "256": 256}
     assert {s["stage"]: s["status"] for s in obj["stages"]}.items() >= {
         "probe": "done", "frames": "done", "shots": "done", "segments": "done", "transcript": "done", "clip": "done",

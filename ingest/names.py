@@ -1,0 +1,261 @@
+"""Names from the film's own text, and the character registry that links them to voices and faces.
+
+Evidence comes only from what the film says or shows in text:
+- a speaker tag on a line ("CLAUDE: ...", a subtitle's [Name]) names that line's speaker;
+- a self-introduction ("I'm Sara", "My name is Sara", "Call me Sara") names its speaker;
+- an address term ("Sara, come here", "Thank you, Sara.") names the next speaker with another
+  voice (and, more weakly, the previous one), and says its own speaker is NOT Sara.
+A word counts as a name only if the film's text capitalises it inside a sentence and never writes
+it in lower case, so "Look, ..." or "Well, ..." are not addresses. Votes are summed per voice
+cluster; a cluster gets a name only with enough support and a clear margin, else it stays
+"speaker N". Every link keeps its confidence and the lines it came from.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+_WORD = re.compile(r"[A-Za-z][A-Za-z'\-]*")
+_NAME = r"((?:(?:Mr|Mrs|Ms|Dr|Miss)\.?\s)?[A-Z][a-z][A-Za-z'\-]*)"
+_SELF = [(re.compile(r"\b[Mm]y name(?:'s| is)\s+" + _NAME), 2.0),
+         (re.compile(r"\b(?:I'm|I am|call me|[Ii]t's me,?)\s+" + _NAME + r"(?=\s*[.,!?]|\s*$)"), 1.5)]
+_ADDR_START = re.compile(r"^(?:(?:Oh|Hi|Hello|Hey|Dear|Good (?:morning|evening|night|afternoon)|Thank you|Thanks|Goodbye|Bye),?\s+)?"
+                         + _NAME + r"\s*[,!?]")
+_ADDR_END = re.compile(r",\s+" + _NAME + r"\s*[.!?]+[\"']?\s*$")
+_KIN = ("mother|father|grandmother|grandfather|grandma|grandpa|aunt|uncle|sister|brother|son|daughter|wife|husband|"
+        "friend|cousin|boss|partner|name|niece|nephew|fiance|fiancee|boyfriend|girlfriend")
+_APPOSITION = re.compile(r"\b(?:my|your|his|her|our|their)\s+(?:old\s+|dear\s+|best\s+|little\s+)?(?:" + _KIN + r"),\s+"
+                         + _NAME + r"\s*[.!?]*\s*$")
+_LETTER = re.compile(r"\b(?:Love|Yours|Sincerely|Regards),\s+" + _NAME + r"\s*[.!]*\s*$")
+_STOP = set("""I I'm I'll I've I'd Mr Mrs Ms Dr Miss Sir Madam Ma'am God Lord Jesus Christ OK Okay Monday Tuesday Wednesday Thursday
+Friday Saturday Sunday January February March April May June July August September October November December
+English French German American Christmas Mom Mum Dad Mother Father Mama Papa Daddy Mommy Grandma Grandpa Uncle Aunt
+Honey Darling Baby Sweetheart Dear Boss Doctor Captain Officer Sergeant Chief Professor Judge Your Hey Hi Hello Yes No
+Well Look Listen Oh Please Thanks Goodbye Come Wait Stop Now Then So And But Or The A An It He She We They You This That
+What Why Who Where When How Is Are Was Were Do Does Did Let Get Go Here There Good Right Sure Really Just Maybe Mister
+Oh Ah Eh Um Uh Huh Shh Yep Yeah Yup Nope Hiya Howdy Gee Gosh Golly Jeepers Gee Bye Bye-bye Cheers Alas Gentlemen Ladies Woman Women Men Girl Boy Voice Crowd All Both Announcer Narrator Everybody Everyone Anybody Nobody Somebody Boys Girls Guys Folks Son Kid Man""".split())
+
+
+@dataclass(frozen=True)
+class Line:
+    """A transcript line as the registry sees it: `tag` is a speaker tag from the subtitles,
+    `voice` the line's voice cluster (-1: none)."""
+
+    idx: int
+    start: float
+    end: float
+    text: str
+    tag: str = ""
+    voice: int = -1
+
+
+@dataclass(frozen=True)
+class Vote:
+    line: int  # the line whose speaker the vote is about
+    name: str
+    weight: float  # > 0: the speaker is `name`; < 0: the speaker is not
+    kind: str  # tag | self | address-next | address-prev | address-self
+    source: int  # the line the evidence was read from
+
+
+@dataclass
+class Character:
+    char_id: str
+    name: str  # the known name, or "speaker N" / "face N" / the tag
+    names: list[str] = field(default_factory=list)  # names the film's text gives them
+    voice: int = -1
+    face: int = -1
+    confidence: float = 0.0
+    lines: list[int] = field(default_factory=list)
+    links: list[dict] = field(default_factory=list)  # {kind, value, confidence, evidence: [str]}
+
+
+def name_lexicon(texts: Sequence[str], tags: Sequence[str] = ()) -> set[str]:
+    """Words the film uses as names: capitalised inside a sentence, never lower case, not a
+    common capitalised word; plus every speaker tag."""
+    inner: Counter[str] = Counter()
+    mid: set[str] = set()
+    lower: set[str] = set()
+    for text in texts:
+        for sentence in re.split(r"(?<=[.!?])\s+|^\s*[-\u2013]\s*", text):
+            words = _WORD.findall(sentence)
+            vocative = re.match(r"\s*([A-Z][a-z][A-Za-z'\-]*)\s*,", sentence)
+            for i, w in enumerate(words):
+                if w[0].islower():
+                    lower.add(w.lower())
+                elif (i > 0 or vocative) and not w.isupper() and w not in _STOP:
+                    inner[w] += 1
+                    if i > 0:
+                        mid.add(w)
+    names = {w for w in inner if w in mid and w.lower() not in lower and len(w) > 1}
+    return names | {t for t in tags if t}
+
+
+def is_name_tag(tag: str) -> bool:
+    """Whether a subtitle tag names a person ('Claude', 'Mr. Smith'), not a sound ('[SIGH]',
+    '[SPEAKING FRENCH]', '[door slams]'): 1-3 capitalised words, not all in capitals."""
+    words = tag.split()
+    return (0 < len(words) <= 3 and not tag.isupper() and words[0] not in _STOP
+            and all(re.fullmatch(r"(?:Mr|Mrs|Ms|Dr|Miss)\.?|[A-Z][a-z][A-Za-z'\-]*|[A-Z]\.?", w) for w in words))
+
+
+def _clean(name: str) -> str:
+    return name.rstrip(".,!?'\"")
+
+
+def votes(lines: Sequence[Line], lexicon: set[str], gap_s: float = 3.0) -> list[Vote]:
+    """Name votes read from each line: tags, self-introductions and address terms."""
+    out: list[Vote] = []
+    order = sorted(lines, key=lambda ln: (ln.start, ln.idx))
+    for k, ln in enumerate(order):
+        if ln.tag:
+            out.append(Vote(ln.idx, ln.tag, 3.0, "tag", ln.idx))
+        for pat, w in _SELF:
+            for m in pat.finditer(ln.text):
+                name = _clean(m.group(1))
+                if name in lexicon or (w >= 2.0 and name not in _STOP):
+                    out.append(Vote(ln.idx, name, w, "self", ln.idx))
+        addressed = set()
+        m = _ADDR_START.match(ln.text.strip())
+        if m:
+            addressed.add(_clean(m.group(1)))
+        m = _ADDR_END.search(ln.text.strip())
+        if m and not _APPOSITION.search(ln.text.strip()) and not _LETTER.search(ln.text.strip()):
+            addressed.add(_clean(m.group(1)))
+        for name in sorted(n for n in addressed if n in lexicon):
+            out.append(Vote(ln.idx, name, -1.0, "address-self", ln.idx))
+            nxt = _neighbour(order, k, +1, gap_s)
+            if nxt is not None:
+                out.append(Vote(nxt.idx, name, 1.0, "address-next", ln.idx))
+            prv = _neighbour(order, k, -1, gap_s)
+            if prv is not None:
+                out.append(Vote(prv.idx, name, 0.5, "address-prev", ln.idx))
+    return out
+
+
+def _neighbour(order: Sequence[Line], k: int, step: int, gap_s: float) -> Line | None:
+    """The line right before/after order[k] when another known voice speaks it within gap_s: the
+    person addressed usually answers (or has just spoken). None when voices are unknown: text
+    alone cannot tell whether the next line is a reply."""
+    me, j = order[k], k + step
+    if me.voice < 0 or not 0 <= j < len(order):
+        return None
+    cand = order[j]
+    gap = cand.start - me.end if step > 0 else me.start - cand.end
+    return cand if cand.voice >= 0 and cand.voice != me.voice and gap <= gap_s else None
+
+
+def _evidence(vs: Sequence[Vote], text: dict[int, str], limit: int = 5) -> list[str]:
+    return [f"line {v.source} ({v.kind}): {text.get(v.source, '')}" for v in vs[:limit]]
+
+
+def build_registry(lines: Sequence[Line], extra_texts: Sequence[str] = (), min_score: float = 1.0,
+                   margin: float = 2.0) -> tuple[list[Character], dict[int, tuple[str, float]]]:
+    """Characters from voice clusters and names, and each line's (char_id, confidence).
+
+    A voice cluster is named when its best name's summed votes reach `min_score` and beat the
+    runner-up by `margin` times; a name goes to one cluster only (strongest first). Lines without
+    a voice get a character only from their own tag or self-introduction."""
+    lines = [ln if is_name_tag(ln.tag) else Line(ln.idx, ln.start, ln.end, ln.text, "", ln.voice) for ln in lines]
+    lexicon = name_lexicon([ln.text for ln in lines] + list(extra_texts), [ln.tag for ln in lines])
+    vs = votes(lines, lexicon)
+    text = {ln.idx: ln.text for ln in lines}
+    by_line = {ln.idx: ln for ln in lines}
+
+    # per voice cluster: score of each name
+    score: dict[int, Counter[str]] = defaultdict(Counter)
+    support: dict[tuple[int, str], list[Vote]] = defaultdict(list)
+    for v in vs:
+        voice = by_line[v.line].voice
+        if voice < 0:
+            continue
+        score[voice][v.name] += v.weight
+        if v.weight > 0:
+            support[(voice, v.name)].append(v)
+    proposals = []
+    for voice, names in score.items():
+        ranked = [(n, s) for n, s in names.most_common() if s > 0]
+        if not ranked:
+            continue
+        (best, s1), s2 = ranked[0], (ranked[1][1] if len(ranked) > 1 else 0.0)
+        if s1 >= min_score and s1 >= margin * s2:
+            positive = sum(s for _, s in ranked)
+            proposals.append((s1, voice, best, round(s1 / positive, 3)))
+    voice_name: dict[int, tuple[str, float]] = {}
+    taken: set[str] = set()
+    for _score, voice, name, conf in sorted(proposals, reverse=True):
+        if name not in taken:
+            voice_name[voice] = (name, conf)
+            taken.add(name)
+
+    chars: dict[str, Character] = {}
+    line_char: dict[int, tuple[str, float]] = {}
+    voices = sorted({ln.voice for ln in lines if ln.voice >= 0},
+                    key=lambda c: min(ln.start for ln in lines if ln.voice == c))
+    for voice in voices:
+        name, conf = voice_name.get(voice, ("", 0.0))
+        ch = Character(f"v{voice}", name or f"speaker {voice + 1}", [name] if name else [], voice=voice, confidence=conf)
+        ch.links.append({"kind": "voice", "value": voice, "confidence": 1.0, "evidence": []})
+        if name:
+            ch.links.append({"kind": "name", "value": name, "confidence": conf,
+                             "evidence": _evidence(support[(voice, name)], text)})
+        chars[ch.char_id] = ch
+    by_name = {c.name: c for c in chars.values() if c.names}
+    for ln in sorted(lines, key=lambda x: (x.start, x.idx)):
+        if ln.voice >= 0:
+            line_char[ln.idx] = (f"v{ln.voice}", 1.0)
+            continue
+        own = [v for v in vs if v.line == ln.idx and v.kind in ("tag", "self")]
+        if not own:
+            continue
+        best = max(own, key=lambda v: v.weight)
+        ch = by_name.get(best.name)
+        if ch is None:
+            ch = Character(f"n{len([c for c in chars.values() if c.voice < 0]) + 1}", best.name, [best.name],
+                           confidence=1.0 if best.kind == "tag" else 0.8)
+            ch.links.append({"kind": "name", "value": best.name, "confidence": ch.confidence, "evidence": []})
+            chars[ch.char_id] = by_name[best.name] = ch
+        link = next(lk for lk in ch.links if lk["kind"] == "name")
+        if len(link["evidence"]) < 5:
+            link["evidence"] += _evidence([best], text)
+        line_char[ln.idx] = (ch.char_id, 1.0 if best.kind == "tag" else 0.8)
+    for idx, (cid, _) in line_char.items():
+        chars[cid].lines.append(idx)
+    # names addressed or introduced but never matched to a speaker: registered, with no lines
+    addressed = Counter(v.name for v in vs if v.kind == "address-self")
+    for name, count in addressed.items():
+        if name not in by_name and count >= 2:
+            evid = [v for v in vs if v.name == name and v.kind == "address-self"]
+            ch = Character(f"n{len([c for c in chars.values() if c.voice < 0]) + 1}", name, [name], confidence=0.0)
+            ch.links.append({"kind": "name", "value": name, "confidence": 0.0,
+                             "evidence": _evidence(evid, text)})
+            chars[ch.char_id] = by_name[name] = ch
+    return list(chars.values()), line_char
+
+
+def link_faces(chars: Sequence[Character], speaking: dict[str, list[tuple[float, float]]],
+               face_times: dict[int, list[float]], min_share: float = 0.5) -> None:
+    """Link each voice character to the face cluster most often on screen while it speaks, when
+    that face is seen in at least `min_share` of the strip frames inside its lines and the pair is
+    each other's best match. Unlinked face clusters become characters of their own ("face N")."""
+    share: dict[tuple[str, int], float] = {}
+    for cid, spans in speaking.items():
+        inside = [t for ts in face_times.values() for t in ts if any(a <= t <= b for a, b in spans)]
+        frames_inside = len(set(inside))
+        if not frames_inside:
+            continue
+        for face, ts in face_times.items():
+            n = sum(1 for t in set(ts) if any(a <= t <= b for a, b in spans))
+            share[(cid, face)] = n / frames_inside
+    by_id = {c.char_id: c for c in chars}
+    best_face = {cid: max(((f, s) for (c, f), s in share.items() if c == cid), key=lambda x: x[1]) for cid, _ in share}
+    best_voice = {f: max(((c, s) for (c, ff), s in share.items() if ff == f), key=lambda x: x[1]) for _, f in share}
+    for cid, (face, s) in best_face.items():
+        if s >= min_share and best_voice[face][0] == cid:
+            ch = by_id[cid]
+            ch.face = face
+            ch.links.append({"kind": "face", "value": face, "confidence": round(s, 3),
+                             "evidence": [f"face {face} on screen in {s:.0%} of the strip frames during its lines"]})
