@@ -67,7 +67,7 @@ def timeline(duration: float | None, evidence: list[dict[str, Any]], gold: list[
     spans = [(e, s) for e in evidence if (s := _span(e.get("start"), e.get("end"))) is not None]
     golds = [s for g in gold if (s := _span(g[0], g[1])) is not None]
     known = duration is not None and duration > 0
-    length = float(duration) if known else max([b for _, (_, b) in spans] + [b for _, b in golds] + [1.0])
+    length = duration if duration is not None and known else max([b for _, (_, b) in spans] + [b for _, b in golds] + [1.0])
 
     def place(a: float, b: float) -> tuple[float, float]:
         x = min(1000.0, max(0.0, 1000.0 * a / length))
