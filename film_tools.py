@@ -173,7 +173,9 @@ def read_range(lib: Library, film_id: str, start: float, end: float,
     f = film(lib, film_id)
     if start is None or end is None:
         raise MovieMemError("read_range needs both start and end")
-    t0, t1 = window(f, start, end)
+    t0, t1 = seconds(start, "start", f.info.duration_s), seconds(end, "end", f.info.duration_s)
+    if t1 <= t0:
+        raise MovieMemError(f"empty time window: start {t0:g} s is not before end {t1:g} s")
     rows = rows_as_evidence(f.window(t0, t1), kinds_of(kinds, RANGE_KINDS, DEFAULT_RANGE_KINDS))
     return {"start": t0, "end": t1, "evidence": [evidence_json(e) for e in rows[:MAX_RANGE_ROWS]],
             "truncated": len(rows) > MAX_RANGE_ROWS, "total": len(rows)}
@@ -222,7 +224,7 @@ def graph(lib: Library, film_id: str, op: str = "events", event: str | None = No
     an event, the causal chain from `event` to `target`, the neighborhood of an event."""
     import warnings
 
-    from .graph import NarrativeGraphWarning
+    from .graph import NarrativeGraph, NarrativeGraphWarning
 
     f = film(lib, film_id)
     if op not in GRAPH_OPS:
@@ -234,7 +236,7 @@ def graph(lib: Library, film_id: str, op: str = "events", event: str | None = No
     view = f.until(seconds(until, "until", f.info.duration_s, low=TIME_SLACK_S)) if until is not None else f
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", NarrativeGraphWarning)  # returned as "problems"
-        g = view.graph()
+        g = NarrativeGraph.from_memory(view)
 
     def ev(e: str) -> dict[str, Any]:
         d = g.event(e)

@@ -429,7 +429,7 @@ _ITEM = """{% extends "base" %}{% macro bar(t) %}<svg class="timeline" viewBox="
 </svg>{% endmacro %}{% block body %}
 <p><a href="../index.html">← all items</a></p>
 <h1>{{ item.id }}</h1>
-<p>Film <code>{{ item.film_id }}</code>{% if category %}, category {{ category }}{% endif %}</p>
+<p>Film {% if film_page %}<a href="../{{ film_page }}"><code>{{ item.film_id }}</code></a> (its memory on a timeline){% else %}<code>{{ item.film_id }}</code>{% endif %}{% if category %}, category {{ category }}{% endif %}</p>
 {% for label, text in fields %}<p><b>{{ label }}:</b> {{ text }}</p>{% endfor %}
 {% if options %}<ol type="A">{% for o in options %}<li{% if o.gold %} class="ok"{% endif %}>{{ o.text }}{% if o.gold %} (right answer){% endif %}</li>{% endfor %}</ol>{% endif %}
 {% if lanes|length > 1 %}<h2>Side by side</h2>
@@ -459,10 +459,26 @@ _ITEM = """{% extends "base" %}{% macro bar(t) %}<svg class="timeline" viewBox="
 {% endblock %}"""
 
 
+_FILM = """{% extends "base" %}{% block body %}
+<p><a href="../index.html">← all items</a></p>
+<h1>{{ f.title or f.film_id }} <span class="muted">({{ f.film_id }}, {{ hms(f.duration) }})</span></h1>
+<p class="muted">The film's memory on its timeline, 0:00:00–{{ hms(f.duration) }}; hover a mark for its time and text.</p>
+<table class="lanes"><tr><th>memory</th><th>rows</th><th style="width:80%">timeline</th></tr>
+{% for lane in f.lanes %}<tr><td>{{ lane.label }}</td><td>{{ lane.n }}{% if lane.cut %} (first {{ lane.marks|length }} drawn){% endif %}</td>
+<td><svg class="timeline" viewBox="0 0 1000 24" preserveAspectRatio="none" role="img" aria-label="{{ lane.label }}"><rect x="0" y="10" width="1000" height="4" fill="#eee"/>
+{% for m in lane.marks %}<rect x="{{ m.x }}" y="2" width="{{ m.w }}" height="20" fill="#36c" fill-opacity="0.55" stroke="#fff" stroke-width="0.5"><title>{{ m.label }}</title></rect>{% endfor %}</svg></td></tr>{% endfor %}
+</table>
+{% if f.characters %}<h2>Speakers</h2><p>{% for name, n in f.characters %}{{ name }} ({{ n }}){% if not loop.last %}, {% endif %}{% endfor %}</p>{% endif %}
+{% if f.events %}<h2>Events</h2><table><tr><th>event</th><th>time</th><th>description</th><th>links</th></tr>
+{% for e in f.events %}<tr><td id="{{ e.id }}">{{ e.id }}</td><td>{{ hms(e.start) }}–{{ hms(e.end) }}</td><td>{{ e.description }}</td><td>{{ e.links|join(", ") }}</td></tr>{% endfor %}
+</table>{% endif %}
+{% endblock %}"""
+
+
 def _env() -> Any:
     from jinja2 import DictLoader, Environment, StrictUndefined
 
-    return Environment(loader=DictLoader({"base": _BASE, "index": _INDEX, "item": _ITEM}), autoescape=True,
+    return Environment(loader=DictLoader({"base": _BASE, "index": _INDEX, "item": _ITEM, "film": _FILM}), autoescape=True,
                        undefined=StrictUndefined)
 
 
@@ -495,6 +511,22 @@ def _thumb(frame: str | None, library: str | None, out_dir: Path) -> str | None:
         except OSError:
             return None
     return name
+
+
+def _film_pages(env: Any, library: str | None, film_ids: list[str], root: Path) -> dict[str, str]:
+    """films/<id>.html for each film of the run the library holds: its memory on one timeline."""
+    from .timeline import film_page
+
+    pages = {}
+    for fid in film_ids:
+        data = film_page(library, fid) if library else None
+        if data is None:
+            continue
+        (root / "films").mkdir(exist_ok=True)
+        (root / "films" / f"{fid}.html").write_text(env.get_template("film").render(title=f"film {fid}", f=data, hms=_hms),
+                                                    encoding="utf-8")
+        pages[fid] = f"films/{fid}.html"
+    return pages
 
 
 def _category_table(items: list[Item], configs: list[tuple[str, str]],
@@ -573,6 +605,7 @@ def write_inspector(run_dir: str | Path) -> Path:
     from .timeline import film_facts, timeline
 
     facts = film_facts(manifest.get("library"), {it.film_id for it in items})
+    film_pages = _film_pages(env, manifest.get("library"), sorted(facts), root)
     rows = []
     item_tpl = env.get_template("item")
     for n, it in enumerate(items, 1):
@@ -619,7 +652,8 @@ def write_inspector(run_dir: str | Path) -> Path:
                  for a in answers for q in a["queries"]]
         (root / "items" / page).write_text(
             item_tpl.render(title=it.id, item=it, category=item_category(it), fields=fields, options=options,
-                            answers=answers, lanes=lanes, hms=_hms), encoding="utf-8")
+                            answers=answers, lanes=lanes, hms=_hms, film_page=film_pages.get(it.film_id)),
+            encoding="utf-8")
     (root / "index.html").write_text(env.get_template("index").render(
         title=title, fmt=manifest["format"], items=items, configs=configs, rows=rows,
         categories=_category_table(items, configs, by_item), outcomes=evidence.OUTCOMES, page_size=INDEX_PAGE),

@@ -67,7 +67,7 @@ def timeline(duration: float | None, evidence: list[dict[str, Any]], gold: list[
     spans = [(e, s) for e in evidence if (s := _span(e.get("start"), e.get("end"))) is not None]
     golds = [s for g in gold if (s := _span(g[0], g[1])) is not None]
     known = duration is not None and duration > 0
-    length = float(duration) if known else max([b for _, (_, b) in spans] + [b for _, b in golds] + [1.0])
+    length = duration if duration is not None and known else max([b for _, (_, b) in spans] + [b for _, b in golds] + [1.0])
 
     def place(a: float, b: float) -> tuple[float, float]:
         x = min(1000.0, max(0.0, 1000.0 * a / length))
@@ -83,3 +83,64 @@ def timeline(duration: float | None, evidence: list[dict[str, Any]], gold: list[
     marks.sort(key=lambda m: m["cited"])  # cited marks drawn last, on top
     return {"known": known, "duration": length, "marks": marks,
             "gold": [{"x": place(a, b)[0], "w": place(a, b)[1], "label": f"gold {a:.1f}-{b:.1f} s"} for a, b in golds]}
+
+
+LANES = (  # table, label, text column (None: a bare span), time columns
+    ("segments", "segments", None),
+    ("shots", "shots", None),
+    ("utterances", "transcript", "text"),
+    ("captions", "captions", "text"),
+    ("onscreen", "on-screen text", "text"),
+    ("events", "events", "description"),
+)
+MAX_MARKS = 4000  # per lane: a feature film has about 1,500 transcript lines
+
+
+def film_page(library: str, film_id: str) -> dict[str, Any] | None:
+    """A film's memory as timeline lanes (segments, shots, transcript, captions, on-screen text,
+    events) plus its events with their links and the characters named, for the inspector's film
+    page; None when the library does not hold the film. Reads only the columns it draws."""
+    from pathlib import Path
+
+    from ..memory.store import MemoryStore
+    from ..memory.view import FilmMemory
+    from ..retrievers.base import visible_filter
+
+    if "://" not in library and not Path(library).is_dir():
+        return None
+    store = MemoryStore(library)
+    if store.film_row(film_id) is None:
+        return None
+    film = FilmMemory(store, film_id)
+    length = max(film.info.duration_s, 1e-6)
+
+    def place(a: float, b: float) -> tuple[float, float]:
+        x = min(1000.0, max(0.0, 1000.0 * a / length))
+        return round(x, 2), round(max(0.6, min(1000.0 - x, 1000.0 * (b - a) / length)), 2)
+
+    lanes = []
+    for table, label, text in LANES:
+        where = visible_filter(film, table)
+        cols = ["start", "end"] + ([text] if text else []) + (["event_id"] if table == "events" else [])
+        rows = store.query(table, where, columns=cols).to_pylist() if where is not None else []
+        rows.sort(key=lambda r: (r["start"], r["end"]))
+        marks = []
+        for r in rows[:MAX_MARKS]:
+            x, w = place(float(r["start"]), float(r["end"]))
+            tip = f"{r['start']:.1f}-{r['end']:.1f} s" + (f" {r.get('event_id')}" if table == "events" else "")
+            marks.append({"x": x, "w": w, "label": tip + (f": {r[text]}" if text else "")})
+        lanes.append({"label": label, "n": len(rows), "marks": marks, "cut": len(rows) > MAX_MARKS})
+    events = film.events()
+    links: dict[str, list[str]] = {}
+    for rel in film.relations():
+        links.setdefault(rel.src, []).append(f"{rel.type} {rel.dst}")
+    names: dict[str, int] = {}
+    where = visible_filter(film, "utterances")
+    if where is not None:
+        for s in store.query("utterances", where, columns=["speaker"]).column("speaker").to_pylist():
+            if s and s.strip():
+                names[s.strip()] = names.get(s.strip(), 0) + 1
+    return {"film_id": film_id, "title": film.info.title, "duration": film.info.duration_s, "lanes": lanes,
+            "events": [{"id": e.event_id, "start": e.start, "end": e.end, "description": e.description,
+                        "links": links.get(e.event_id, [])} for e in events],
+            "characters": sorted(names.items(), key=lambda kv: (-kv[1], kv[0]))[:50]}

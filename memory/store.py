@@ -263,8 +263,9 @@ class MemoryStore:
         out = [f for f in self.rows("films") if f.film_id in probe and probe[f.film_id].run_id == f.run_id]
         return sorted(out, key=lambda f: f.film_id)  # type: ignore[return-value]
 
-    def film_row(self, film_id: str) -> FilmRow | None:
-        runs = self.finished_runs(film_id)
+    def film_row(self, film_id: str, runs: dict[str, StageRow] | None = None) -> FilmRow | None:
+        """The visible films row (`runs`: the film's finished_runs when the caller has them already)."""
+        runs = self.finished_runs(film_id) if runs is None else runs
         if "probe" not in runs:
             return None
         rows = self.rows("films", f"film_id = {sql_str(film_id)} AND run_id = {sql_str(runs['probe'].run_id)}")

@@ -43,11 +43,11 @@ class FilmMemory:
         self.store = store
         self.film_id = check_film_id(film_id)
         self.t0, self.t1, self._until = t0, t1, until
-        row = store.film_row(film_id)
+        self._runs = store.finished_runs(film_id)
+        row = store.film_row(film_id, self._runs)
         if row is None:
             raise MovieMemError(f"film {film_id!r} is not in the library at {store.uri}")
         self.info: FilmRow = row
-        self._runs = store.finished_runs(film_id)
 
     # -- views -------------------------------------------------------------
     def window(self, t0: float, t1: float) -> FilmMemory:

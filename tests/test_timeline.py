@@ -109,3 +109,22 @@ def test_text_evidence_gets_the_nearest_stored_still(tmp_path: Path) -> None:
     assert "nearest still, 0:00:04.0" in page  # strip frames every 2 s: 4.0 s is nearest to 3.2 s
     thumbs = list((index.parent / "thumbs").glob("*.jpg"))
     assert len(thumbs) == 1 and f'src="../thumbs/{thumbs[0].name}"' in page
+
+
+def test_film_page_shows_the_memory_on_a_timeline(run_dir: Path) -> None:
+    from events_rows import add_truth_events
+
+    lib = Library(run_dir.parent / "lib")
+    add_truth_events(lib, "f0", {"events": [
+        {"id": "e1", "key": "hello", "description": "Someone says <b>hello</b>.", "start": 5.0, "end": 7.0, "story_order": 0},
+        {"id": "e2", "key": "bye", "description": "They leave.", "start": 150.0, "end": 160.0, "story_order": 1}],
+        "relations": [{"src": "e1", "dst": "e2", "type": "causal"}]})
+    index = write_inspector(run_dir)
+    item = (index.parent / "items" / "1.html").read_text()
+    assert '<a href="../films/f0.html"><code>f0</code></a>' in item
+    page = (index.parent / "films" / "f0.html").read_text()
+    lanes = dict(re.findall(r"<tr><td>([\w -]+)</td><td>(\d+)</td>", page))
+    assert lanes == {"segments": "4", "shots": "0", "transcript": "1", "captions": "0", "on-screen text": "0", "events": "2"}
+    assert "<rect x=\"25.0\" y=\"2\" width=\"10.0\"" in page  # the line at 5-7 s of a 200 s film
+    assert "5.0-7.0 s: Hello there." in page and "<b>" not in page  # (the SRT reader drops the tags)
+    assert "<td>causal e2</td>" in page and "Someone says &lt;b&gt;hello&lt;/b&gt;." in page
