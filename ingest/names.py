@@ -17,6 +17,7 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z'\-]*")
 _NAME = r"((?:(?:Mr|Mrs|Ms|Dr|Miss)\.?\s)?[A-Z][a-z][A-Za-z'\-]*)"
@@ -70,7 +71,7 @@ class Character:
     face: int = -1
     confidence: float = 0.0
     lines: list[int] = field(default_factory=list)
-    links: list[dict] = field(default_factory=list)  # {kind, value, confidence, evidence: [str]}
+    links: list[dict[str, Any]] = field(default_factory=list)  # {kind, value, confidence, evidence: [str]}
 
 
 def name_lexicon(texts: Sequence[str], tags: Sequence[str] = ()) -> set[str]:
@@ -119,12 +120,12 @@ def votes(lines: Sequence[Line], lexicon: set[str], gap_s: float = 3.0) -> list[
                 if name in lexicon or (w >= 2.0 and name not in _STOP):
                     out.append(Vote(ln.idx, name, w, "self", ln.idx))
         addressed = set()
-        m = _ADDR_START.match(ln.text.strip())
-        if m:
-            addressed.add(_clean(m.group(1)))
-        m = _ADDR_END.search(ln.text.strip())
-        if m and not _APPOSITION.search(ln.text.strip()) and not _LETTER.search(ln.text.strip()):
-            addressed.add(_clean(m.group(1)))
+        start = _ADDR_START.match(ln.text.strip())
+        if start:
+            addressed.add(_clean(start.group(1)))
+        end = _ADDR_END.search(ln.text.strip())
+        if end and not _APPOSITION.search(ln.text.strip()) and not _LETTER.search(ln.text.strip()):
+            addressed.add(_clean(end.group(1)))
         for name in sorted(n for n in addressed if n in lexicon):
             out.append(Vote(ln.idx, name, -1.0, "address-self", ln.idx))
             nxt = _neighbour(order, k, +1, gap_s)
@@ -166,13 +167,13 @@ def build_registry(lines: Sequence[Line], extra_texts: Sequence[str] = (), min_s
     by_line = {ln.idx: ln for ln in lines}
 
     # per voice cluster: score of each name
-    score: dict[int, Counter[str]] = defaultdict(Counter)
+    score: dict[int, Counter[str]] = defaultdict(Counter)  # summed vote weights (floats) per voice and name
     support: dict[tuple[int, str], list[Vote]] = defaultdict(list)
     for v in vs:
         voice = by_line[v.line].voice
         if voice < 0:
             continue
-        score[voice][v.name] += v.weight
+        score[voice][v.name] += v.weight  # type: ignore[assignment]  # a Counter of float weights
         if v.weight > 0:
             support[(voice, v.name)].append(v)
     proposals = []
@@ -211,17 +212,17 @@ def build_registry(lines: Sequence[Line], extra_texts: Sequence[str] = (), min_s
         own = [v for v in vs if v.line == ln.idx and v.kind in ("tag", "self")]
         if not own:
             continue
-        best = max(own, key=lambda v: v.weight)
-        ch = by_name.get(best.name)
-        if ch is None:
-            ch = Character(f"n{len([c for c in chars.values() if c.voice < 0]) + 1}", best.name, [best.name],
-                           confidence=1.0 if best.kind == "tag" else 0.8)
-            ch.links.append({"kind": "name", "value": best.name, "confidence": ch.confidence, "evidence": []})
-            chars[ch.char_id] = by_name[best.name] = ch
-        link = next(lk for lk in ch.links if lk["kind"] == "name")
+        vote = max(own, key=lambda v: v.weight)
+        named = by_name.get(vote.name)
+        if named is None:
+            named = Character(f"n{len([c for c in chars.values() if c.voice < 0]) + 1}", vote.name, [vote.name],
+                           confidence=1.0 if vote.kind == "tag" else 0.8)
+            named.links.append({"kind": "name", "value": vote.name, "confidence": named.confidence, "evidence": []})
+            chars[named.char_id] = by_name[vote.name] = named
+        link = next(lk for lk in named.links if lk["kind"] == "name")
         if len(link["evidence"]) < 5:
-            link["evidence"] += _evidence([best], text)
-        line_char[ln.idx] = (ch.char_id, 1.0 if best.kind == "tag" else 0.8)
+            link["evidence"] += _evidence([vote], text)
+        line_char[ln.idx] = (named.char_id, 1.0 if vote.kind == "tag" else 0.8)
     for idx, (cid, _) in line_char.items():
         chars[cid].lines.append(idx)
     # names addressed or introduced but never matched to a speaker: registered, with no lines

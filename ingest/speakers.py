@@ -100,7 +100,7 @@ def cluster_voices(emb: np.ndarray, params: SpeakerParams = SpeakerParams()) -> 
     for c in range(labels.max() + 1):
         members = labels == c
         centroid = x[members].mean(axis=0)
-        centroid /= max(np.linalg.norm(centroid), 1e-9)
+        centroid /= max(float(np.linalg.norm(centroid)), 1e-9)
         conf[members] = x[members] @ centroid
     return labels, conf, best_s
 
@@ -139,6 +139,7 @@ class SpeakersStage(Stage):
         lines = sorted(ctx.rows("utterances"), key=lambda u: u.idx)
         if not lines:
             return Outcome(model=MODEL, note="no transcript lines to attribute")
+        assert ctx.inputs.video is not None  # skip_reason() ran first: no video or audio, no speakers stage
         wav = load_audio(ctx.inputs.video)
         cluster, conf, info = diarize(wav, [(u.start, u.end) for u in lines], progress=ctx.progress)
         ctx.write([VoiceRow(film_id=ctx.film_id, utt_idx=u.idx, start=u.start, end=u.end, cluster=c, confidence=f)
