@@ -152,7 +152,7 @@ def test_tools_answer_from_the_memory(lib: Library) -> None:
     ("frames", {"film_id": "talk", "times": [1.0]}, "has no stored frames"),
     ("graph", {"film_id": "clip", "op": "causes"}, "needs event"),
     ("graph", {"film_id": "clip", "op": "causes", "event": "e9"}, "no event 'e9'"),
-    ("graph", {"film_id": "talk"}, "'talk' has no event graph"),
+    ("graph", {"film_id": "talk", "op": "flashbacks", "until": 99.0}, "outside the film"),
     ("ask", {"film_id": "clip", "question": "Why?", "backbone": "llamacpp:/etc/passwd"}, "is not offered by this server"),
     ("ask", {"film_id": "clip", "question": "Why?", "policy": "nope"}, "unknown policy 'nope'"),
 ])
