@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.table import Table
 
 from ..errors import MovieMemError
+
+if TYPE_CHECKING:
+    from ..backbones import Backbone
 from .common import (
     JsonOpt,
     LibraryOpt,
@@ -74,7 +77,7 @@ def policies(as_json: JsonOpt = False) -> None:
     out.print(t)
 
 
-def _narration_backbone(lib: Any, spec: str | None):
+def _narration_backbone(lib: Any, spec: str | None) -> Backbone:
     from ..ingest.captioner import open_backbone
 
     s = lib.settings
