@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
@@ -105,5 +106,5 @@ def limit_torch_threads() -> None:
         torch.set_num_threads(cpu_cores())
 
 
-def get_settings(**overrides: object) -> Settings:
+def get_settings(**overrides: Any) -> Settings:
     return Settings(**{k: v for k, v in overrides.items() if v is not None})

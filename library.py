@@ -165,7 +165,7 @@ class Library:
         if run is None or run.status != "done" or not it.path.is_file():
             return False
         params = json.loads(run.params or "{}")
-        return params.get("sha256") == file_sha256(it.path) and params.get("embedder") == self.settings.embedder
+        return bool(params.get("sha256") == file_sha256(it.path) and params.get("embedder") == self.settings.embedder)
 
     def _embedded_chunks(self, todo: list[CollectionItem], imported: set[str],
                          stats: dict[str, float]) -> Iterator[tuple[list[CollectionItem], Callable[[], None]]]:

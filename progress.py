@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
 
@@ -45,7 +45,7 @@ class RichReporter(QuietReporter):
         super().__init__()
         self.console = console or Console(stderr=True)
         self._progress: Progress | None = None
-        self._task = None
+        self._task: TaskID | None = None
 
     def start(self, label: str, total: int | None = None) -> None:
         self._progress = Progress(TextColumn("{task.description:<22}"), BarColumn(), MofNCompleteColumn(),
@@ -57,7 +57,7 @@ class RichReporter(QuietReporter):
     def update(self, done: int, total: int | None = None, postfix: str = "") -> None:
         super().update(done, total, postfix)
         if self._progress is not None and self._task is not None:
-            extra = {"postfix": postfix} if postfix else {}
+            extra: dict[str, Any] = {"postfix": postfix} if postfix else {}
             self._progress.update(self._task, completed=done, total=total, **extra)
 
     def finish(self, label: str, status: str, note: str = "") -> None:

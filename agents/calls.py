@@ -6,13 +6,14 @@ from collections.abc import Sequence
 from typing import Any, TypeVar
 
 from ..backbones import Clip, system, user
+from ..backbones.prompt import Prompt
 from ..errors import MovieMemError
 from ..memory.view import FilmMemory
 from ..retrievers.base import Evidence
 from ..timefmt import hms
 from .base import Run
 from .parsing import Parsed, parse_answer
-from .prompts import Prompt, answer_schema, question_block
+from .prompts import answer_schema, question_block
 from .types import Question
 
 T = TypeVar("T")

@@ -225,6 +225,7 @@ def describe(film: FilmMemory, backbone: Backbone, *, min_gap_s: float = 2.0, wo
             result.skipped.append((round(a, 3), round(b, 3), "the memory holds nothing that shows this stretch"))
             continue
         before = [s for t, s in mem.said(0.0, a)][-1:]
+        text: str | None
         text = DESCRIBE_GAP.render(
             t0=hms(a, short=True), t1=hms(b, short=True), words=budget, names=names_clause(mem.names),
             frames=f" The {len(stills)} attached stills are from this stretch." if stills else "",
@@ -349,8 +350,10 @@ def narrate(film: FilmMemory, backbone: Backbone, start: float, end: float, *, m
                                frames=f" The {len(stills)} attached stills are from this stretch, in order." if stills else "",
                                context="\n".join(context) if context else "(only the stills)")
     messages = [system(NARRATE_CLIP.system), user(text, images=stills)]
+    error: str | None
     if json_reply:  # a schema miss is asked again with its reason, as every structured call is
-        ans = ask_json(backbone, [Ask("narration", messages)], NARRATE_CLIP.schema, max_tokens=400,
+        ans = ask_json(backbone, [Ask("narration", messages)], NARRATE_CLIP.schema,  # type: ignore[arg-type]  # NARRATE_CLIP declares a schema
+                       max_tokens=400,
                        check=lambda data: None if _reply_text(Reply(data=data), True) else "no words in the narration")[0]
         body, usage, error = (_reply_text(Reply(data=ans.data), True) if ans.ok else None), ans.usage, "; ".join(ans.errors)
         data = ans.data if isinstance(ans.data, dict) else {}

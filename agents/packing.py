@@ -147,16 +147,16 @@ def merge_passages(shown: Sequence[Evidence], lines: Lines) -> list[Evidence]:
     merged: list[Evidence] = []
     for source, group in groups.items():
         have = lines.of(source)
-        group.sort(key=lambda e: e.rows[1])  # type: ignore[index] - passages carry rows
+        group.sort(key=lambda e: e.rows[1])  # type: ignore[index]  # passages carry rows
         blocks: list[list[Evidence]] = []
         for e in group:
-            if blocks and e.rows[1] <= blocks[-1][-1].rows[2] + 1:  # type: ignore[index]
+            if blocks and e.rows[1] <= blocks[-1][-1].rows[2] + 1:  # type: ignore[index]  # passages carry rows
                 blocks[-1].append(e)
             else:
                 blocks.append([e])
         for block in blocks:
-            a = min(e.rows[1] for e in block)  # type: ignore[index]
-            b = max(e.rows[2] for e in block)  # type: ignore[index]
+            a = min(e.rows[1] for e in block)  # type: ignore[index]  # passages carry rows
+            b = max(e.rows[2] for e in block)  # type: ignore[index]  # passages carry rows
             idx = [i for i in range(a, b + 1) if i in have]
             if not idx:
                 merged.extend(block)

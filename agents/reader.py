@@ -15,6 +15,7 @@ import math
 from collections.abc import Sequence
 
 from ..backbones import system, user
+from ..backbones.prompt import Prompt
 from .base import Run
 from .calls import parse_step
 from .parsing import Parsed
@@ -29,9 +30,9 @@ def can_read(run: Run, q: Question) -> bool:
     return bool(getattr(run.backbone.capabilities, "logprobs", False)) and q.kind in ("mcq", "claim")
 
 
-def _scores(run: Run, prompt: object, text: str, labels: Sequence[str]) -> dict[str, float] | str:
+def _scores(run: Run, prompt: Prompt, text: str, labels: Sequence[str]) -> dict[str, float] | str:
     """log-probability of each label as the next token (best spelling: 'A', ' A', 'a'), or why not."""
-    reply = run.chat(prompt, [system(prompt.system), user(text)], max_tokens=1, temperature=0.0,  # type: ignore[attr-defined]
+    reply = run.chat(prompt, [system(prompt.system), user(text)], max_tokens=1, temperature=0.0,
                      logprobs=TOP)
     if reply.invalid:
         return reply.error or "the backbone failed"

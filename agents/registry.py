@@ -62,9 +62,10 @@ def policy_info(name: str) -> PolicyInfo:
     factory = POLICIES.get(name)
     settings = getattr(factory, "Settings", None)
     doc = (getattr(factory, "__doc__", None) or "").strip().splitlines()
+    needs: Any = entry.meta.get("needs") or getattr(factory, "needs", ())
     return PolicyInfo(name, factory, entry.meta.get("description") or (doc[0] if doc else ""),
                       asdict(settings()) if settings is not None else {},
-                      tuple(entry.meta.get("needs") or getattr(factory, "needs", ())), entry.source)
+                      tuple(needs), entry.source)
 
 
 def list_policies() -> list[PolicyInfo]:

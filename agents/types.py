@@ -43,7 +43,7 @@ class Question:
     def make(cls, text: str, options: list[str] | tuple[str, ...] | None = None, kind: str | None = None) -> Question:
         """Kind defaults to mcq with options and open without."""
         opts = tuple(str(o) for o in options or ())
-        return cls(text, opts, (kind or ("mcq" if opts else "open")))  # type: ignore[arg-type]
+        return cls(text, opts, (kind or ("mcq" if opts else "open")))  # type: ignore[arg-type]  # a free string here; __post_init__ rejects an unknown kind
 
     def to_dict(self) -> dict[str, Any]:
         return {"text": self.text, "options": list(self.options), "kind": self.kind}

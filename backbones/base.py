@@ -130,7 +130,7 @@ class Wrapper(BackboneBase):
 def check_schema(value: Any, schema: dict[str, Any], path: str = "$") -> str | None:
     """A small JSON-schema check (type, required, enum, properties, items): enough to
     tell a usable structured answer from a broken one without another dependency."""
-    types = {"object": dict, "array": list, "string": str, "integer": int, "number": (int, float), "boolean": bool,
+    types: dict[str, type | tuple[type, ...]] = {"object": dict, "array": list, "string": str, "integer": int, "number": (int, float), "boolean": bool,
              "null": type(None)}
     expected = schema.get("type")
     if isinstance(expected, str) and expected in types:

@@ -35,7 +35,7 @@ from .base import Backbone
 from .registry import load
 from .types import Reply, Request, Tool
 
-SHUTDOWN_GRACE_S = 5.0  # requests in flight get this long after SIGTERM; then the gateway stops anyway
+SHUTDOWN_GRACE_S = 5  # requests in flight get this long after SIGTERM; then the gateway stops anyway
 log = logging.getLogger("moviemem.backbones.gateway")
 
 _FINISH = {"stop", "length", "tool_calls", "content_filter"}
@@ -141,7 +141,7 @@ def _finish(reply: Reply) -> str:
     if reply.tool_calls:
         return "tool_calls"
     if reply.finish_reason in _FINISH:
-        return reply.finish_reason  # type: ignore[return-value]
+        return reply.finish_reason
     return "length" if reply.finish_reason in ("max_tokens", "timeout") else "stop"
 
 
@@ -338,7 +338,8 @@ class Gateway:
         return self
 
     def stats(self) -> dict[str, int]:
-        return self.app.state.stats.snapshot()
+        snapshot: dict[str, int] = self.app.state.stats.snapshot()
+        return snapshot
 
     def stop(self) -> None:
         self._server.should_exit = True

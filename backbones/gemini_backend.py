@@ -91,7 +91,7 @@ class GeminiBackbone(BaseBackbone):
         self.vertexai = _truthy(os.environ.get("GOOGLE_GENAI_USE_VERTEXAI")) if vertexai is None else vertexai
         self.project = project
         self.location = location
-        self.thinking = {k: v for k, v in {"thinking_budget": thinking_budget, "thinking_level": thinking_level}.items()
+        self.thinking: dict[str, Any] = {k: v for k, v in {"thinking_budget": thinking_budget, "thinking_level": thinking_level}.items()
                          if v is not None}
         self.name = name or f"gemini:{self.model}"
         ident = f"gemini:{self.model}"
@@ -208,7 +208,7 @@ class GeminiBackbone(BaseBackbone):
 
         if a.data is not None:
             return self._bytes_part(a.data, a.mime_type())
-        path = Path(a.path)  # type: ignore[arg-type]
+        path = Path(a.path)  # type: ignore[arg-type]  # an Audio has data or a path
         mime = a.mime_type()
         if a.start or a.end is not None:
             path, mime = media.cut(path, a.start, a.end, kind="audio", scratch=self._scratch), "audio/mpeg"
@@ -285,9 +285,9 @@ class GeminiBackbone(BaseBackbone):
                 types.FunctionDeclaration(name=t.name, description=t.description, parameters_json_schema=t.parameters)
                 for t in request.tools])]
             mode = {"none": "NONE", "required": "ANY", None: "AUTO"}.get(request.tool_choice, "ANY")
-            named = [request.tool_choice] if mode == "ANY" and request.tool_choice != "required" else None
+            named = [request.tool_choice] if mode == "ANY" and request.tool_choice is not None and request.tool_choice != "required" else None
             cfg["tool_config"] = types.ToolConfig(function_calling_config=types.FunctionCallingConfig(
-                mode=mode, allowed_function_names=named))
+                mode=types.FunctionCallingConfigMode(mode), allowed_function_names=named))
         return types.GenerateContentConfig(**cfg)
 
     # -- call
@@ -330,7 +330,7 @@ class GeminiBackbone(BaseBackbone):
             elif part.text and not part.thought:
                 texts.append(part.text)
         text = "".join(texts)
-        finish = "tool_calls" if calls else _FINISH.get(reason, reason.lower() or None)
+        finish = "tool_calls" if calls else _FINISH[reason] if reason in _FINISH else (reason.lower() or None)
         reply = Reply(text=text, tool_calls=calls, usage=usage, finish_reason=finish, raw=text or None)
         if not text and not calls and reason not in ("STOP", "MAX_TOKENS", ""):
             reply.invalid, reply.error = True, f"no answer (finish reason {reason})"

@@ -72,7 +72,7 @@ def _RAMCache(base: type, capacity_bytes: int) -> Any:  # noqa: N802 - a class f
     """llama-cpp-python's RAM prompt cache, bounded by what its states really occupy: the stock
     class counts only the KV state, so a run of a few dozen prompts grew past 16 GB."""
 
-    class RAMCache(base):  # type: ignore[misc, valid-type]
+    class RAMCache(base):  # type: ignore[misc]  # the base is llama_cpp's cache class, passed in at run time
         @property
         def cache_size(self) -> int:
             return sum(_state_bytes(v) for v in self.cache_state.values())
@@ -87,6 +87,7 @@ def _load(path: Path, n_ctx: int, n_threads: int, cache_bytes: int) -> _Model:
             return _models[key]
         try:
             import llama_cpp
+            from llama_cpp.llama_cache import LlamaRAMCache
             from llama_cpp.llama_chat_format import Jinja2ChatFormatter
         except ImportError:
             raise MovieMemError("llama-cpp-python is not installed: pip install 'moviemem[llama]'") from None
@@ -98,7 +99,7 @@ def _load(path: Path, n_ctx: int, n_threads: int, cache_bytes: int) -> _Model:
         except (ValueError, RuntimeError) as exc:
             raise MovieMemError(f"cannot load {path.name}: {exc}") from None
         if cache_bytes > 0:
-            llm.set_cache(_RAMCache(llama_cpp.LlamaRAMCache, cache_bytes))
+            llm.set_cache(_RAMCache(LlamaRAMCache, cache_bytes))
         template = llm.metadata.get("tokenizer.chat_template") or _CHATML
 
         def token_text(tid: int) -> str:
@@ -209,16 +210,17 @@ class LlamaCppBackbone(BaseBackbone):
         tools = request.tools if request.tool_choice != "none" else ()
         msgs = self._template_messages(request.messages, tools, model.template_has_tools)
         native = [t.to_openai() for t in tools] if tools and model.template_has_tools else None
-        return model.formatter(messages=msgs, tools=native).prompt
+        prompt: str = model.formatter(messages=msgs, tools=native).prompt
+        return prompt
 
     def _grammar(self, model: _Model, request: Request) -> Any:
         """A grammar forcing the output shape: the JSON schema, or one call of the allowed tools."""
-        from llama_cpp import LlamaGrammar
+        from llama_cpp.llama_grammar import LlamaGrammar
 
         schema: dict[str, Any] | None = None
         if request.tools and request.tool_choice not in (None, "none"):
             allowed = [t for t in request.tools if request.tool_choice in ("required", t.name)]
-            options = [{"type": "object", "properties": {"name": {"const": t.name}, "arguments": t.parameters},
+            options: list[dict[str, Any]] = [{"type": "object", "properties": {"name": {"const": t.name}, "arguments": t.parameters},
                         "required": ["name", "arguments"]} for t in allowed]
             schema = options[0] if len(options) == 1 else {"anyOf": options}
         elif request.json_schema is not None and not request.tools:
@@ -273,6 +275,7 @@ class LlamaCppBackbone(BaseBackbone):
         if time.monotonic() > deadline:
             return Reply.failed(f"timed out after {timeout:.0f}s", raw=raw_text, usage=usage, finish_reason="timeout",
                                 transient=True)  # depends on machine load: never cached
+        calls: list[ToolCall]
         text, calls = raw_text, []
         if request.tools and request.tool_choice != "none":
             text, calls = parse_tool_calls(raw_text, request.tools)
@@ -299,7 +302,7 @@ class LlamaCppBackbone(BaseBackbone):
             same = Llama.longest_token_prefix(llm.input_ids[: llm.n_tokens].tolist(), tokens[:-1])
             llm.n_tokens = same
             llm.eval(tokens[same:])
-            logits = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),)).astype(np.float64)  # noqa: SLF001
+            logits = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),)).astype(np.float64)  # noqa: SLF001 - llama-cpp-python exposes logits only on its context
             elapsed = time.perf_counter() - started
         logp = logits - (logits.max() + np.log(np.exp(logits - logits.max()).sum()))
         best = np.argsort(-logp)[:top]

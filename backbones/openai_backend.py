@@ -104,8 +104,8 @@ class OpenAIBackbone(BaseBackbone):
         if isinstance(p, Clip):  # vLLM-style video_url; only sent when the capability is switched on
             path = p.path if (p.start == 0 and p.end is None) else media.cut(
                 p.path, p.start, p.end, kind="video", scratch=get_backbone_settings().scratch_dir)
-            data = base64.b64encode(path.read_bytes()).decode()
-            return {"type": "video_url", "video_url": {"url": f"data:{p.mime_type()};base64,{data}"}}
+            encoded = base64.b64encode(path.read_bytes()).decode()
+            return {"type": "video_url", "video_url": {"url": f"data:{p.mime_type()};base64,{encoded}"}}
         raise MovieMemError(f"unsupported part {type(p).__name__}")
 
     def _message(self, m: Message) -> dict[str, Any]:
@@ -188,8 +188,8 @@ def _audio_bytes(a: Audio) -> tuple[bytes, str]:
     if a.data is not None:
         return a.data, a.mime_type().split("/")[-1].replace("mpeg", "mp3")
     if a.start == 0 and a.end is None and str(a.path).endswith((".wav", ".mp3")):
-        return a.path.read_bytes(), str(a.path).rsplit(".", 1)[-1]  # type: ignore[union-attr]
-    cut = media.cut(a.path, a.start, a.end, kind="audio", scratch=get_backbone_settings().scratch_dir)  # type: ignore[arg-type]
+        return a.path.read_bytes(), str(a.path).rsplit(".", 1)[-1]  # type: ignore[union-attr]  # an Audio has data or a path
+    cut = media.cut(a.path, a.start, a.end, kind="audio", scratch=get_backbone_settings().scratch_dir)  # type: ignore[arg-type]  # an Audio has data or a path
     return cut.read_bytes(), "mp3"
 
 

@@ -141,7 +141,8 @@ def registered() -> dict[str, Registration]:
 
 def _lazy(module: str, kind: str) -> Factory:
     def factory(arg: str | None, **options: Any) -> Backbone:
-        return importlib.import_module(f"{__package__}.{module}").from_spec(kind, arg, **options)
+        backbone: Backbone = importlib.import_module(f"{__package__}.{module}").from_spec(kind, arg, **options)
+        return backbone
 
     return factory
 

@@ -51,7 +51,7 @@ def retry_after_s(exc: BaseException | None) -> float | None:
             return max(0.0, float(value))
         except ValueError:
             when = email.utils.parsedate_to_datetime(value)
-            return max(0.0, when.timestamp() - time.time())
+            return max(0.0, float(when.timestamp() - time.time()))
     except (TypeError, ValueError):
         return None
 

@@ -7,7 +7,7 @@ moviemem.toml > defaults) without touching config.py.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from ..config import Settings
 
@@ -43,5 +43,5 @@ class BackboneSettings(Settings):
         return self.home.expanduser() / "cache" / "backbones"
 
 
-def get_backbone_settings(**overrides: object) -> BackboneSettings:
+def get_backbone_settings(**overrides: Any) -> BackboneSettings:
     return BackboneSettings(**{k: v for k, v in overrides.items() if v is not None})

@@ -66,7 +66,7 @@ class Image:
     def fingerprint(self) -> dict[str, Any]:
         if self.url:
             return {"image_url": self.url}
-        digest = media.bytes_sha256(self.data) if self.data is not None else media.media_fingerprint(self.path)  # type: ignore[arg-type]
+        digest = media.bytes_sha256(self.data) if self.data is not None else media.media_fingerprint(self.path)  # type: ignore[arg-type]  # a part has data or a path
         return {"image": digest}
 
 
@@ -114,7 +114,7 @@ class Audio:
         return max(0.0, end - self.start)
 
     def fingerprint(self) -> dict[str, Any]:
-        digest = media.bytes_sha256(self.data) if self.data is not None else media.media_fingerprint(self.path)  # type: ignore[arg-type]
+        digest = media.bytes_sha256(self.data) if self.data is not None else media.media_fingerprint(self.path)  # type: ignore[arg-type]  # a part has data or a path
         return {"audio": digest, "start": round(self.start, 3), "end": self.end}
 
 

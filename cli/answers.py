@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.table import Table
 
 from ..errors import MovieMemError
+
+if TYPE_CHECKING:
+    from ..backbones import Backbone
 from .common import (
     JsonOpt,
     LibraryOpt,
@@ -87,7 +90,7 @@ def _settings_line(defaults: dict[str, Any], width: int = 40) -> str:
     return ", ".join(f"{k}={value(v)}" for k, v in defaults.items())
 
 
-def _narration_backbone(lib: Any, spec: str | None):
+def _narration_backbone(lib: Any, spec: str | None) -> Backbone:
     from ..ingest.captioner import open_backbone
 
     s = lib.settings

@@ -237,7 +237,9 @@ def filter_cmd(
 
     result, path, report_path = filter_benchmark(file, _csv(closed_book_backbones), out_path, library=_library(library),
                                                  run_dir=run_dir, concurrency=concurrency, max_cost_usd=max_cost, fmt=format_)
-    nan_none = lambda x: None if x != x else x  # noqa: E731 - NaN (nothing kept) is not JSON
+    def nan_none(x: float) -> float | None:  # NaN (nothing kept) is not JSON
+        return None if x != x else x
+
     summary = {"out": str(path), "report": str(report_path), "kept": len(result.kept), "excluded": len(result.excluded),
                "accuracy_before": nan_none(result.accuracy_before), "accuracy_after": nan_none(result.accuracy_after),
                "chance": nan_none(result.chance), "per_category": result.per_category}

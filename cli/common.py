@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.console import Console
@@ -14,6 +14,10 @@ from rich.text import Text
 
 from ..config import get_settings
 from ..errors import MovieMemError
+
+if TYPE_CHECKING:
+    from ..library import Library
+    from ..progress import Reporter
 
 HELP = ("A queryable memory of a full-length film, and agent policies that answer from it. Errors print one line "
         "on stderr and exit 2; --json prints one JSON object on stdout (progress and warnings go to stderr).")
@@ -51,7 +55,7 @@ def _root(version: Annotated[bool, typer.Option("--version", callback=_print_ver
     `--help`, `--version` and the quick commands start fast."""
 
 
-def _library(path: Path | None, **overrides: Any):
+def _library(path: Path | None, **overrides: Any) -> Library:
     from ..library import Library
 
     settings = get_settings(library=path, **overrides)
@@ -71,7 +75,7 @@ def _print_paths(paths: dict[str, Any], as_json: bool) -> None:
             out.print(f"{k:>10}  {v}")
 
 
-def _reporter(quiet: bool):
+def _reporter(quiet: bool) -> Reporter:
     from ..progress import QuietReporter, RichReporter
 
     return QuietReporter() if quiet else RichReporter(err)

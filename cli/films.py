@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.table import Table
@@ -24,6 +25,9 @@ from .common import (
     err,
     out,
 )
+
+if TYPE_CHECKING:
+    from ..library import Film
 
 
 @app.command()
@@ -68,7 +72,7 @@ def ingest(
         return
     summaries = []
     if text is not None:
-        films_done = [lib.ingest_text(text, film_id=film_id, title=title, year=year, as_=as_, duration_s=duration,
+        films_done: Iterable[Film] = [lib.ingest_text(text, film_id=film_id, title=title, year=year, as_=as_, duration_s=duration,
                                       encoding=encoding, stages=stage_list, replace=replace, reporter=_reporter(False))]
     else:
         films_done = (lib.ingest(p, film_id=film_id, title=title, year=year, subtitles=subtitles, captions=captions,
@@ -147,7 +151,7 @@ def import_collection(
 def films(library: LibraryOpt = None, as_json: JsonOpt = False) -> None:
     """List the films in the library."""
     rows = _library(library).films()
-    items = [{"film_id": f.film_id, "title": f.title, "year": f.year, "duration_s": round(f.duration_s, 3)} for f in rows]
+    items: list[dict[str, Any]] = [{"film_id": f.film_id, "title": f.title, "year": f.year, "duration_s": round(f.duration_s, 3)} for f in rows]
     if as_json:
         _print_json({"films": items})
         return

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.table import Table
 
 from ..config import get_settings
+
+if TYPE_CHECKING:
+    from ..letta import Sidecar
 from .common import (
     JsonOpt,
     LibraryOpt,
@@ -45,7 +48,7 @@ def models_list(as_json: JsonOpt = False) -> None:
         return
     t = Table("name", "ready", "aliases", "description", box=None)
     for m in items:
-        t.add_row(str(m["name"]), "yes" if m["ready"] else "no", ", ".join(m["aliases"]), str(m["description"]))  # type: ignore[arg-type]
+        t.add_row(str(m["name"]), "yes" if m["ready"] else "no", ", ".join(m["aliases"]), str(m["description"]))  # type: ignore[arg-type]  # aliases is a list of names
     out.print(t)
     out.print("threads: " + ", ".join(f"{k} {v}" for k, v in threads.items()))
 
@@ -102,7 +105,7 @@ letta_app = typer.Typer(no_args_is_help=True, help="A local Letta server for the
 app.add_typer(letta_app, name="letta")
 
 
-def _sidecar(library: Path | None, backbone: str | None = None, embedder: str | None = None):
+def _sidecar(library: Path | None, backbone: str | None = None, embedder: str | None = None) -> Sidecar:
     from ..letta import Sidecar
 
     return Sidecar.from_settings(get_settings(library=library),

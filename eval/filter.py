@@ -73,7 +73,9 @@ def memorization_filter(items: Sequence[MCQ], correct: Mapping[str, Mapping[str,
         c["excluded"] += it.id not in kept
     for c in cats.values():
         c["exclusion_rate"] = c["excluded"] / c["n"]
-    mean = lambda ids: sum(hits[i] for i in ids) / (len(bbs) * len(ids)) if ids else float("nan")  # noqa: E731
+    def mean(ids: Sequence[str]) -> float:
+        return sum(hits[i] for i in ids) / (len(bbs) * len(ids)) if ids else float("nan")
+
     return FilterResult(
         kept=[it.id for it in items if it.id in kept], excluded=[it.id for it in items if it.id not in kept],
         ranking=[(it.id, hits[it.id]) for it in ranked], backbones=bbs,
@@ -100,7 +102,7 @@ def filter_benchmark(path: str | Path, backbones: Sequence[Any], out: str | Path
     wanted = {b if isinstance(b, str) else getattr(b, "name", "") for b in backbones}
     correct = {b: {r["item_id"]: r.get("correct") for r in recs} for (p, b), recs in grid.items()
                if p == policy and b in wanted}
-    result = memorization_filter(bench.items, correct)  # type: ignore[arg-type]
+    result = memorization_filter(bench.items, correct)  # type: ignore[arg-type]  # an mcq benchmark (checked on load) holds MCQ items
     kept = set(result.kept)
     write_jsonl([it for it in bench.items if it.id in kept], out)
     report = out.with_name(out.name + ".filter.json")

@@ -268,7 +268,7 @@ def _pydantic_msg(exc: ValidationError) -> str:
 def detect_format(row: dict[str, Any]) -> str:
     """The registered format whose identifying keys the row has (the most specific wins)."""
     if isinstance(row.get("format"), str) and row["format"] in FORMATS:
-        return row["format"]
+        return str(row["format"])
     matches = [s for s in formats().values() if s.keys <= row.keys()]
     if not matches:
         raise MovieMemError(f"cannot tell the format from keys {sorted(row)}; pass --format "
@@ -345,7 +345,7 @@ def read_jsonl(path: str | Path, fmt: str | None = None, library: Any = None) ->
     first = next((row for _, row in rows if isinstance(row, dict)), None)
     if fmt is None and first is None:
         raise MovieMemError(f"{path}: no line is a JSON object; a benchmark has one item object a line")
-    fmt = fmt or detect_format(first)
+    fmt = fmt or detect_format(first)  # type: ignore[arg-type]  # without a format, first is a row (checked above)
     return Benchmark(fmt, validate_rows(rows, fmt, str(path), library, errors), str(path), "jsonl")
 
 
@@ -362,7 +362,7 @@ def load_benchmark(path: str | Path, fmt: str | None = None, library: Any = None
             fmt = "moviecore"
         elif (path.is_dir() and (path / "narration").is_dir()) or path.suffix == ".txt":
             fmt = "movie101"
-    if fmt in ADAPTERS:
+    if fmt is not None and fmt in ADAPTERS:
         items = ADAPTERS.get(fmt)(path, library=library, **options)
         return Benchmark(items[0].format, items, str(path), fmt)
     if options:
@@ -420,17 +420,17 @@ def read_mf2(path: Path, *, library: Any = None, film_prefix: str = "mf2-", **_:
     out: list[tuple[int, dict[str, Any]]] = []
     per_film: dict[str, int] = {}
     for n, r in enumerate(rows, 2):  # line 1 is the header
-        raw_film = (r.get(cols["film"]) or "").strip()  # type: ignore[arg-type]
+        raw_film = (r.get(cols["film"]) or "").strip()
         if not raw_film:
             errors.add(n, "empty film id")
             continue
         fid = f"{film_prefix}{raw_film}".lower()
         per_film[fid] = per_film.get(fid, 0) + 1
-        pair = (r.get(cols["pair"]) or "").strip() if cols["pair"] else ""  # type: ignore[arg-type]
+        pair = (r.get(cols["pair"]) or "").strip() if cols["pair"] else ""
         row = {"id": f"{fid}-{pair or per_film[fid]}", "film_id": fid,
-               "true_claim": (r.get(cols["true"]) or "").strip(), "false_claim": (r.get(cols["false"]) or "").strip()}  # type: ignore[arg-type]
+               "true_claim": (r.get(cols["true"]) or "").strip(), "false_claim": (r.get(cols["false"]) or "").strip()}
         if cols["category"] and r.get(cols["category"]):
-            row["category"] = r[cols["category"]].strip()  # type: ignore[index]
+            row["category"] = r[cols["category"]].strip()
         out.append((n, row))
     errors.raise_if_any()
     return validate_rows(out, "claims", str(path), library)

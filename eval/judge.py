@@ -81,7 +81,7 @@ def read_judgements(run_dir: str | Path) -> list[dict[str, Any]]:
 def judge_run(run_dir: str | Path, backbone: Any, *, repeats: int = 1, cache: str | Path | None = None,
               progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """Judge every answered open / narration record; returns counts of judged, failed and skipped."""
-    from ..backbones import ReplayCache, load, system, user
+    from ..backbones import ReplayCache, Request, load, system, user
 
     run_dir = Path(run_dir)
     fmt = read_manifest(run_dir)["format"]
@@ -115,8 +115,8 @@ def judge_run(run_dir: str | Path, backbone: Any, *, repeats: int = 1, cache: st
             row: dict[str, Any] = {"key": rec["key"], "policy": rec["policy"], "backbone": rec["backbone"],
                                    "item_id": rec["item_id"], "repeat": k, "judge": spec}
             try:
-                reply = bb.chat([system(SYSTEM), user(prompt)], json_schema=_schema(criteria), max_tokens=200,
-                                temperature=0.0 if k == 0 else 0.7)
+                reply = bb.send(Request.build([system(SYSTEM), user(prompt)], json_schema=_schema(criteria), max_tokens=200,
+                                              temperature=0.0 if k == 0 else 0.7))
                 if reply.invalid or not isinstance(reply.data, dict):
                     row.update(failed=True, error=reply.error or "no JSON scores", raw=(reply.raw or reply.text)[:500])
                 else:

@@ -102,7 +102,7 @@ def accuracy(correct: Sequence[bool | None], level: float = 0.95) -> Estimate:
     return wilson(float(x.sum()), len(x), level)
 
 
-def clustered_se(values: Sequence[float], clusters: Sequence[Hashable]) -> float:
+def clustered_se(values: Sequence[float] | np.ndarray, clusters: Sequence[Hashable]) -> float:
     """Cluster-robust (CR1) standard error of the mean of `values`, grouped by `clusters`."""
     import statsmodels.api as sm
 
@@ -289,8 +289,9 @@ def relation_scores(gold: Sequence[str], pred: Sequence[str | None], labels: Seq
     tp_all = sum(g == p for g, p in zip(gold, pred))
     micro = _prf(tp_all, sum(p is not None for p in pred), len(gold))
     present = [per[t] for t in types if per[t].support]
-    macro = PRF(*(float(np.mean([getattr(x, k) for x in present])) if present else 0.0
-                  for k in ("precision", "recall", "f1")), len(gold), sum(p is not None for p in pred))
+    p_mac, r_mac, f_mac = (float(np.mean([getattr(x, k) for x in present])) if present else 0.0
+                           for k in ("precision", "recall", "f1"))
+    macro = PRF(p_mac, r_mac, f_mac, len(gold), sum(p is not None for p in pred))
     fb = list(flashback) if flashback is not None else [g == "flashback" for g in gold]
     idx = [i for i, f in enumerate(fb) if f]
     fb_correct = [pred[i] == gold[i] for i in idx]

@@ -8,7 +8,7 @@ text under every rotation (consistency) and how often each letter was chosen."""
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from typing import Any
+from typing import Any, cast
 
 from ..errors import MovieMemError
 from .formats import LETTERS, MCQ, Benchmark, Item
@@ -35,7 +35,7 @@ def rotated(bench: Benchmark) -> Benchmark:
 def position_bias(items: list[Item], grid: dict[tuple[str, str], list[dict[str, Any]]]) -> list[dict[str, Any]]:
     """Per (policy, backbone): items with every rotation answered, consistency across rotations
     and the chosen-letter distribution (share of valid answers per letter)."""
-    by_id = {it.id: it for it in items if SEP in it.id}
+    by_id = cast("dict[str, MCQ]", {it.id: it for it in items if SEP in it.id})  # rotated() makes MCQ items only
     rows = []
     for (policy, backbone), recs in sorted(grid.items()):
         chosen: dict[str, dict[str, str | None]] = defaultdict(dict)
@@ -44,7 +44,7 @@ def position_bias(items: list[Item], grid: dict[tuple[str, str], list[dict[str, 
             item = by_id.get(r["item_id"])
             if item is None:
                 continue
-            letter = ((r.get("answers") or {}).get("answer") or {}).get("choice")
+            letter: Any = ((r.get("answers") or {}).get("answer") or {}).get("choice")
             base = r["item_id"].rsplit(SEP, 1)[0]
             valid = r["status"] == "answered" and letter in LETTERS[: len(item.options)]
             chosen[base][r["item_id"]] = item.options[LETTERS.index(letter)] if valid else None

@@ -504,8 +504,8 @@ def _thumb(frame: str | None, library: str | None, out_dir: Path) -> str | None:
         from PIL import Image
 
         try:
-            with Image.open(path) as im:
-                im = im.convert("RGB")
+            with Image.open(path) as opened:
+                im = opened.convert("RGB")
                 im.thumbnail((THUMB_WIDTH, THUMB_WIDTH * 2))
                 im.save(dest, "JPEG", quality=80)
         except OSError:
@@ -598,9 +598,9 @@ def write_inspector(run_dir: str | Path) -> Path:
     env = _env()
     configs = sorted(grid)
     by_item: dict[str, dict[tuple[str, str], dict[str, Any]]] = defaultdict(dict)
-    for key, recs in grid.items():
-        for r in recs:
-            by_item[r["item_id"]][key] = r
+    for key, key_recs in grid.items():
+        for rec in key_recs:
+            by_item[rec["item_id"]][key] = rec
     title = f"moviemem inspector: {Path(manifest.get('benchmark') or run_dir).name}"
     from .timeline import film_facts, timeline
 

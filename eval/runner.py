@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from filelock import FileLock, Timeout
 
@@ -214,7 +214,7 @@ class MeteredBackbone(Wrapper):
         """Check the caps with the calls' output limits held, call, then charge what came back."""
         self.budget.check(sum(reserves))
         try:
-            replies = call()
+            replies: list[Any] = call()
         except BaseException:
             self.budget.release(sum(reserves))
             raise
@@ -223,7 +223,8 @@ class MeteredBackbone(Wrapper):
         return replies
 
     def send(self, request: Request) -> Reply:
-        return self._metered(lambda: [self.inner.send(request)], [request.max_tokens])[0]
+        reply: Reply = self._metered(lambda: [self.inner.send(request)], [request.max_tokens])[0]
+        return reply
 
 
 # ----------------------------------------------------------------------------- records
@@ -320,7 +321,8 @@ def read_manifest(run_dir: str | Path) -> dict[str, Any]:
     path = Path(run_dir) / MANIFEST
     if not path.exists():
         raise MovieMemError(f"{run_dir} is not a run directory: no {MANIFEST}")
-    return json.loads(path.read_text(encoding="utf-8"))
+    manifest: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return manifest
 
 
 class _Writer:
@@ -550,6 +552,7 @@ def run_bench(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any
             except Exception as exc:  # noqa: BLE001 - recorded with its reason, never dropped
                 failure = f"{q.key}: {type(exc).__name__}: {exc}"
                 break
+        reason: str | None
         if failure is not None:
             scored_correct, detail, reason = None, {}, failure
         else:
@@ -575,7 +578,7 @@ def run_bench(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any
     writer = _Writer(run_dir / RESULTS)
     pool = ThreadPoolExecutor(max_workers=concurrency)
     try:
-        pending: set[Future] = set()
+        pending: set[Future[Any]] = set()
         queue = iter(todo)
         exhausted = False
         while True:
@@ -629,7 +632,7 @@ def _resolved_settings(spec: str) -> dict[str, Any]:
 
     name, overrides = parse_policy_spec(spec)
     try:
-        return _jsonable(get_policy(name, **overrides).settings)
+        return cast("dict[str, Any]", _jsonable(cast(Any, get_policy(name, **overrides)).settings))
     except MovieMemError:
         return overrides
 
@@ -726,10 +729,10 @@ def bench_json(result: BenchResult) -> dict[str, Any]:
         rows.append({"policy": s["policy"], "backbone": s["backbone"], "n": s["n"],
                      "accuracy": acc["value"] if acc else None, "ci_low": acc["ci_low"] if acc else None,
                      "ci_high": acc["ci_high"] if acc else None, "median_input_tokens": s["median_input_tokens"]})
-    return _jsonable({"run_dir": str(result.run_dir), "items": result.items, "answered": result.answered,
+    return cast("dict[str, Any]", _jsonable({"run_dir": str(result.run_dir), "items": result.items, "answered": result.answered,
             "invalid": result.invalid, "backbone_calls": result.spend.calls, "cache_hits": result.spend.cache_hits,
             "cost_usd": round(result.spend.cost_usd, 6), "stopped": result.stopped, "warnings": result.warnings,
-            "wall_s": result.wall_s, "results": rows})
+            "wall_s": result.wall_s, "results": rows}))
 
 
 def benchmark_digest(items: Iterable[Item]) -> str:

@@ -18,7 +18,7 @@ import json
 import warnings
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import networkx as nx
 
@@ -114,7 +114,7 @@ class NarrativeGraph:
         return iter(self.screen_order())
 
     def __len__(self) -> int:
-        return self.nx.number_of_nodes()
+        return int(self.nx.number_of_nodes())
 
     def __contains__(self, event_id: object) -> bool:
         return event_id in self.nx
@@ -208,7 +208,7 @@ class NarrativeGraph:
         keep = (nx.descendants(dag, a) | {a}) & (nx.ancestors(dag, b) | {b})
         sub = dag.subgraph(keep)
         if not nx.is_directed_acyclic_graph(sub):  # only with break_cycles=False or custom types
-            return nx.shortest_path(sub, a, b)
+            return cast("list[str]", nx.shortest_path(sub, a, b))
         best: dict[str, tuple[float, list[str]]] = {a: (0.0, [a])}
         for node in nx.topological_sort(sub):
             if node not in best:
@@ -256,7 +256,7 @@ class NarrativeGraph:
     def to_json(self) -> dict[str, Any]:
         """networkx node-link data: {"nodes": [{"id", "trigger", ...}], "edges": [{"source", "target",
         "type", "confidence", "rationale", "key"}], ...} plus the problems found."""
-        data = nx.node_link_data(self.nx, edges="edges")
+        data: dict[str, Any] = nx.node_link_data(self.nx, edges="edges")
         data["nodes"] = sorted(data["nodes"], key=lambda n: (n["start"], n["end"], n["id"]))
         data["edges"] = sorted(data["edges"], key=lambda e: (e["source"], e["target"], e["type"]))
         data["problems"] = list(self.problems)

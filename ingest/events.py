@@ -28,7 +28,7 @@ import numpy as np
 from ..backbones import Backbone, system, user
 from ..backbones.structured import Answer, Ask, ask_json
 from ..errors import MovieMemError
-from ..memory.schema import EventRow, RelationRow, SegmentRow
+from ..memory.schema import EventRow, RelationRow, Row, SegmentRow
 from .flashbacks import Span, TimedEvent, story_time
 from .prompts_events import EXTRACT, MAX_EVENTS, RELATE, ROLES, extract_schema
 from .relations import EventView, PairParams, candidate_pairs, classify
@@ -169,7 +169,7 @@ class EventsStage(Stage):
         from ..backbones import load
 
         cache = ctx.store.root / "cache" if ctx.store.is_local else True
-        return load(self.backbone_spec(ctx), cache=cache, cache_mode=ctx.settings.cache_mode)
+        return load(self.backbone_spec(ctx), cache=cache, cache_mode=ctx.settings.cache_mode)  # type: ignore[arg-type]  # skip_reason skips the stage when no backbone is chosen
 
     def run(self, ctx: Ctx) -> Outcome:
         if self.backbone_spec(ctx) is None:
@@ -225,7 +225,7 @@ class EventsStage(Stage):
                             description=e.description, start=round(e.start, 3), end=round(e.end, 3), seg_idx=e.seg_idx,
                             story_order=st.story_order[i], source="model", lines=[], vector=v.tolist())
                    for i, e, v in zip(ids, found, vecs)], dim)
-        rels = [RelationRow(film_id=ctx.film_id, src=c.src, dst=c.dst, type=c.type, confidence=c.confidence,
+        rels: list[Row] = [RelationRow(film_id=ctx.film_id, src=c.src, dst=c.dst, type=c.type, confidence=c.confidence,
                             rationale=c.rationale, source="model") for c in classified]
         rels += [RelationRow(film_id=ctx.film_id, src=f.src, dst=f.dst, type="flashback", confidence=f.confidence,
                              rationale=f.rationale, source="rules", rule="flashback-cue") for f in st.edges]

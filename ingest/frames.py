@@ -60,7 +60,7 @@ def extract_frames(video: Path, out_dir: Path, *, n_frames: int, duration_s: flo
                 si += 1
             frame_pools = wanted_pools.get(idx)
             if frame_pools or in_strip:
-                img = frame.to_image()
+                img = frame.to_image()  # type: ignore[no-untyped-call]  # PyAV's VideoFrame.to_image is unannotated
                 if max(img.size) > max_side:
                     img.thumbnail((max_side, max_side))
                 path = out_dir / f"{idx:07d}.jpg"

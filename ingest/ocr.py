@@ -21,6 +21,7 @@ import subprocess
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from PIL import Image, ImageOps
@@ -49,7 +50,7 @@ def read_onscreen(
     lang: str = "eng",
     min_confidence: float = 60.0,
     progress: Progress | None = None,
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """Rows {start, end, text, confidence} of text read on `frames` ((time, image) pairs).
 
     A row spans from the first frame showing a text to the last one plus the strip step
@@ -97,7 +98,7 @@ def _check_tesseract(lang: str) -> str:
 def _thumb(path: Path) -> np.ndarray:
     try:
         with Image.open(path) as im:
-            return np.asarray(im.convert("L").resize(THUMB, Image.BOX), dtype=np.float32)
+            return np.asarray(im.convert("L").resize(THUMB, Image.Resampling.BOX), dtype=np.float32)
     except OSError as exc:
         raise MovieMemError(f"cannot read strip frame {path}: {exc}") from exc
 
@@ -120,7 +121,7 @@ def _prepare(path: Path) -> bytes:
         grey = ImageOps.grayscale(im)
     factor = round(MIN_OCR_SIDE / max(grey.size))  # whole factors: fractional ones blur glyphs
     if factor > 1:
-        grey = grey.resize((grey.width * factor, grey.height * factor), Image.LANCZOS)
+        grey = grey.resize((grey.width * factor, grey.height * factor), Image.Resampling.LANCZOS)
     buf = io.BytesIO()
     grey.save(buf, format="PNG", compress_level=1)
     return buf.getvalue()
@@ -168,10 +169,10 @@ def _norm(text: str) -> str:
     return " ".join(re.sub(r"[^\w]+", " ", text.lower()).split())
 
 
-def _merge(seen: list[tuple[float, str, float]], step: float) -> list[dict]:
+def _merge(seen: list[tuple[float, str, float]], step: float) -> list[dict[str, Any]]:
     """Consecutive sightings of the same (or nearly the same) text become one row."""
-    rows: list[dict] = []
-    open_row: dict | None = None
+    rows: list[dict[str, Any]] = []
+    open_row: dict[str, Any] | None = None
     for t, text, conf in seen:
         if not text:
             open_row = None

@@ -7,6 +7,7 @@ import datetime as dt
 import json
 import logging
 from pathlib import Path
+from typing import Any
 
 from filelock import FileLock, Timeout
 from slugify import slugify
@@ -201,7 +202,7 @@ def ingest_video(store: MemoryStore, settings: Settings, path: Path | str, *, fi
 
 def ingest_text(store: MemoryStore, settings: Settings, path: Path | str, *, film_id: str | None = None,
                 title: str | None = None, year: int | None = None, as_: str = "utterances", duration_s: float | None = None,
-                fmt: str | None = None, encoding: str | None = None, meta: dict | None = None,
+                fmt: str | None = None, encoding: str | None = None, meta: dict[str, Any] | None = None,
                 stages: list[str] | None = None, replace: bool = False, reporter: Reporter | None = None,
                 lock_wait_s: float = 6 * 3600) -> str:
     """A film without video: its memory comes from a subtitle, script or narration track.

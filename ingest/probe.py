@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import av
 
@@ -75,7 +76,7 @@ def _duration(container: av.container.InputContainer, vs: av.video.stream.VideoS
     return 0.0
 
 
-def _decode_ends(container, vs, duration: float, path: Path) -> tuple[float, float]:
+def _decode_ends(container: Any, vs: Any, duration: float, path: Path) -> tuple[float, float]:
     """Decode the first frame, then seek near the end and decode to the last frame."""
     try:
         first = next(container.decode(vs))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -89,7 +90,7 @@ def relation_asks(events: list[EventView], pairs: list[tuple[int, int]], title: 
     return asks
 
 
-def _check(value: dict) -> str | None:
+def _check(value: dict[str, Any]) -> str | None:
     c = value.get("score")
     if not isinstance(c, (int, float)) or not 0.0 <= float(c) <= 1.0:
         return "score (confidence) must be a number from 0 to 1"

@@ -12,6 +12,7 @@ import queue
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import av
 import numpy as np
@@ -42,7 +43,7 @@ def small_bgr(frame: av.VideoFrame, factor: int, reformatter: VideoReformatter) 
     return reformatter.reformat(frame, width, height, "bgr24", interpolation="AREA").to_ndarray()
 
 
-class _SmallFrameStream(VideoStreamAv):
+class _SmallFrameStream(VideoStreamAv):  # type: ignore[misc]  # PySceneDetect ships no type information
     """PySceneDetect's PyAV stream, returning frames already downscaled by `factor`."""
 
     def __init__(self, path: Path, downscale: int | None):
@@ -52,7 +53,7 @@ class _SmallFrameStream(VideoStreamAv):
         self._reformatter = VideoReformatter()
 
     def read(self, decode: bool = True) -> np.ndarray | bool:
-        ok = super().read(decode=False)
+        ok: np.ndarray | bool = super().read(decode=False)
         if ok is False or not decode:
             return ok
         assert self._frame is not None
@@ -61,7 +62,7 @@ class _SmallFrameStream(VideoStreamAv):
     def frame_end_s(self) -> float:
         """End time of the current frame: its pts plus its own duration (VFR-safe)."""
         assert self._frame is not None
-        start = self.position.seconds
+        start: float = self.position.seconds
         if self._frame.duration and self._frame.time_base:
             return start + float(self._frame.duration * self._frame.time_base)
         return start + 1.0 / float(self.frame_rate)
@@ -128,7 +129,7 @@ def _decoded(stream: _SmallFrameStream) -> Iterator[tuple[FrameTimecode, float, 
     Decoding and swscale release the GIL, so on two cores the detector's HSV work
     overlaps with decoding (about 1.4x faster than one thread).
     """
-    frames: queue.Queue = queue.Queue(maxsize=16)
+    frames: queue.Queue[Any] = queue.Queue(maxsize=16)
     stop = threading.Event()
 
     def put(item: object) -> None:

@@ -51,7 +51,7 @@ class FramesStage(Stage):
 
         film, s = ctx.inputs.film, ctx.settings
         out = ctx.run_dir("frames")
-        picks = extract_frames(ctx.inputs.video, out, n_frames=film.n_frames, duration_s=film.duration_s,
+        picks = extract_frames(ctx.inputs.video, out, n_frames=film.n_frames, duration_s=film.duration_s,  # type: ignore[arg-type]  # a video stage: it runs for films with a video file
                                pools=tuple(s.frame_pools), strip_fps=s.strip_fps, max_side=s.frame_max_side,
                                quality=s.jpeg_quality, progress=ctx.progress)
         root = ctx.store.root
@@ -75,7 +75,7 @@ class ShotsStage(Stage):
         from .shots import detect_shots
 
         s = ctx.settings
-        shots = detect_shots(ctx.inputs.video, detector=s.shot_detector, threshold=s.shot_threshold,
+        shots = detect_shots(ctx.inputs.video, detector=s.shot_detector, threshold=s.shot_threshold,  # type: ignore[arg-type]  # a video stage: it runs for films with a video file
                              min_len_s=s.shot_min_len_s, progress=ctx.progress)
         ctx.write([ShotRow(film_id=ctx.film_id, shot_idx=i, start=round(a, 3), end=round(b, 3)) for i, (a, b) in enumerate(shots)])
         return Outcome(model=f"scenedetect:{s.shot_detector}", note=f"{len(shots)} shots")
@@ -134,7 +134,7 @@ class TranscriptStage(Stage):
                 raise MovieMemError(f"the transcript of {ctx.film_id!r} came from an imported file; pass it again to recompute it")
             from .turns import split_turns
 
-            items = split_turns([{"start": c.start, "end": c.end, "text": c.text, "speaker": ", ".join(c.characters),
+            items: list[dict[str, Any]] = split_turns([{"start": c.start, "end": c.end, "text": c.text, "speaker": ", ".join(c.characters),
                                   "words": []} for c in track.cues])
             model, note = f"{track.format}:{track.path.name}", f"{len(items)} cues from {track.path.name}"
         else:
@@ -147,7 +147,7 @@ class TranscriptStage(Stage):
             if not Path(model_ref).exists():
                 offline = resolve_name(name) or resolve_name(f"whisper-{name}")
                 model_ref = model_path(offline.name, s) if offline else name
-            tr = transcribe(ctx.inputs.video, model=model_ref, language=s.asr_language, compute_type=s.asr_compute_type,
+            tr = transcribe(ctx.inputs.video, model=model_ref, language=s.asr_language, compute_type=s.asr_compute_type,  # type: ignore[arg-type]  # ASR runs on films with an audio track, so a video file
                             threads=s.asr_threads, beam_size=s.asr_beam_size, progress=ctx.progress)
             items = [dict(u, speaker=u.get("speaker", "")) for u in tr.utterances]
             model = f"faster-whisper:{name}"

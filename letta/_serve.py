@@ -14,6 +14,7 @@ import argparse
 import ipaddress
 import socket
 import sys
+from typing import Any
 
 _LOCAL_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback"}
 
@@ -42,23 +43,23 @@ def guard_network() -> None:
             print(f"moviemem: refused an outbound connection to {address[0]}", file=sys.stderr, flush=True)
             raise ConnectionRefusedError(f"moviemem sidecar: outbound connection to {address[0]} refused (loopback only)")
 
-    def connect(self: socket.socket, address: object) -> None:
+    def connect(self: socket.socket, address: Any) -> None:
         _check(self, address)
         return original_connect(self, address)
 
-    def connect_ex(self: socket.socket, address: object) -> int:
+    def connect_ex(self: socket.socket, address: Any) -> int:
         _check(self, address)
         return original_connect_ex(self, address)
 
-    def getaddrinfo(host: object, *args: object, **kwargs: object) -> list:
+    def getaddrinfo(host: object, *args: object, **kwargs: object) -> list[Any]:
         if not _is_loopback(host):
             print(f"moviemem: refused a name lookup of {host}", file=sys.stderr, flush=True)
             raise socket.gaierror(socket.EAI_NONAME, f"moviemem sidecar: lookup of {host} refused (loopback only)")
-        return original_getaddrinfo(host, *args, **kwargs)  # type: ignore[arg-type]
+        return original_getaddrinfo(host, *args, **kwargs)  # type: ignore[arg-type]  # forwarded unchanged to the real lookup
 
-    socket.socket.connect = connect  # type: ignore[method-assign]
-    socket.socket.connect_ex = connect_ex  # type: ignore[method-assign]
-    socket.getaddrinfo = getaddrinfo  # type: ignore[assignment]
+    socket.socket.connect = connect  # type: ignore[assignment]  # the guard replaces socket's methods on purpose
+    socket.socket.connect_ex = connect_ex  # type: ignore[assignment]  # the guard replaces socket's methods on purpose
+    socket.getaddrinfo = getaddrinfo
 
 
 def main() -> int:

@@ -174,7 +174,8 @@ class Sidecar:
 
     def _state(self) -> dict[str, Any]:
         try:
-            return json.loads(self.state_file.read_text())
+            state: dict[str, Any] = json.loads(self.state_file.read_text())
+            return state
         except (OSError, ValueError):
             return {}
 
@@ -355,7 +356,7 @@ class Sidecar:
             state = self._state()
             for name in ("server", "gateway", "postgres"):
                 pid = (state.get(name) or {}).get("pid")
-                if not _alive(pid, self._markers()[name]):
+                if pid is None or not _alive(pid, self._markers()[name]):
                     continue
                 progress(f"stopping {name} (pid {pid})")
                 self._stop(name, pid, timeout)
@@ -398,7 +399,7 @@ class Sidecar:
         out: dict[str, dict[int, str]] = {}
         for name in COMPONENTS:
             pid = (state.get(name) or {}).get("pid")
-            if _alive(pid, self._markers()[name]):
+            if pid is not None and _alive(pid, self._markers()[name]):
                 out[name] = _family(pid)
         return out
 

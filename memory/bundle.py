@@ -12,6 +12,7 @@ import os
 import tarfile
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -19,7 +20,7 @@ from filelock import FileLock
 
 from .._version import __version__
 from ..errors import MovieMemError
-from .schema import ROW_MODELS, TABLE_OWNER, check_film_id, vector_columns
+from .schema import ROW_MODELS, TABLE_OWNER, Row, check_film_id, vector_columns
 from .store import MemoryStore, sql_str
 
 FORMAT = "moviemem-film"
@@ -34,14 +35,14 @@ def export_film(store: MemoryStore, film_id: str, out: Path) -> Path:
     out = Path(out)
     if out.is_dir():
         raise MovieMemError(f"{out} is a directory; give a .tar file path")
-    manifest: dict = {"format": FORMAT, "version": FORMAT_VERSION, "moviemem": __version__, "film_id": film_id,
+    manifest: dict[str, Any] = {"format": FORMAT, "version": FORMAT_VERSION, "moviemem": __version__, "film_id": film_id,
                       "tables": {}, "media": []}
     out.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
     os.close(fd)
     try:
         with tarfile.open(tmp, "w") as tar:
-            for table, stage in [*TABLE_OWNER.items(), ("stages", None)]:
+            for table, stage in [*TABLE_OWNER.items(), ("stages", "")]:
                 if table == "stages":
                     where = f"film_id = {sql_str(film_id)} AND run_id IN ({', '.join(sql_str(r.run_id) for r in runs.values())})"
                 else:
@@ -102,7 +103,7 @@ class _Reader:
         if member.size > MAX_MEMBER_BYTES or self.total > MAX_BUNDLE_BYTES:
             raise self.fail(f"member {name!r} is too large ({member.size} bytes; at most {MAX_MEMBER_BYTES >> 20} MB "
                             f"each and {MAX_BUNDLE_BYTES >> 30} GB in all)")
-        with self.tar.extractfile(member) as f:  # type: ignore[union-attr]
+        with self.tar.extractfile(member) as f:  # type: ignore[union-attr]  # a regular member (checked above) always has a file
             return f.read(MAX_MEMBER_BYTES + 1)
 
 
@@ -152,7 +153,7 @@ def import_film(store: MemoryStore, bundle: Path, *, film_id: str | None = None,
     return dst_id
 
 
-def _checked_media(reader: _Reader, media: list, src_id: str) -> list[tuple[tuple[str, ...], bytes]]:
+def _checked_media(reader: _Reader, media: list[Any], src_id: str) -> list[tuple[tuple[str, ...], bytes]]:
     """(path parts below the film's media folder, bytes) of each bundled still."""
     out = []
     for rel in media:
@@ -163,11 +164,11 @@ def _checked_media(reader: _Reader, media: list, src_id: str) -> list[tuple[tupl
     return out
 
 
-def _checked_rows(reader: _Reader, store: MemoryStore, metas: dict, media: list, src_id: str,
-                  dst_id: str) -> dict[str, list]:
+def _checked_rows(reader: _Reader, store: MemoryStore, metas: dict[str, Any], media: list[Any], src_id: str,
+                  dst_id: str) -> dict[str, list[Row]]:
     """Every table parsed and every row validated; frame images must be bundled media of the film."""
     bundled = {str(m) for m in media}
-    rows: dict[str, list] = {}
+    rows: dict[str, list[Row]] = {}
     for table, meta in metas.items():
         if table not in ROW_MODELS or not isinstance(meta, dict):
             raise reader.fail(f"unknown table {table!r}")
@@ -189,7 +190,7 @@ def _checked_rows(reader: _Reader, store: MemoryStore, metas: dict, media: list,
     return rows
 
 
-def _rows(table: str, data: pa.Table, src_id: str, dst_id: str) -> list:
+def _rows(table: str, data: pa.Table, src_id: str, dst_id: str) -> list[Row]:
     model = ROW_MODELS[table]
     rows = []
     for rec in data.to_pylist():

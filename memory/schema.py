@@ -266,8 +266,9 @@ class CharacterRow(Row):
 
 ROW_MODELS: dict[str, type[Row]] = {
     m.table: m
-    for m in [FilmRow, StageRow, FrameRow, ClipRow, ShotRow, SegmentRow, UtteranceRow, CaptionRow, OnscreenRow, EventRow,
-              RelationRow, PassageRow, SceneRow, VoiceRow, FaceRow, SpeakerRow, CharacterRow]
+    for m in typing.cast("list[type[Row]]", [FilmRow, StageRow, FrameRow, ClipRow, ShotRow, SegmentRow, UtteranceRow,
+                                             CaptionRow, OnscreenRow, EventRow, RelationRow, PassageRow, SceneRow,
+                                             VoiceRow, FaceRow, SpeakerRow, CharacterRow])
 }
 TIMED_TABLES = {"shots", "segments", "scenes", "utterances", "captions", "onscreen", "events", "passages", "voices"}  # have start/end
 POINT_TABLES = {"frames", "clip", "faces"}  # have t
@@ -309,14 +310,19 @@ def _arrow_type(annotation: Any) -> tuple[pa.DataType, bool]:
     return _SCALARS[annotation], nullable
 
 
+def _is_vector(extra: object) -> bool:
+    """Whether a field's json_schema_extra marks it as the row's vector (pydantic also allows a callable there)."""
+    return isinstance(extra, dict) and bool(extra.get("vector"))
+
+
 def vector_columns(model: type[Row]) -> list[str]:
-    return [n for n, f in model.model_fields.items() if (f.json_schema_extra or {}).get("vector")]
+    return [n for n, f in model.model_fields.items() if _is_vector(f.json_schema_extra)]
 
 
 def arrow_schema(model: type[Row], dim: int | None = None) -> pa.Schema:
     fields = []
     for name, f in model.model_fields.items():
-        if (f.json_schema_extra or {}).get("vector"):
+        if _is_vector(f.json_schema_extra):
             if not dim:
                 raise ValueError(f"{model.table}.{name} needs a vector width")
             fields.append(pa.field(name, pa.list_(pa.float32(), dim), nullable=True))

@@ -16,7 +16,7 @@ import asyncio
 import functools
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
@@ -66,7 +66,7 @@ def ensure_indexes(store: MemoryStore, src: TextTable) -> bool:
         if key in _indexed:
             return True
         have = {tuple(i.columns) for i in tbl.list_indices()}
-        wanted = [((src.text,), lambda: tbl.create_index(src.text, replace=False, config=FTS(with_position=False, stem=True,
+        wanted: list[tuple[tuple[str, ...], Callable[[], Any]]] = [((src.text,), lambda: tbl.create_index(src.text, replace=False, config=FTS(with_position=False, stem=True,
                                                                               remove_stop_words=True))),
                   (("film_id",), lambda: tbl.create_index("film_id", replace=False, config=BTree()))]
         for cols, create in wanted:
@@ -79,9 +79,6 @@ def ensure_indexes(store: MemoryStore, src: TextTable) -> bool:
                     raise
         _indexed.add(key)
     return True
-
-
-_dims: dict[tuple[str, str], int | None] = {}
 
 
 def vector_dim(store: MemoryStore, table: str) -> int | None:
@@ -97,7 +94,7 @@ def vector_dim(store: MemoryStore, table: str) -> int | None:
 
 async def _bm25(tbl: Any, src: TextTable, where: str, terms: str, n: int) -> list[dict[str, Any]]:
     q = tbl.query().nearest_to_text(terms, columns=src.text).where(where)
-    return (await q.select(src.columns + ["_score"]).limit(n).to_arrow()).to_pylist()  # type: ignore[no-any-return]
+    return (await q.select(src.columns + ["_score"]).limit(n).to_arrow()).to_pylist()  # type: ignore[no-any-return]  # LanceDB's async table is untyped here
 
 
 async def _gather(coros: list[Any]) -> list[Any]:
@@ -113,7 +110,7 @@ def bm25_start(store: MemoryStore, searches: Sequence[tuple[TextTable, str]], te
 
 
 def _async_table(store: MemoryStore, table: str) -> Any:
-    tbl = store.table(table)
+    tbl: Any = store.table(table)
     return tbl._table  # the async table under LanceDB's sync wrapper: the async API runs the rankings concurrently
 
 
@@ -181,7 +178,7 @@ def film_vectors(store: MemoryStore, src: TextTable, base: str) -> FilmVectors:
         if hit is not None:
             _vec_cache.move_to_end(key)
             return hit
-    fv = _LOOP.run(_load_vectors(_async_table(store, src.table), src, base))
+    fv: FilmVectors = _LOOP.run(_load_vectors(_async_table(store, src.table), src, base))  # type: ignore[no-untyped-call]  # LanceDB's loop is unannotated
     size, budget = fv.nbytes, vector_cache_budget()  # read on a miss only: a miss costs milliseconds anyway
     global _vec_bytes
     with _vec_lock:

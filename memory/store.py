@@ -16,7 +16,7 @@ import shutil
 import uuid
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import lancedb
 import pyarrow as pa
@@ -105,7 +105,8 @@ class MemoryStore:
         if tbl is None:
             return None
         for col in vector_columns(ROW_MODELS[name]):
-            return tbl.schema.field(col).type.list_size
+            size: int = tbl.schema.field(col).type.list_size
+            return size
         return None
 
     def _ensure(self, name: str, dim: int | None) -> Any:
@@ -159,7 +160,7 @@ class MemoryStore:
             return 0
         model = type(rows[0])
         if vector_columns(model) and dim is None:
-            dim = self.vector_dim(model.table) or len(next((r.vector for r in rows if getattr(r, "vector", None)), []) or [0])
+            dim = self.vector_dim(model.table) or len(next((cast(Any, r).vector for r in rows if getattr(r, "vector", None)), []) or [0])
         tbl = self._ensure(model.table, dim if vector_columns(model) else None)
         if vector_columns(model):
             dim = self.vector_dim(model.table)
@@ -199,7 +200,7 @@ class MemoryStore:
 
     # -- stage runs --------------------------------------------------------
     def stage_rows(self, film_id: str) -> list[StageRow]:
-        return [r for r in self.rows("stages", f"film_id = {sql_str(film_id)}")]  # type: ignore[misc]
+        return [r for r in self.rows("stages", f"film_id = {sql_str(film_id)}")]  # type: ignore[misc]  # rows() of "stages" are StageRow
 
     def finished_runs(self, film_id: str) -> dict[str, StageRow]:
         """The visible run of each stage: its latest finished row."""
@@ -223,7 +224,7 @@ class MemoryStore:
 
     @_retry_conflicts
     def _mark(self, film_id: str, run_id: str, values: dict[str, Any]) -> None:
-        tbl = self.table("stages")
+        tbl: Any = self.table("stages")
         tbl.update(where=f"film_id = {sql_str(film_id)} AND run_id = {sql_str(run_id)}", values=values)
 
     def finish_run(self, film_id: str, stage: str, run_id: str, owned: Iterable[str], *, rows: int,
@@ -257,11 +258,12 @@ class MemoryStore:
         """Films whose probe run is finished (a film mid-import or mid-probe is not listed).
         Two queries however many films: the visible probe run of every film, then the films rows."""
         probe: dict[str, StageRow] = {}
-        for r in self.rows("stages", "stage = 'probe'"):
+        for r in cast("list[StageRow]", self.rows("stages", "stage = 'probe'")):
             if r.status in FINISHED and (r.film_id not in probe or r.finished_at > probe[r.film_id].finished_at):
-                probe[r.film_id] = r  # type: ignore[assignment]
-        out = [f for f in self.rows("films") if f.film_id in probe and probe[f.film_id].run_id == f.run_id]
-        return sorted(out, key=lambda f: f.film_id)  # type: ignore[return-value]
+                probe[r.film_id] = r
+        films = cast("list[FilmRow]", self.rows("films"))
+        out = [f for f in films if f.film_id in probe and probe[f.film_id].run_id == f.run_id]
+        return sorted(out, key=lambda f: f.film_id)
 
     def film_row(self, film_id: str, runs: dict[str, StageRow] | None = None) -> FilmRow | None:
         """The visible films row (`runs`: the film's finished_runs when the caller has them already)."""
@@ -269,7 +271,7 @@ class MemoryStore:
         if "probe" not in runs:
             return None
         rows = self.rows("films", f"film_id = {sql_str(film_id)} AND run_id = {sql_str(runs['probe'].run_id)}")
-        return rows[0] if rows else None  # type: ignore[return-value]
+        return rows[0] if rows else None  # type: ignore[return-value]  # rows() of "films" are FilmRow
 
     @_retry_conflicts
     def update_film(self, film_id: str, values: dict[str, Any]) -> None:
@@ -278,7 +280,8 @@ class MemoryStore:
         if run is None:
             raise MovieMemError(f"film {film_id!r} is not in the library")
         sql = {k: ("NULL" if v is None else sql_str(v) if isinstance(v, str) else repr(v)) for k, v in values.items()}
-        self.table("films").update(where=f"film_id = {sql_str(film_id)} AND run_id = {sql_str(run.run_id)}", values_sql=sql)
+        films: Any = self.table("films")
+        films.update(where=f"film_id = {sql_str(film_id)} AND run_id = {sql_str(run.run_id)}", values_sql=sql)
 
     def delete_film(self, film_id: str) -> None:
         fid = sql_str(check_film_id(film_id))

@@ -263,7 +263,8 @@ class FilmMemory:
         return sorted(self._runs.values(), key=lambda r: r.started_at)
 
     def meta(self) -> dict[str, Any]:
-        return json.loads(self.info.meta or "{}")
+        meta: dict[str, Any] = json.loads(self.info.meta or "{}")
+        return meta
 
     # -- summary -----------------------------------------------------------
     def summary(self) -> dict[str, Any]:

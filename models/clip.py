@@ -94,7 +94,7 @@ def _cached_file(cfg: dict[str, Any]) -> str | None:
 
 
 @functools.lru_cache(maxsize=2)
-def _load(model_name: str, pretrained: str | None) -> tuple[torch.nn.Module, Callable, Callable, str]:
+def _load(model_name: str, pretrained: str | None) -> tuple[Any, Callable[..., Any], Callable[..., Any], str]:
     """(model, image preprocess, tokenizer, description), once per (model, weights) per process."""
     weights = _resolve(model_name, pretrained)
     limit_torch_threads()
@@ -152,11 +152,13 @@ class ClipEncoder:
     def _pixels(self, path: Path) -> torch.Tensor:
         try:
             with Image.open(path) as im:
-                return self.preprocess(im.convert("RGB"))
+                pixels: torch.Tensor = self.preprocess(im.convert("RGB"))
+                return pixels
         except OSError as exc:
             raise MovieMemError(f"cannot read frame image {path}: {exc}") from exc
 
 
 def _normalise(features: torch.Tensor) -> np.ndarray:
-    array = features.float().numpy()
-    return (array / np.maximum(np.linalg.norm(array, axis=1, keepdims=True), 1e-12)).astype(np.float32)
+    array: np.ndarray = features.float().numpy()
+    unit: np.ndarray = (array / np.maximum(np.linalg.norm(array, axis=1, keepdims=True), 1e-12)).astype(np.float32)
+    return unit

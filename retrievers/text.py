@@ -67,7 +67,8 @@ def embedder_for(film: FilmMemory, src: Source) -> str | None:
     """The text embedder the table's rows were embedded with (recorded in the stage params)."""
     for run in film.stages():
         if run.stage == TABLE_OWNER[src.table]:
-            return json.loads(run.params or "{}").get("embedder")
+            embedder: str | None = json.loads(run.params or "{}").get("embedder")
+            return embedder
     return None
 
 
@@ -119,7 +120,7 @@ class TextRetriever(Retriever):
         self.embedder = embedder
         self.candidates = candidates
         self.parallel = parallel
-        self.name = f"text-{mode}"
+        self.name = f"text-{mode}"  # type: ignore[misc]  # a text retriever is named after its mode, per instance
 
     def _filter(self, film: FilmMemory, src: Source) -> str | None:
         where = visible_filter(film, src.table)

@@ -60,7 +60,9 @@ class Cluster:
         (whole CPUs when there are enough, a share of one otherwise)."""
         if workers <= 0 or not self.node_cpus:
             return 1.0
-        fits = lambda c: sum(int(n / c + 1e-9) for n in self.node_cpus) >= workers  # noqa: E731
+        def fits(c: int) -> bool:
+            return sum(int(n / c + 1e-9) for n in self.node_cpus) >= workers
+
         whole = [c for c in range(int(self.max_node_cpus), 0, -1) if fits(c)]
         return float(whole[0]) if whole else round(self.cpus / workers, 3)
 

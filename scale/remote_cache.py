@@ -38,7 +38,7 @@ class CacheServer:
 
     def _cache(self, model_id: str) -> ReplayCache:
         if model_id not in self._caches:
-            self._caches[model_id] = ReplayCache(_Keyed(model_id), self.path, "readwrite")  # type: ignore[arg-type]
+            self._caches[model_id] = ReplayCache(_Keyed(model_id), self.path, "readwrite")  # type: ignore[arg-type]  # the cache reads only the model id of its backbone
         return self._caches[model_id]
 
     def get(self, key: str) -> dict[str, Any] | None:

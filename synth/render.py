@@ -56,7 +56,8 @@ class Voicer:
 
     def clip(self, voice: str, text: str) -> np.ndarray:
         self.measure(voice, text)
-        return np.load(self.path(voice, text))
+        samples: np.ndarray = np.load(self.path(voice, text))
+        return samples
 
     def measure(self, voice: str, text: str) -> float:
         """Seconds of speech: the layout uses what will really be played."""
@@ -117,7 +118,7 @@ RGB = tuple[int, int, int]
 
 
 def _shade(rgb: RGB, v: float) -> RGB:
-    return tuple(max(0, min(255, int(c * v))) for c in rgb)  # type: ignore[return-value]
+    return tuple(max(0, min(255, int(c * v))) for c in rgb)  # type: ignore[return-value]  # three channels in, three out
 
 
 SKIN = ((236, 196, 160), (200, 150, 110), (150, 105, 75), (240, 210, 180), (180, 130, 95))
@@ -298,7 +299,7 @@ class Painter:
         x0, y0, x1, y1 = box
         font = _fit(d, lines, int(x1 - x0), size, bold)
         while font.size > 14 and len(lines) * font.size * 1.3 > y1 - y0:
-            font = _font(font.size - 2, bold)
+            font = _font(int(font.size) - 2, bold)
         step = font.size * 1.3
         y = y0 + (y1 - y0 - step * len(lines)) / 2
         for ln in lines:
@@ -359,6 +360,7 @@ class Sound:
 def sound_items(tl: Timeline) -> list[Sound]:
     """Everything on the sound track with its sample span, in start order."""
     items: list[Sound] = []
+    ts: TimedShot | None
     for ts in tl.shots:
         for ln in ts.lines:
             s = round(ln.start * SR)

@@ -13,6 +13,7 @@ import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from ..errors import MovieMemError
 
@@ -160,7 +161,7 @@ def build_script(seed: int) -> Script:
     def L(role: str, text: str, optional: bool = False) -> Line:  # noqa: N802 - reads like a script line
         return Line(role, text.format(**v), optional)
 
-    def S(kind: str, desc: str, **kw) -> Shot:  # noqa: N802
+    def S(kind: str, desc: str, **kw: Any) -> Shot:  # noqa: N802 - reads like a script shot
         return Shot(kind, desc.format(**v), **kw)
 
     title = "THE " + facts["obj"].upper()
@@ -368,11 +369,11 @@ def filler_scene(script: Script, rng: random.Random, n: int, time: str, after: s
         who = rng.choice(("hero", "friend"))
         name = script.cast[who].name
         desc = f"{name} walks along {street.title()}"
-        shots = (Shot("sign", f"A street sign reads '{street}'.", text=(street,), hold=3.5, music="solo",
+        walk: tuple[Shot, ...] = (Shot("sign", f"A street sign reads '{street}'.", text=(street,), hold=3.5, music="solo",
                       events=(key,)),
                  Shot("wide", f"{name} walks alone along {street.title()} past small houses.", chars=(who,),
                       hold=5.0 + rng.random() * 4, music="solo", effect="steps", events=(key,)))
-        return Scene(key, "town", time, shots, core=False, kind="walk"), desc
+        return Scene(key, "town", time, walk, core=False, kind="walk"), desc
     a, b = ("hero", "friend") if kind == "home" else ("clerk", "rival")
     talk = HOME_TALK if kind == "home" else INN_TALK
     place = script.places[kind]

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ...backbones import Tool, assistant, system, tool_result, user
+from ...backbones import Tool, ToolCall, assistant, system, tool_result, user
 from ...errors import MovieMemError
 from ...memory.view import FilmMemory
 from ...retrievers.base import Evidence
@@ -78,7 +78,7 @@ class ArchivalSearch:
     def __init__(self, film: FilmMemory, settings: ArchivalSettings):
         self.film = film
         self.settings = settings
-        self.retriever = TextRetriever(settings.search, store_kinds(film, settings.kinds))  # type: ignore[arg-type]
+        self.retriever = TextRetriever(settings.search, store_kinds(film, settings.kinds))  # type: ignore[arg-type]  # a settings string; TextRetriever rejects a bad mode
 
     def __call__(self, arguments: dict[str, Any]) -> tuple[list[Evidence], list[dict[str, Any]] | dict[str, str]]:
         query = str(arguments.get("query") or "").strip()
@@ -88,8 +88,8 @@ class ArchivalSearch:
             k = int(arguments.get("top_k") or self.settings.top_k)
             start = arguments.get("start")
             end = arguments.get("end")
-            start = None if start in (None, "") else float(start)
-            end = None if end in (None, "") else float(end)
+            start = None if start is None or start == "" else float(start)
+            end = None if end is None or end == "" else float(end)
             found = self.retriever.retrieve(self.film, query, k=max(1, min(MAX_TOP_K, k)), start=start, end=end)
         except (TypeError, ValueError, MovieMemError) as exc:
             return [], {"error": f"bad arguments: {exc}"}
@@ -130,6 +130,7 @@ class Archival(BasePolicy):
         parsed: Parsed | None = None
         for step in range(s.max_steps):
             force = s.search_first and searches == 0 and step == 0
+            calls: list[tuple[str, dict[str, Any], ToolCall | None]]
             if protocol == "tools":
                 reply = run.chat(prompt, messages, tools=[search.tool], tool_choice="required" if force else None,
                                  max_tokens=s.step_max_tokens, temperature=s.temperature)
@@ -151,6 +152,8 @@ class Archival(BasePolicy):
                 parsed = None
                 break
             messages.append(assistant(reply.text, [c for _, _, c in calls if c is not None]))
+            found: list[Evidence]
+            result: list[dict[str, Any]] | dict[str, str]
             for name, arguments, call in calls:
                 if name != search.tool.name:
                     found, result = [], {"error": f"unknown tool {name!r}; use {search.tool.name}"}

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from ...errors import MovieMemError
 from ...memory.view import FilmMemory
+from ...retrievers.base import Evidence
 from ...retrievers.window import rows_as_evidence
 from ..base import BasePolicy, Run
 from ..calls import answer_once, body, stage_reason, world_state
@@ -69,7 +70,7 @@ class _Socratic(BasePolicy):
         max_tokens: int | None = None
         temperature: float = 0.0
 
-    def _captions(self, film: FilmMemory, run: Run) -> list:
+    def _captions(self, film: FilmMemory, run: Run) -> list[Evidence]:
         s = self.settings
         kinds = tuple(s.caption_kinds) or (self.caption_kind,)
         caps = rows_as_evidence(film, ["caption"], caption_kinds=kinds)

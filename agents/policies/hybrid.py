@@ -128,7 +128,7 @@ def gather(film: FilmMemory, question: Question, s: GatherSettings, run: Run | N
             if kind == "event":
                 found = graph_hits(film, run, query, n, s.graph_hops)
             else:
-                found = TextRetriever(s.search, [kind]).retrieve(film, query, k=n)  # type: ignore[arg-type]
+                found = TextRetriever(s.search, [kind]).retrieve(film, query, k=n)  # type: ignore[arg-type]  # a settings string; TextRetriever rejects a bad mode
             if run is not None:
                 run.retrieved(f"{kind}:{s.search}", query, found)
             lists.append(found)

@@ -31,13 +31,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...backbones import Backbone, Usage
+from ...backbones.prompt import Prompt
 from ...errors import MovieMemError
 from ...memory.view import FilmMemory
 from ...retrievers.base import Evidence
 from ...timefmt import hms
 from ..base import BasePolicy, Run
 from ..parsing import Parsed, parse_answer
-from ..prompts import LETTA, LETTA_FINAL, Prompt, question_block
+from ..prompts import LETTA, LETTA_FINAL, question_block
 from ..types import Question, Step
 from .archival import ArchivalSettings, archival_passages
 
@@ -191,7 +192,7 @@ class LettaPolicy(BasePolicy):
                 return archive.id
             c.archives.delete(archive.id)  # an earlier build stopped half-way
         started = time.perf_counter()
-        archive = c.archives.create(name=name, embedding_config=session.embedding_config(),  # type: ignore[arg-type]
+        archive = c.archives.create(name=name, embedding_config=session.embedding_config(),  # type: ignore[arg-type]  # a plain dict in the config's wire shape
                                     description="moviemem building")
         for i in range(0, len(passages), BATCH):
             c.archives.passages.create_many(archive.id, passages=[
@@ -224,16 +225,16 @@ class LettaPolicy(BasePolicy):
             found = list(c.agents.list(name=name))
             if found:
                 agent = found[0]
-                if agent.llm_config.model_endpoint != llm["model_endpoint"]:  # a new gateway for this process
-                    c.agents.update(agent.id, llm_config=llm, embedding_config=emb)  # type: ignore[arg-type]
+                if agent.llm_config.model_endpoint != llm["model_endpoint"]:  # type: ignore[attr-defined]  # replies are built with construct(), which keeps the wire name; a new gateway for this process
+                    c.agents.update(agent.id, llm_config=llm, embedding_config=emb)  # type: ignore[arg-type]  # plain dicts in the configs' wire shape
                 run.note(f"reusing Letta agent {name}", agent=agent.id)
             else:
                 agent = c.agents.create(name=name, agent_type="letta_v1_agent", system=LETTA.system,
-                                        llm_config=llm, embedding_config=emb,  # type: ignore[arg-type]
+                                        llm_config=llm, embedding_config=emb,  # type: ignore[arg-type]  # plain dicts in the configs' wire shape
                                         include_base_tools=False, tools=tools,
                                         memory_blocks=[], timezone="UTC", tags=[TAG, f"film:{film.film_id}"],
                                         metadata={"film_id": film.film_id, "backbone": backbone.name},
-                                        tool_rules=rules)
+                                        tool_rules=rules)  # type: ignore[arg-type]  # plain dicts in the rules' wire shape
                 c.agents.archives.attach(archive_id, agent_id=agent.id)
                 run.note(f"created Letta agent {name}", agent=agent.id, archive=archive_id)
             session.agents[name] = agent.id
@@ -280,6 +281,7 @@ class LettaPolicy(BasePolicy):
                         args = json.loads(call.get("arguments") or "{}")
                     except ValueError:
                         args = {"raw": call.get("arguments")}
+                    step: Step | None
                     step = Step("tool", {"name": call.get("name"), "arguments": args, "found": [], "error": None})
                     calls[call.get("tool_call_id") or str(len(calls))] = step
                     run.trace.append(step)
@@ -349,7 +351,7 @@ class LettaPolicy(BasePolicy):
         c = session.client
         dropped = 0
         for p in c.agents.passages.list(agent_id, ascending=False, limit=50):
-            if TAG not in (p.tags or []):
+            if TAG not in (p.tags or []) and p.id is not None:
                 c.agents.passages.delete(p.id, agent_id=agent_id)
                 dropped += 1
         run.note(f"removed {dropped} passage(s) the agent inserted")

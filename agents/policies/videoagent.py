@@ -75,7 +75,7 @@ class VideoAgent(BasePolicy):
             seen = sorted(seen + more, key=lambda f: f.t)
             run.note(f"round {rnd + 1}: {len(seen)} frames")
         if best is None:
-            return last  # type: ignore[return-value]
+            return last  # type: ignore[return-value]  # max_rounds >= 1 (checked above), so the loop set it
         if last is not best:
             run.note("the last round's reply was invalid; keeping the last valid answer")
         return best
