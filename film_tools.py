@@ -78,7 +78,7 @@ def count(value: Any, name: str, high: int) -> int:
         raise MovieMemError(f"{name} must be an integer, not {value!r}")
     if not 1 <= value <= high:
         raise MovieMemError(f"{name} must be between 1 and {high}, not {value}")
-    return value
+    return int(value)
 
 
 def kinds_of(value: Sequence[str] | str | None, allowed: Sequence[str], default: Sequence[str]) -> tuple[str, ...]:
@@ -292,7 +292,7 @@ def ask(lib: Library, film_id: str, question: str, *, backbone: str, options: Se
     cutoff = seconds(until, "until", f.info.duration_s, low=TIME_SLACK_S) if until is not None else None
     ans = f.ask(question, options=list(options) if options else None, kind=kind, policy=policy, backbone=backbone,
                 until=cutoff)
-    d = ans.to_dict()
+    d: dict[str, Any] = ans.to_dict()
     d.pop("trace", None)
     d["evidence"] = [{k: v for k, v in e.items() if k != "retriever"} for e in d["evidence"]]
     return d

@@ -79,8 +79,8 @@ def speaker_label(u: Any) -> str:
     """Who speaks a transcript line, as shown to a reader: the character's name when the film's text
     gives it; else a subtitle's own speaker tag; never a bare character id ("v3")."""
     if getattr(u, "speaker_name", ""):
-        return u.speaker_name
-    return "" if re.fullmatch(r"[vnf]\d+", u.speaker or "") else u.speaker
+        return str(u.speaker_name)
+    return "" if re.fullmatch(r"[vnf]\d+", u.speaker or "") else str(u.speaker)
 
 
 class Lines:

@@ -615,10 +615,10 @@ def write_inspector(run_dir: str | Path) -> Path:
                      "marks": [_mark(recs.get(c)) for c in configs],
                      "outcomes": [((recs.get(c) or {}).get("evidence") or {}).get("outcome") or "" for c in configs]})
         fields, options = _item_fields(it)
-        gold = [tuple(map(float, g)) for g in getattr(it, "evidence", None) or []]
+        gold = [(float(g[0]), float(g[1])) for g in getattr(it, "evidence", None) or []]
         if gold:
             fields.append(("Gold evidence", ", ".join(f"{_hms(a)}–{_hms(b)}" for a, b in gold)))
-        answers = []
+        answers: list[dict[str, Any]] = []
         for c in configs:
             r = recs.get(c)
             if r is None:

@@ -163,7 +163,7 @@ class EventsStage(Stage):
         run = ctx.store.finished_runs(ctx.film_id).get(self.name)
         if run is None or run.status != "done" or not run.rows:
             return False
-        return json.loads(run.params or "{}").get("mode") != "rules"
+        return bool(json.loads(run.params or "{}").get("mode") != "rules")
 
     def load_backbone(self, ctx: Ctx) -> Backbone:
         from ..backbones import load

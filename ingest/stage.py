@@ -5,6 +5,7 @@ and this imports no stage, so stages never import each other through the registr
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -45,7 +46,7 @@ class Ctx:
     def film_id(self) -> str:
         return self.inputs.film.film_id
 
-    def write(self, rows: list[Row], dim: int | None = None) -> int:
+    def write(self, rows: Sequence[Row], dim: int | None = None) -> int:
         for r in rows:
             r.film_id, r.run_id = self.film_id, self.run_id
         n = self.store.append(rows, dim)

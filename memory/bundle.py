@@ -60,7 +60,8 @@ def export_film(store: MemoryStore, film_id: str, out: Path) -> Path:
                 manifest["tables"][table] = {"file": f"tables/{table}.parquet", "rows": data.num_rows, "vector_dim": dim}
                 media_column = {"frames": "image", "faces": "thumbnail"}.get(table)
                 if media_column:
-                    for rel in filter(None, data.column(media_column).to_pylist()):
+                    rels: list[str] = [r for r in data.column(media_column).to_pylist() if r]
+                    for rel in rels:
                         src = store.root / rel
                         if src.is_file():
                             tar.add(str(src), arcname=f"media/{rel}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import types
 import typing
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import pyarrow as pa
@@ -332,7 +333,7 @@ def arrow_schema(model: type[Row], dim: int | None = None) -> pa.Schema:
     return pa.schema(fields)
 
 
-def to_arrow(rows: list[Row], model: type[Row], dim: int | None = None) -> pa.Table:
+def to_arrow(rows: Sequence[Row], model: type[Row], dim: int | None = None) -> pa.Table:
     schema = arrow_schema(model, dim)
     cols: dict[str, list[Any]] = {n: [] for n in schema.names}
     for r in rows:

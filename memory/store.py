@@ -14,7 +14,7 @@ import hashlib
 import json
 import shutil
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -155,7 +155,7 @@ class MemoryStore:
         return tbl
 
     @_retry_conflicts
-    def append(self, rows: list[Row], dim: int | None = None) -> int:
+    def append(self, rows: Sequence[Row], dim: int | None = None) -> int:
         if not rows:
             return 0
         model = type(rows[0])

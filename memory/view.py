@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -31,6 +31,7 @@ from .schema import (
     SceneRow,
     SegmentRow,
     ShotRow,
+    SpeakerRow,
     StageRow,
     UtteranceRow,
     check_film_id,
@@ -170,7 +171,7 @@ class FilmMemory:
         where = self.run_filter("speaker_lines")
         if where is None or not rows:
             return rows
-        who = {r.utt_idx: r for r in self.store.rows("speaker_lines", where)}
+        who = {r.utt_idx: r for r in cast("list[SpeakerRow]", self.store.rows("speaker_lines", where))}
         known = self._names_known(rows) if self._until else None
         for u in rows:
             s = who.get(u.idx)
@@ -208,7 +209,7 @@ class FilmMemory:
             if f.cluster >= 0:
                 faces.setdefault(f.cluster, []).append(f.t)
         where = self.run_filter("faces")
-        all_faces = self.store.rows("faces", where) if where is not None and faces else []
+        all_faces = cast("list[FaceRow]", self.store.rows("faces", where)) if where is not None and faces else []
         total = {c: sum(1 for f in all_faces if f.cluster == c) for c in faces}
         out = []
         for c in rows:
