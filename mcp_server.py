@@ -278,16 +278,9 @@ def bind(port: int) -> socket.socket:
     """A listening socket on 127.0.0.1 (port 0 picks a free one)."""
     if not isinstance(port, int) or not 0 <= port <= 65535:
         raise MovieMemError(f"--http takes a port number 0-65535, not {port!r}")
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    try:
-        sock.bind((HOST, port))
-    except OSError as exc:
-        sock.close()
-        raise MovieMemError(f"cannot listen on {HOST}:{port}: {exc.strerror}") from None
-    sock.listen(128)
-    return sock
+    from .backbones.gateway import listen
+
+    return listen(HOST, port)
 
 
 class HttpServer:

@@ -353,7 +353,8 @@ class Gateway:
         self.stop()
 
 
-def _bind(host: str, port: int) -> socket.socket:
+def listen(host: str, port: int) -> socket.socket:
+    """A listening socket (the gateway's and the MCP server's): no Nagle delay, a clear error when taken."""
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     # accepted sockets inherit this: without it, headers and body leave in two segments and
@@ -374,7 +375,7 @@ def start_gateway(backbone: str | Backbone = "local", embedder: Any = None, *, h
                   token: str | None = None) -> Gateway:
     """Start the gateway in a background thread (port 0 picks a free port) and return it running."""
     bb, emb = _resolve(backbone, embedder, cache, cache_mode)
-    return Gateway(create_app(bb, emb, token=token), _bind(host, port)).start()
+    return Gateway(create_app(bb, emb, token=token), listen(host, port)).start()
 
 
 def serve(backbone_spec: str, embedder: str | None = "minilm", host: str = "127.0.0.1", port: int = 8383, *,
@@ -387,7 +388,7 @@ def serve(backbone_spec: str, embedder: str | None = "minilm", host: str = "127.
     if host not in LOOPBACK and token is None:
         log.warning("the gateway has no --token and is listening on %s", host)
     allowed = LOOPBACK if host in LOOPBACK or host in ("0.0.0.0", "::") else (*LOOPBACK, host)
-    sock = _bind(host, port)
+    sock = listen(host, port)
     log.info("moviemem gateway on http://%s:%d/v1 (backbone %s, embedder %s)", host, port, bb.name,
              getattr(emb, "name", None))
     app = create_app(bb, emb, token=token, allowed_hosts=allowed)
