@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from .flashbacks import MARK, Span, TimedEvent, story_time
 from .scenes import STOP, Scene, TextLine, content_words, known_names, line_names
 
-RULES_VERSION = 5  # bump when a rule changes: the events stage's params hash then changes and it reruns
+RULES_VERSION = 6  # bump when a rule changes: the events stage's params hash then changes and it reruns
 EVENTS_PER_MINUTE = 8.0  # at most, per scene (at least 3 a scene)
 REPEAT_S = 15.0  # a line repeated within this many seconds is the same event
 NEAR_S = 120.0  # how far apart two events sharing participants may be to be linked as cause and effect
@@ -257,23 +257,23 @@ def extract_events(scenes: list[Scene]) -> list[RuleEvent]:
     return found
 
 
-def _overlap_score(words: set[str], names: set[str], e: RuleEvent) -> float:
+def _overlap_score(words: set[str], names: set[str], e: RuleEvent, min_shared: int = 1) -> float:
     """Shared content words, names counted double; 0 unless the two share something besides a
     name (a name alone ties every line of a character together) and score at least 2."""
     shared_names = {n.lower() for n in e.names} & names
     shared = (words & e.words) - {stem(n) for n in shared_names} - FILM_STEMS
     score = len(shared) + 2 * len(shared_names)
-    return score if shared and score >= 2 else 0.0
+    return score if len(shared) >= min_shared and score >= 2 else 0.0
 
 
-def best_match(clause: str, pool: list[RuleEvent], exclude: str = "") -> tuple[RuleEvent | None, float]:
+def best_match(clause: str, pool: list[RuleEvent], exclude: str = "", min_shared: int = 1) -> tuple[RuleEvent | None, float]:
     words = stems(clause)
     names = {n.lower() for n in re.findall(r"\b[A-Z][a-z]+\b", clause)} - STOP
     best, score = None, 0.0
     for e in pool:
         if e.event_id == exclude:
             continue
-        s = _overlap_score(words, names, e)
+        s = _overlap_score(words, names, e, min_shared)
         if s > score:
             best, score = e, s
     return best, score
@@ -337,9 +337,10 @@ def causal_relations(events: list[RuleEvent]) -> list[RuleRelation]:
                                 f"'{_short(m.group(0), 50)}' matches '{_short(goal.description, 50)}'"))
         if m := CONDITION.search(text):
             pool = [x for x in events if x.event_id != e.event_id]
-            cond, s1 = best_match(m.group(1), pool)
+            # both halves of a conditional are short clauses: each must share two words with its event
+            cond, s1 = best_match(m.group(1), pool, min_shared=2)
             after = [x for x in events if cond is None or x.start >= cond.start and x.event_id != cond.event_id]
-            result, s2 = best_match(m.group(2), after)
+            result, s2 = best_match(m.group(2), after, min_shared=2)
             if cond is not None and result is not None and cond.event_id != result.event_id:
                 out.append(_rel(cond, result, "precondition", _conf(0.45, min(s1, s2)), "condition",
                                 f"'{_short(m.group(0), 60)}' in {e.event_id}"))

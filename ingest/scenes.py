@@ -27,7 +27,7 @@ off oh ok okay on once only or other our ours ourselves out over own same she sh
 the their theirs them themselves then there these they this those through to too under until up very was we were
 what when where which while who whom why will with would yes yeah you your yours yourself yourselves well hey hello
 goodbye thank thanks please hi um uh ha huh hmm wow gee gosh alright honestly sorry sir madam mister miss mrs mr dr sure right good come go get got look see know think
-say said tell told want like one two three maybe never always also still even much many every something nothing
+say said tell told want like going gonna gotta wanna getting one two three maybe never always also still even much many every something nothing
 anything everything someone somebody anyone nobody okay o'clock god lord dear darling honey baby mom dad mother
 father mama papa man woman boy girl guy guys people monday tuesday wednesday thursday friday saturday sunday january
 february march april may june july august september october november december christmas ext int cut fade
