@@ -33,12 +33,15 @@ def test_help_and_version_import_no_heavy_library() -> None:
 
 
 def test_search_command_is_the_mcp_search(front) -> None:
-    res = front("search", "front", "Where is Williams hiding?", "--k", "2", "--json")
+    res = front("search", "front", "Where is Williams hiding?", "--k", "2", "--kinds", "utterance", "--json")
     assert res.code == 0, res.err
     ev = res.json()["evidence"]
     assert {e["id"] for e in ev} == {"utterance:0", "utterance:1"}
+    # by default the film's events are searched too (every film has a rule-built graph)
+    kinds = {e["kind"] for e in front("search", "front", "Where is Williams hiding?", "--json").json()["evidence"]}
+    assert kinds == {"utterance", "event"}
     assert set(ev[0]) == {"id", "kind", "start", "end", "text", "score"} and ev[0]["score"] >= ev[1]["score"]
-    early = front("search", "front", "desk", "--until", "1:00", "--json").json()["evidence"]
+    early = front("search", "front", "desk", "--until", "1:00", "--kinds", "utterance", "--json").json()["evidence"]
     assert [e["id"] for e in early] == ["utterance:0"]  # the desk line is not shown by 1:00
     table = front("search", "front", "desk", "--kinds", "utterance")
     assert table.code == 0 and "utterance:1" in table.out and "70.0-72.5 s" in table.out
