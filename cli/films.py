@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional, TypeVar
 
 import typer
 from rich.table import Table
 
+from ..config import get_settings
 from ..errors import MovieMemError
 from .common import (
     JsonOpt,
@@ -28,6 +29,8 @@ from .common import (
 
 if TYPE_CHECKING:
     from ..library import Film
+
+T = TypeVar("T")
 
 
 @app.command()
@@ -147,11 +150,23 @@ def import_collection(
         err.print(f"imported {len(items)} films from {root}")
 
 
+def _quick(library: Path | None, key: str, compute: Callable[[], T]) -> T:
+    """A read command's answer, saved while the library is unchanged (memory/catalog.py): without
+    LanceDB's import these commands start in a fraction of a second."""
+    from ..memory.catalog import cached
+
+    root = get_settings(library=library).library_dir
+    return cached(Path(root), key, compute) if "://" not in str(root) else compute()
+
+
 @app.command()
 def films(library: LibraryOpt = None, as_json: JsonOpt = False) -> None:
     """List the films in the library."""
-    rows = _library(library).films()
-    items: list[dict[str, Any]] = [{"film_id": f.film_id, "title": f.title, "year": f.year, "duration_s": round(f.duration_s, 3)} for f in rows]
+    def listing() -> list[dict[str, Any]]:
+        return [{"film_id": f.film_id, "title": f.title, "year": f.year, "duration_s": round(f.duration_s, 3)}
+                for f in _library(library).films()]
+
+    items = _quick(library, "films", listing)
     if as_json:
         _print_json({"films": items})
         return
@@ -164,7 +179,7 @@ def films(library: LibraryOpt = None, as_json: JsonOpt = False) -> None:
 @app.command()
 def show(film: Annotated[str, typer.Argument(help="Film id.")], library: LibraryOpt = None, as_json: JsonOpt = False) -> None:
     """Summarise one film's memory: counts, frame pools and stage provenance."""
-    summary = _library(library).film(film).summary()
+    summary = _quick(library, f"show {film}", lambda: _library(library).film(film).summary())
     _print_json(summary) if as_json else _show_human(summary)
 
 

@@ -4,16 +4,18 @@ touches LanceDB, its indexes and its event loop.
 - Full-text (BM25) search runs on LanceDB's native index, pre-filtered on a BTree index over
   `film_id`; the rankings of several tables run concurrently on LanceDB's own event loop
   (its async API: 2-3x faster than the sync one, whose per-call overhead dominates).
-- Vector search is exact cosine over one film's rows: a film holds a few thousand text rows
-  (about 3 MB of vectors), so they are read once per (film, run) into a byte-bounded LRU cache
-  and scored in numpy; LanceDB's prefiltered flat scan re-reads them on every query and costs
-  10x more in a library of 1,000 films.
+- Vector search is cosine over one film's rows, scored in numpy on int8 codes (vector_pack.py):
+  a film holds a few thousand text rows, so they are read once per (film, run) into a
+  byte-bounded LRU cache; LanceDB's prefiltered flat scan re-reads them on every query and costs
+  10x more in a library of 1,000 films. A process's first query on a film reads the film's
+  search packs (files beside its media) rather than LanceDB.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -26,6 +28,7 @@ import pyarrow as pa
 from lancedb.background_loop import LOOP as _LOOP  # LanceDB's event loop (its sync API runs on it)
 
 from ..config import Settings
+from . import vector_pack
 from .store import MemoryStore
 
 
@@ -119,9 +122,10 @@ def _async_table(store: MemoryStore, table: str) -> Any:
 
 @dataclass
 class FilmVectors:
-    """One film's rows of one table (one finished run), with unit vectors, held in memory."""
+    """One film's rows of one table (one finished run), with unit vectors, held in memory.
+    The rows are read as an Arrow table and become Python values on the first search."""
 
-    rows: list[dict[str, Any]]
+    rows: pa.Table
     start: np.ndarray
     end: np.ndarray
     kind: np.ndarray | None  # caption kinds
@@ -129,9 +133,8 @@ class FilmVectors:
 
     @functools.cached_property
     def nbytes(self) -> int:
-        """Roughly what the entry holds: vectors, times and ~200 bytes of Python per row plus its text."""
-        text = sum(len(v) for r in self.rows for v in r.values() if isinstance(v, str))
-        return self.matrix.nbytes + self.start.nbytes + self.end.nbytes + 200 * len(self.rows) + text
+        """Roughly what the entry holds: vectors, times, the Arrow rows and ~200 bytes of Python values a row."""
+        return int(self.matrix.nbytes + self.start.nbytes + self.end.nbytes + 2 * self.rows.nbytes + 200 * len(self.rows))
 
     def search(self, vec: np.ndarray, mask: np.ndarray, n: int) -> list[tuple[dict[str, Any], float]]:
         visible = int(mask.sum())
@@ -142,7 +145,13 @@ class FilmVectors:
         sims = np.where(mask, sims, -np.inf)
         top = np.argpartition(-sims, min(n, visible) - 1)[: min(n, visible)]
         top = top[np.argsort(-sims[top], kind="stable")]
-        return [(self.rows[i], float(sims[i])) for i in top]
+        cols = self._columns
+        return [({name: values[i] for name, values in cols.items()}, float(sims[i])) for i in top]
+
+    @functools.cached_property
+    def _columns(self) -> dict[str, list[Any]]:
+        """The rows as Python lists, column by column (made on the first search: ~0.1 ms a column)."""
+        return {name: self.rows.column(name).to_pylist() for name in self.rows.column_names}
 
 
 _vec_lock = threading.Lock()
@@ -153,40 +162,77 @@ _vec_bytes = 0
 def vector_cache_budget() -> int:
     """Bytes the cache may hold (`MOVIEMEM_VECTOR_CACHE_MB`, 512 by default): bounded by size, not by
     entries, so that a bench cycling over 20 films x 4 kinds still hits (an entry count of 64 did not)."""
+    return _budget(os.environ.get("MOVIEMEM_VECTOR_CACHE_MB"))
+
+
+@functools.lru_cache(maxsize=8)
+def _budget(_env: str | None) -> int:
+    """Settings() costs ~1 ms (environment and moviemem.toml parsed): read once per value of the variable."""
     return max(0, Settings().vector_cache_mb) * 2**20
 
 
-async def _load_vectors(tbl: Any, src: TextTable, base: str) -> FilmVectors:
+def _film_vectors(rows: pa.Table, codes: np.ndarray, src: TextTable) -> FilmVectors:
+    kind = rows.column("kind").to_numpy(zero_copy_only=False) if "kind" in src.extra else None
+    return FilmVectors(rows, rows.column("start").to_numpy(), rows.column("end").to_numpy(), kind,
+                       vector_pack.unit_rows(codes))
+
+
+async def _read_rows(tbl: Any, src: TextTable, base: str) -> tuple[pa.Table, np.ndarray]:
+    """The run's rows from LanceDB and their vectors as int8 codes (what a pack holds)."""
     data = await tbl.query().where(base + " AND vector IS NOT NULL").select(src.columns + ["vector"]).to_arrow()
     vec_col = data.column("vector").combine_chunks()
     dim = vec_col.type.list_size if pa.types.is_fixed_size_list(vec_col.type) else 0
     flat = vec_col.flatten().to_numpy(zero_copy_only=False).astype(np.float32, copy=False)
     matrix = flat.reshape(len(data), dim) if len(data) else np.zeros((0, max(dim, 1)), dtype=np.float32)
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    matrix = matrix / np.where(norms > 0, norms, 1.0)
-    rows = data.drop_columns(["vector"]).to_pylist()
-    kind = np.asarray([r["kind"] for r in rows], dtype=object) if "kind" in src.extra else None
-    return FilmVectors(rows, data.column("start").to_numpy(), data.column("end").to_numpy(), kind, matrix)
+    return data.drop_columns(["vector"]).combine_chunks(), vector_pack.quantize(matrix)
 
 
-def film_vectors(store: MemoryStore, src: TextTable, base: str) -> FilmVectors:
-    """The cached vectors of one film's finished run (`base` names film and run, so a rerun stage
-    gets a new entry and the old one ages out). Must not be called from LanceDB's loop."""
-    key = (store.uri, src.table, base)
+def film_vectors_many(store: MemoryStore, film_id: str, wanted: Sequence[tuple[TextTable, str]],
+                      meanwhile: Callable[[], object] | None = None) -> list[FilmVectors]:
+    """The vectors of one film's finished run in each table (`base` names film and run, so a rerun
+    stage gets a new entry and the old one ages out), from the process cache, else from the film's
+    search packs (vector_pack.py: a millisecond), else from LanceDB, read concurrently on its loop
+    alongside any BM25 ranking already started there while `meanwhile()` runs here (the query's
+    embedding, say); what LanceDB gave is then packed for the next process. Must not be called
+    from LanceDB's loop."""
+    keys = [(store.uri, src.table, base) for src, base in wanted]
+    found: dict[tuple[str, str, str], FilmVectors] = {}
     with _vec_lock:
-        hit = _vec_cache.get(key)
-        if hit is not None:
-            _vec_cache.move_to_end(key)
-            return hit
-    fv: FilmVectors = _LOOP.run(_load_vectors(_async_table(store, src.table), src, base))  # type: ignore[no-untyped-call]  # LanceDB's loop is unannotated
-    size, budget = fv.nbytes, vector_cache_budget()  # read on a miss only: a miss costs milliseconds anyway
-    global _vec_bytes
-    with _vec_lock:
-        if key not in _vec_cache and size <= budget:
-            _vec_cache[key] = fv
-            _vec_bytes += size
-        while _vec_bytes > budget and _vec_cache:
-            _vec_bytes -= _vec_cache.popitem(last=False)[1].nbytes
-    return fv
-
-
+        for key in keys:
+            hit = _vec_cache.get(key)
+            if hit is not None:
+                _vec_cache.move_to_end(key)
+                found[key] = hit
+    missing = [(key, src, base) for key, (src, base) in zip(keys, wanted, strict=True) if key not in found]
+    paths = {key: vector_pack.pack_path(store.media_dir(film_id), src.table, base) for key, src, base in missing} \
+        if store.is_local else {}
+    unpacked = []
+    for key, src, base in missing:
+        packed = vector_pack.read(paths[key]) if key in paths else None
+        if packed is None:
+            unpacked.append((key, src, base))
+        else:
+            found[key] = _film_vectors(*packed, src)
+    pending = None
+    if unpacked:  # tables are opened here: opening one inside a coroutine would wait on LanceDB's loop from that loop
+        coros = [_read_rows(_async_table(store, src.table), src, base) for _, src, base in unpacked]
+        pending = asyncio.run_coroutine_threadsafe(_gather(coros), _LOOP.loop)
+    if meanwhile is not None:
+        meanwhile()
+    if pending is not None:
+        for (key, src, _), (rows, codes) in zip(unpacked, pending.result(), strict=True):
+            found[key] = _film_vectors(rows, codes, src)
+            if key in paths:
+                vector_pack.write(paths[key], rows, codes)
+    if missing:
+        budget = vector_cache_budget()  # read on a miss only: a miss costs milliseconds anyway
+        global _vec_bytes
+        with _vec_lock:
+            for key, _, _ in missing:
+                fv = found[key]
+                if key not in _vec_cache and fv.nbytes <= budget:
+                    _vec_cache[key] = fv
+                    _vec_bytes += fv.nbytes
+            while _vec_bytes > budget and _vec_cache:
+                _vec_bytes -= _vec_cache.popitem(last=False)[1].nbytes
+    return [found[key] for key in keys]

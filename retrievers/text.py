@@ -2,10 +2,9 @@
 
 All films share one table per kind. The full-text query uses LanceDB's native BM25 index,
 pre-filtered by the film's visibility filter (film, finished run, window or until-cutoff) on a
-BTree index over `film_id`. Vector search is exact cosine over the film's own rows: a film holds
-a few thousand text rows (about 3 MB of vectors), so they are read once per (film, run) into an
-LRU cache and scored in numpy; LanceDB's prefiltered flat scan re-reads them on every query and
-costs 10x more in a library of 1,000 films. Hybrid search fuses the vector and the full-text
+BTree index over `film_id`. Vector search is cosine over the film's own rows, read once per
+(film, run) into an LRU cache (from the film's search packs when they exist) and scored in numpy
+on int8 codes (memory/search.py, memory/vector_pack.py). Hybrid search fuses the vector and the full-text
 rankings of every kind with reciprocal-rank fusion (Cormack et al., SIGIR 2009).
 """
 
@@ -22,7 +21,7 @@ import numpy as np
 
 from ..errors import MovieMemError
 from ..memory.schema import TABLE_OWNER
-from ..memory.search import TextTable, bm25_start, ensure_indexes, film_vectors, vector_dim
+from ..memory.search import TextTable, bm25_start, ensure_indexes, film_vectors_many, vector_dim
 from ..memory.store import sql_str
 from ..memory.view import FilmMemory
 from .base import Evidence, Retriever, visible_filter
@@ -148,7 +147,7 @@ class TextRetriever(Retriever):
         terms = fts_terms(query)
         # BM25 runs on LanceDB's loop while the vector rankings are scored here, in numpy
         pending = bm25_start(film.store, [(src.where, where) for src, where in fts_where], terms, n) if fts_where else None
-        results = [self._vector(film, src, query, n) for src in vector]
+        results = self._vector(film, vector, query, n) if vector else []
         if pending is not None:
             results += [[(row_evidence(src, r, float(r["_score"])), float(r["_score"])) for r in rows]
                         for (src, _), rows in zip(fts_where, pending.result())]
@@ -183,17 +182,28 @@ class TextRetriever(Retriever):
             raise MovieMemError(f"{src.table} holds {dim}-d vectors but embedder {name!r} makes {len(vec)}-d ones")
         return vec
 
-    def _vector(self, film: FilmMemory, src: Source, query: str, n: int) -> list[tuple[Evidence, float]]:
-        """Exact cosine over the film's cached rows, masked to what this view shows."""
-        vec = self._query_vector(film, src, query)
-        base = film.run_filter(src.table)
-        if vec is None or base is None:
-            return []
-        fv = film_vectors(film.store, src.where, base)
-        mask = film.time_mask(src.table, fv.start, fv.end)
-        if fv.kind is not None and self.caption_kinds:
-            mask &= np.isin(fv.kind, list(self.caption_kinds))
-        return [(row_evidence(src, r, score), score) for r, score in fv.search(vec, mask, n)]
+    def _vector(self, film: FilmMemory, sources: list[Source], query: str, n: int) -> list[list[tuple[Evidence, float]]]:
+        """Exact cosine over the film's cached rows of each source, masked to what this view shows.
+        Rows not cached yet are read while the query is embedded."""
+        bases = [(src, film.run_filter(src.table)) for src in sources]
+        wanted = [(src, base) for src, base in bases if base is not None]
+        vecs: dict[str, np.ndarray | None] = {}
+
+        def embed() -> None:
+            for src, _ in wanted:
+                vecs[src.kind] = self._query_vector(film, src, query)
+
+        loaded = film_vectors_many(film.store, film.film_id, [(src.where, base) for src, base in wanted], meanwhile=embed)
+        out: list[list[tuple[Evidence, float]]] = []
+        for (src, _), fv in zip(wanted, loaded, strict=True):
+            vec = vecs[src.kind]
+            if vec is None:
+                continue
+            mask = film.time_mask(src.table, fv.start, fv.end)
+            if fv.kind is not None and self.caption_kinds:
+                mask &= np.isin(fv.kind, list(self.caption_kinds))
+            out.append([(row_evidence(src, r, score), score) for r, score in fv.search(vec, mask, n)])
+        return out
 
 
 def row_evidence(src: Source, r: dict[str, Any], score: float = 0.0) -> Evidence:

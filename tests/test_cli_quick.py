@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -64,3 +65,36 @@ def test_replayed_answer_is_flagged(front) -> None:
     assert "replayed" not in first.err and "replayed from the cache" in again.err
     d = front(*args, "--json").json()
     assert d["replayed"] is True and d["usage"]["calls"] == d["usage"]["replayed_calls"] == 1
+
+
+def _quick_read(lib: Path, *args: str) -> tuple[str, list[str]]:
+    """Run `moviemem ARGS --json` in a fresh interpreter: its stdout and the heavy modules it imported."""
+    code = ("import json, sys; from moviemem.cli import main\n"
+            f"try:\n    main({[*args, '--json', '--library', str(lib)]!r})\n"
+            "except SystemExit as exc:\n    assert not exc.code, exc.code\n"
+            "print(json.dumps(sorted(m for m in ('lancedb', 'torch') if m in sys.modules)))")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    *body, heavy = run.stdout.strip().splitlines()
+    return "\n".join(body), json.loads(heavy)
+
+
+def test_films_and_show_answer_without_lancedb_until_the_library_changes(front, lib_dir: Path) -> None:
+    """`films` and `show` save their answers with the library's fingerprint: unchanged, a second
+    call answers without importing LanceDB; any write (another ingest) makes the next call read again."""
+    first, heavy = _quick_read(lib_dir, "films")
+    assert "lancedb" in heavy and json.loads(first)["films"][0]["film_id"] == "front"
+    again, heavy = _quick_read(lib_dir, "films")
+    assert again == first and heavy == []
+    show, _ = _quick_read(lib_dir, "show", "front")
+    show_again, heavy = _quick_read(lib_dir, "show", "front")
+    assert show_again == show and heavy == [] and json.loads(show)["counts"]["utterances"] == 3
+
+    srt = lib_dir.parent / "second.srt"
+    srt.write_text(SRT)
+    assert front("ingest", "--text", str(srt), "--film-id", "second").code == 0
+    after, heavy = _quick_read(lib_dir, "films")
+    assert "lancedb" in heavy and {f["film_id"] for f in json.loads(after)["films"]} == {"front", "second"}
+    assert front("delete", "second").code == 0
+    assert {f["film_id"] for f in json.loads(_quick_read(lib_dir, "films")[0])["films"]} == {"front"}
+    # a missing film is an error every time, never a saved answer
+    assert front("show", "nope").code == 2 and front("show", "nope").code == 2

@@ -1,0 +1,80 @@
+"""Answers of the quick read commands (`films`, `show`), kept beside the library and valid only
+while no table has changed since they were computed.
+
+Importing LanceDB alone takes about 1.5 s, ten times what listing films should cost. LanceDB
+changes a table only by committing a new version file into its `_versions` folder, so the
+folders' modification times and entry counts (and the set of tables) fingerprint everything a
+read can see: an answer saved with the current fingerprint is the answer a fresh read would
+give. Any write anywhere in the library invalidates every saved answer; the next read computes
+it again. Local libraries only (an object store has no cheap folder listing); no LanceDB here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+FOLDER = ("cache", "catalog")
+
+
+def fingerprint(root: Path) -> str | None:
+    """The library's tables and their version folders' states; None when it has no table yet."""
+    try:
+        tables = sorted(e.name for e in os.scandir(root) if e.name.endswith(".lance") and e.is_dir())
+        parts = []
+        for name in tables:
+            versions = root / name / "_versions"
+            st = versions.stat()
+            parts.append(f"{name}:{st.st_mtime_ns}:{sum(1 for _ in os.scandir(versions))}")
+    except OSError:
+        return None
+    if not parts:
+        return None
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def _path(root: Path, key: str) -> Path:
+    return root.joinpath(*FOLDER, hashlib.sha256(key.encode()).hexdigest()[:32] + ".json")
+
+
+def cached(root: Path, key: str, compute: Callable[[], T]) -> T:
+    """`compute()`, or its saved answer when the library has not changed since it was saved.
+    The answer must be plain JSON. A library that cannot be written to is simply read each time."""
+    before = fingerprint(root) if root.is_dir() else None
+    path = _path(root, key)
+    if before is not None:
+        try:
+            saved = json.loads(path.read_text(encoding="utf-8"))
+            if saved.get("fingerprint") == before and saved.get("key") == key:
+                value: T = saved["value"]
+                return value
+        except (OSError, ValueError, KeyError, AttributeError):
+            pass  # no answer saved yet, or one from an older format: compute it
+    value = compute()
+    # a write that landed while computing leaves the answer unsaved rather than saved under the wrong state
+    if before is not None and fingerprint(root) == before:
+        _save(path, {"key": key, "fingerprint": before, "value": value})
+    return value
+
+
+def _save(path: Path, payload: dict[str, Any]) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(payload, fh, ensure_ascii=False, default=str)
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+    except OSError as exc:  # a read-only library: reads still work, each one computes
+        log.debug("catalog answer not saved in %s: %s", path.parent, exc)

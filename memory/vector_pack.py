@@ -1,0 +1,93 @@
+"""A film's searchable rows of one table as one small file beside its media: the first query on
+a film reads it in about a millisecond instead of asking LanceDB (4-6 ms a table, 20-30 ms for a
+film's four text tables on this machine's two cores).
+
+The pack holds the rows' ids, times and text and their vectors as int8 codes (a quarter of
+float32), compressed with zstd: about 0.4 KB a row. Search always scores the codes, whether they came from the pack or were just
+quantized from LanceDB's rows, so a film's first query and its later ones rank alike. The cosine
+error of int8 codes on unit vectors is about 5e-4, far below the gaps between ranked rows that
+matter (measured on the MF² dev set: same recall; see bench/retrieval_latency.py for speed).
+
+A pack is named by the format version, the table and the film's finished run (`base`), so a rerun
+stage gets a new pack; the old ones are removed when it is written. Rows of a finished run never
+change (store.py's protocol), so a pack is never stale. Local libraries only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.ipc as ipc
+
+log = logging.getLogger(__name__)
+PACK_VERSION = 1
+FOLDER = "search"
+
+
+def quantize(matrix: np.ndarray) -> np.ndarray:
+    """Rows to int8 codes, each row scaled so that its largest component is +-127. Cosine does
+    not depend on a row's length, so the scale is not kept."""
+    peak = np.abs(matrix).max(axis=1, keepdims=True) if len(matrix) else np.ones((0, 1), dtype=np.float32)
+    return np.clip(np.rint(matrix * (127.0 / np.where(peak > 0, peak, 1.0))), -127, 127).astype(np.int8)
+
+
+def unit_rows(codes: np.ndarray) -> np.ndarray:
+    """The codes as float32 rows of unit length (what search scores)."""
+    matrix = codes.astype(np.float32)
+    norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix))
+    matrix *= (1.0 / np.where(norms > 0, norms, 1.0))[:, None]
+    return matrix
+
+
+def pack_path(media_dir: Path, table: str, base: str) -> Path:
+    digest = hashlib.sha256(f"{PACK_VERSION}|{table}|{base}".encode()).hexdigest()[:20]
+    return media_dir / FOLDER / f"{table}-{digest}.arrow"
+
+
+def read(path: Path) -> tuple[pa.Table, np.ndarray] | None:
+    """The rows (without codes) and the codes of a pack; None when there is none. A pack that
+    cannot be read is reported and treated as missing (it is rewritten from LanceDB)."""
+    try:
+        with pa.memory_map(str(path)) as source:
+            data = ipc.open_file(source).read_all()
+    except FileNotFoundError:
+        return None
+    except (OSError, pa.ArrowInvalid) as exc:
+        log.warning("search pack %s unreadable (%s); reading the rows from LanceDB", path, exc)
+        return None
+    codes_col = data.column("codes").combine_chunks()
+    dim = codes_col.type.list_size
+    codes = codes_col.flatten().to_numpy(zero_copy_only=False).reshape(len(data), dim)
+    return data.drop_columns(["codes"]).combine_chunks(), codes
+
+
+def write(path: Path, rows: pa.Table, codes: np.ndarray) -> None:
+    """Write a pack atomically and remove the table's older packs for this film. A library that
+    cannot be written to keeps answering from LanceDB (logged once per pack)."""
+    dim = codes.shape[1] if codes.ndim == 2 else 0
+    flat = pa.array(codes.reshape(-1), type=pa.int8())
+    data = rows.append_column("codes", pa.FixedSizeListArray.from_arrays(flat, dim))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".arrow")
+        try:
+            with os.fdopen(fd, "wb") as fh, ipc.new_file(fh, data.schema,
+                                                          options=ipc.IpcWriteOptions(compression="zstd")) as writer:
+                writer.write_table(data)
+            os.chmod(tmp, 0o644)  # readable like the library's other files (mkstemp makes 0600)
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        table = path.name.rsplit("-", 1)[0]
+        for old in path.parent.glob(f"{table}-*.arrow"):
+            if old != path:
+                old.unlink(missing_ok=True)
+    except OSError as exc:
+        log.warning("search pack %s not written (%s); this film's first query reads LanceDB", path, exc)

@@ -1,0 +1,96 @@
+"""Search packs (memory/vector_pack.py): a film's first query in a process reads small files beside
+its media instead of LanceDB, ranks as later queries do, and never serves a stale or broken pack."""
+
+from __future__ import annotations
+
+import logging
+import tarfile
+
+import numpy as np
+import pytest
+
+from moviemem.memory import search, vector_pack
+from moviemem.retrievers.text import TextRetriever
+
+QUERY = "someone reads a letter by the window"
+
+
+def test_int8_codes_keep_cosine_within_two_thousandths() -> None:
+    rng = np.random.default_rng(0)
+    rows = rng.standard_normal((500, 384)).astype(np.float32)
+    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    q = rng.standard_normal(384).astype(np.float32)
+    q /= np.linalg.norm(q)
+    codes = vector_pack.quantize(rows)
+    assert codes.dtype == np.int8 and np.abs(codes).max() == 127
+    unit = vector_pack.unit_rows(codes)
+    assert np.allclose(np.linalg.norm(unit, axis=1), 1.0, atol=1e-5)
+    assert np.abs(unit @ q - rows @ q).max() < 2e-3
+    assert vector_pack.quantize(np.zeros((2, 4), dtype=np.float32)).tolist() == [[0] * 4] * 2  # a zero row stays zero
+    assert vector_pack.unit_rows(np.zeros((0, 4), dtype=np.int8)).shape == (0, 4)
+
+
+@pytest.fixture
+def fresh_cache(monkeypatch):
+    """An empty vector cache, as in a new process."""
+    monkeypatch.setattr(search, "_vec_cache", type(search._vec_cache)())
+    monkeypatch.setattr(search, "_vec_bytes", 0)
+
+
+def _packs(film) -> list:
+    return sorted((film.store.media_dir(film.film_id) / vector_pack.FOLDER).glob("*.arrow"))
+
+
+def test_first_query_writes_packs_and_the_next_process_reads_them_without_lancedb(synth_film, tmp_path, monkeypatch,
+                                                                                  fresh_cache) -> None:
+    lib, film = synth_film.copy_to(tmp_path / "lib")
+    retriever = TextRetriever("hybrid", ["utterance", "caption"])
+    first = [(h.id, h.score) for h in retriever.retrieve(film, QUERY, k=8)]
+    assert [p.name.split("-")[0] for p in _packs(film)] == ["captions", "utterances"]
+
+    monkeypatch.setattr(search, "_vec_cache", type(search._vec_cache)())  # a new process: nothing cached
+
+    def no_lancedb(*_a, **_k):
+        raise AssertionError("the rows were read from LanceDB although the film has packs")
+
+    monkeypatch.setattr(search, "_read_rows", no_lancedb)
+    again = [(h.id, h.score) for h in retriever.retrieve(lib.film(film.film_id), QUERY, k=8)]
+    assert again == first  # same rows, same order, same scores as the query that read LanceDB
+
+
+def test_broken_pack_is_reported_and_rewritten(synth_film, tmp_path, caplog, fresh_cache, monkeypatch) -> None:
+    lib, film = synth_film.copy_to(tmp_path / "lib")
+    retriever = TextRetriever("vector", ["utterance"])
+    expected = [h.id for h in retriever.retrieve(film, QUERY, k=5)]
+    (pack,) = _packs(film)
+    pack.write_bytes(b"not an arrow file")
+    monkeypatch.setattr(search, "_vec_cache", type(search._vec_cache)())
+    with caplog.at_level(logging.WARNING, logger="moviemem.memory.vector_pack"):
+        assert [h.id for h in retriever.retrieve(lib.film(film.film_id), QUERY, k=5)] == expected
+    assert "unreadable" in caplog.text and vector_pack.read(pack) is not None  # rewritten from LanceDB
+
+
+def test_a_rerun_stage_gets_a_new_pack_and_the_old_one_goes(synth_film, tmp_path, fresh_cache, monkeypatch) -> None:
+    from events_rows import add_truth_events
+
+    lib, film = synth_film.copy_to(tmp_path / "lib")
+    truth = synth_film.truth
+    add_truth_events(lib, film.film_id, truth)
+    TextRetriever("vector", ["event"]).retrieve(lib.film(film.film_id), QUERY, k=3)
+    (old,) = _packs(film)
+    add_truth_events(lib, film.film_id, {**truth, "relations": [],
+                                         "events": [{**truth["events"][0], "description": "A dog barks at a train."}]})
+    monkeypatch.setattr(search, "_vec_cache", type(search._vec_cache)())
+    hits = TextRetriever("vector", ["event"]).retrieve(lib.film(film.film_id), QUERY, k=3)
+    assert [h.text for h in hits] == ["A dog barks at a train."]
+    (new,) = _packs(film)
+    assert new != old and not old.exists()
+
+
+def test_packs_are_not_exported(synth_film, tmp_path, fresh_cache) -> None:
+    lib, film = synth_film.copy_to(tmp_path / "lib")
+    TextRetriever("vector", ["utterance"]).retrieve(film, QUERY, k=3)
+    assert _packs(film)
+    lib.export(film.film_id, tmp_path / "film.tar")
+    with tarfile.open(tmp_path / "film.tar") as tar:
+        assert not [n for n in tar.getnames() if f"/{vector_pack.FOLDER}/" in n]
