@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
@@ -53,6 +53,10 @@ class Settings(BaseSettings):
     # model backbones used by ingest (captions, events, relations, narration); specs as in backbones.load
     captioner: str | None = None  # None: the captioner stage is skipped (or captions are imported)
     backbone: str = "local"  # text backbone for events, relations and narration
+    # with a text backbone chosen, the events stage checks the rule graph's candidate links (refine, minutes a
+    # film with a local model) or extracts events and links anew (extract, about an hour a feature film)
+    events_mode: Literal["refine", "extract"] = "refine"
+    refine_max_pairs: int = Field(default=200, ge=0, le=10_000)  # candidate links a model checks, most confident first
     cache_mode: str = "readwrite"  # replay cache of ingest requests, under <library>/cache
     # local LLMs
     llm_context: int = 8192

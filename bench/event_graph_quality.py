@@ -1,6 +1,7 @@
 """How well the events stage recovers the synthetic film's narrative graph.
 
-Usage: python bench/event_graph_quality.py [--backbone local|rules] [--minutes 3] [--work DIR] [--threshold 0.5]
+Usage: python bench/event_graph_quality.py [--backbone local|rules] [--mode refine|extract] [--minutes 3] [--work DIR]
+       [--threshold 0.5] [--max-pairs N]
 
 `--backbone rules` measures the graph every ingest builds without a model (scene_stage.py,
 rule_graph.py), and its cost: the scenes and events stages' seconds as a fraction of the
@@ -247,7 +248,9 @@ def main() -> None:
     ap.add_argument("--work", type=Path, default=None)
     ap.add_argument("--threshold", type=float, default=0.5, help="description cosine for an event match")
     ap.add_argument("--max-pairs", type=int, default=None,
-                    help="classify at most this many candidate pairs (recorded in the stage params)")
+                    help="classify (extract) or check (refine) at most this many candidate pairs (recorded in the stage params)")
+    ap.add_argument("--mode", choices=("refine", "extract"), default="refine",
+                    help="with a backbone: check the rule graph's candidate links (refine) or extract anew (extract)")
     args = ap.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="moviemem-events-"))
     if args.text is not None:
@@ -261,7 +264,10 @@ def main() -> None:
     if args.max_pairs is not None:
         EventsStage.pairs = replace(EventsStage.pairs, max_pairs=args.max_pairs)
     rules = args.backbone in ("rules", "none")
-    settings = get_settings(library=work / "lib") if rules else get_settings(library=work / "lib", backbone=args.backbone)
+    model: dict[str, Any] = {"backbone": args.backbone, "events_mode": args.mode}
+    if args.max_pairs is not None:
+        model["refine_max_pairs"] = args.max_pairs
+    settings = get_settings(library=work / "lib") if rules else get_settings(library=work / "lib", **model)
     lib = Library(work / "lib", settings)
     started = time.perf_counter()
     film = lib.ingest(film_dir / "film.mp4", film_id="synth", title=truth["title"], subtitles=subs,
@@ -273,8 +279,8 @@ def main() -> None:
         return (dt.datetime.fromisoformat(r.finished_at) - dt.datetime.fromisoformat(r.started_at)).total_seconds()
 
     stage_s, scenes_s = took(run), took(runs["scenes"])
-    report = {"backbone": args.backbone, "minutes": args.minutes, "seed": args.seed,
-              "pairs": None if rules else vars(EventsStage.pairs),
+    report = {"backbone": args.backbone, "mode": "rules" if rules else args.mode, "minutes": args.minutes, "seed": args.seed,
+              "pairs": None if rules or args.mode == "refine" else vars(EventsStage.pairs),
               "ingest_s": round(time.perf_counter() - started, 1), "events_stage_s": round(stage_s, 1),
               "scenes_stage_s": round(scenes_s, 2),
               "scenes_and_graph_x_real_time": round((stage_s + scenes_s) / film.info.duration_s, 4),

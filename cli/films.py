@@ -48,7 +48,8 @@ def ingest(
     stages: Annotated[Optional[str], typer.Option(help="Comma-separated stages to (re)run.")] = None,
     replace: Annotated[bool, typer.Option("--replace", help="Replace a different source already under this film id.")] = False,
     captioner: Annotated[Optional[str], typer.Option(help="Backbone spec that captions frames and clips (e.g. gemini:gemini-3-flash).")] = None,
-    backbone: Annotated[Optional[str], typer.Option(help="Text backbone for events, relations and narration; the events stage runs only when one is chosen.")] = None,
+    backbone: Annotated[Optional[str], typer.Option(help="Text backbone for events, relations and narration; with one, the events stage refines the rule graph with it (see --events-mode).")] = None,
+    events_mode: Annotated[Optional[str], typer.Option("--events-mode", help="With --backbone: 'refine' (default: the model checks the rule graph's candidate links) or 'extract' (the model extracts events and links anew; about an hour a feature film with a local model).")] = None,
     ray: RayOpt = None,
     ray_resources: Annotated[Optional[str], typer.Option("--ray-resources", help='With --ray: JSON of Ray resources per stage, e.g. \'{"transcript": {"num_gpus": 0.5}}\'.')] = None,
     library: LibraryOpt = None,
@@ -62,7 +63,10 @@ def ingest(
         raise MovieMemError("nothing to ingest: give video paths or --text FILE")
     if len(paths) > 1 and (film_id or subtitles or captions):
         raise MovieMemError("--film-id, --subtitles and --captions apply to one film; give one path")
-    lib = _library(library, captioner=captioner, backbone=backbone)
+    if events_mode not in (None, "refine", "extract"):
+        raise MovieMemError(f"--events-mode is 'refine' or 'extract', not {events_mode!r}")
+    lib = _library(library, captioner=captioner, backbone=backbone,
+                   **({"events_mode": events_mode} if events_mode else {}))
     stage_list = [s.strip() for s in stages.split(",") if s.strip()] if stages else None
     if ray is not None or ray_resources is not None:
         if text is not None:
@@ -108,7 +112,8 @@ def _ingest_on_ray(lib: Any, jobs: list[dict[str, Any]], address: str, resources
             outcomes = ingest_films(lib.path, [FilmJob(**j) for j in jobs], settings=lib.settings, stages=stages,
                                     replace=replace, resources=res, on_event=show.event, on_film=show.film)
     # a fresh handle: tables opened before the workers committed would not see their rows
-    fresh = _library(Path(lib.path), captioner=lib.settings.captioner, backbone=lib.settings.backbone)
+    fresh = _library(Path(lib.path), captioner=lib.settings.captioner, backbone=lib.settings.backbone,
+                     events_mode=lib.settings.events_mode)
     summaries = [fresh.film(o.film_id).summary() for o in outcomes if o.ok]
     failed = [o for o in outcomes if not o.ok]
     if as_json:

@@ -1,7 +1,9 @@
 """The events stage: narrative events per segment and the relations between them.
 
 Without a text backbone (the default) it builds the rule graph (scene_stage.py, rule_graph.py):
-no model, about 0.001x real time. With one chosen, the model path below runs:
+no model, about 0.001x real time. With one chosen, by default (`events_mode="refine"`) the model
+checks the rule graph's candidate links (refine.py). With `events_mode="extract"` the model path
+below runs instead:
 
 1. Extraction: each segment's captions, utterances and on-screen text become numbered lines;
    the text backbone (settings.backbone) lists events with a PropBank trigger and arguments, a
@@ -139,12 +141,22 @@ class EventsStage(Stage):
         s = ctx.settings
         return s.backbone if "backbone" in s.model_fields_set and s.backbone else None
 
+    def mode(self, ctx: Ctx) -> str:
+        """rules (no backbone chosen), refine (a backbone checks the rule graph's links) or extract."""
+        return "rules" if self.backbone_spec(ctx) is None else ctx.settings.events_mode
+
     def params(self, ctx: Ctx) -> dict[str, Any]:
-        if self.backbone_spec(ctx) is None:
+        mode = self.mode(ctx)
+        if mode in ("rules", "refine"):
+            from .prompts_events import REFINE
             from .rule_graph import RULES_VERSION
             from .scene_stage import SCENE_PARAMS
 
-            return {"mode": "rules", "rules": RULES_VERSION, "scenes": SCENE_PARAMS, "embedder": ctx.settings.embedder}
+            rules = {"mode": mode, "rules": RULES_VERSION, "scenes": SCENE_PARAMS, "embedder": ctx.settings.embedder}
+            if mode == "rules":
+                return rules
+            return {**rules, "backbone": self.backbone_spec(ctx), "prompts": [REFINE.ref], "attempts": self.attempts,
+                    "max_pairs": ctx.settings.refine_max_pairs}
         return {"mode": "model", "backbone": self.backbone_spec(ctx), "prompts": [EXTRACT.ref, RELATE.ref],
                 "embedder": ctx.settings.embedder, "attempts": self.attempts, "max_events": self.max_events,
                 "extract_tokens": self.extract_tokens,
@@ -172,10 +184,13 @@ class EventsStage(Stage):
         return load(self.backbone_spec(ctx), cache=cache, cache_mode=ctx.settings.cache_mode)  # type: ignore[arg-type]  # skip_reason skips the stage when no backbone is chosen
 
     def run(self, ctx: Ctx) -> Outcome:
-        if self.backbone_spec(ctx) is None:
+        mode = self.mode(ctx)
+        if mode == "rules":
             from .scene_stage import rule_graph_of, write_rule_graph
 
-            return Outcome(model="rules", note=write_rule_graph(ctx, rule_graph_of(ctx)))
+            return Outcome(model="rules", note=write_rule_graph(ctx, rule_graph_of(ctx)) + "; no model")
+        if mode == "refine":
+            return self._refine(ctx)
         backbone = self.load_backbone(ctx)
         title = ctx.inputs.film.title
         failures: list[dict[str, Any]] = []
@@ -241,6 +256,24 @@ class EventsStage(Stage):
             note += f"; {len(failures)} unusable model outputs recorded" + (f" in {where}" if where else "")
             ctx.reporter.warn(f"events of {ctx.film_id!r}: {len(failures)} model outputs were unusable after "
                               f"{self.attempts} attempts" + (f"; see {where}" if where else ""))
+        return Outcome(model=backbone.model_id, note=note)
+
+
+    def _refine(self, ctx: Ctx) -> Outcome:
+        """The rule graph, with its candidate links checked by the backbone (refine.py)."""
+        from .refine import refine
+        from .scene_stage import rule_graph_of, write_rule_graph
+
+        backbone = self.load_backbone(ctx)
+        max_pairs = ctx.settings.refine_max_pairs
+        graph, tally = refine(backbone, rule_graph_of(ctx), title=ctx.inputs.film.title, max_pairs=max_pairs,
+                              attempts=self.attempts, timeout=self.request_timeout_s, progress=ctx.progress)
+        note = write_rule_graph(ctx, graph) + "; " + tally.note(backbone.model_id, max_pairs)
+        if tally.failed:
+            where = _record(ctx, [_failure("refine", a) for a in tally.failed])
+            note += f"; {len(tally.failed)} unusable model outputs recorded" + (f" in {where}" if where else "")
+            ctx.reporter.warn(f"events of {ctx.film_id!r}: {len(tally.failed)} model outputs were unusable after "
+                              f"{self.attempts} attempts; their rule links are kept" + (f"; see {where}" if where else ""))
         return Outcome(model=backbone.model_id, note=note)
 
 

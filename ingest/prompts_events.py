@@ -61,6 +61,33 @@ RELATE = Prompt(
 
 RELATION_TYPES = ("causal", "precondition", "hierarchical", "coreference", "before", "after", "overlap", "none")
 
+# The fixed instructions come first and the pair last, so a local model reuses them as a cached prefix.
+REFINE = Prompt(
+    id="relations.refine",
+    version=1,
+    system=(
+        "You check links between two events of a film's story that simple rules proposed from its subtitles "
+        "and captions. Read the lines each event comes from and say how the events are really related. "
+        "Reply with JSON only: a one-line rationale, the relation and your confidence from 0 to 1."
+    ),
+    template=(
+        "Relations:\n"
+        "- causal: A causes B\n"
+        "- precondition: A makes B possible but does not cause it\n"
+        "- hierarchical: B is a part or step of the larger event A\n"
+        "- coreference: A and B are the same event told twice\n"
+        "- before: A happens before B, with no stronger link\n"
+        "- after: A happens after B in the story\n"
+        "- overlap: A and B happen at the same time\n"
+        "- none: the lines show no such link\n\n"
+        "Film: {title}\n"
+        "Event A ({a_time}): {a_desc}\nLines of A:\n{a_lines}\n\n"
+        "Event B ({b_time}): {b_desc}\nLines of B:\n{b_lines}\n\n"
+        "The rules proposed: A {proposed} B ({why}). Give a one-line rationale, then the relation of A to B, "
+        "then a score: your confidence from 0 to 1."
+    ),
+)
+
 
 def extract_schema(max_events: int = MAX_EVENTS) -> dict[str, Any]:
     """Events of one segment; small enough for llama.cpp's schema grammar. Keys are named so that

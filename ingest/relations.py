@@ -90,7 +90,7 @@ def relation_asks(events: list[EventView], pairs: list[tuple[int, int]], title: 
     return asks
 
 
-def _check(value: dict[str, Any]) -> str | None:
+def check_score(value: dict[str, Any]) -> str | None:
     c = value.get("score")
     if not isinstance(c, (int, float)) or not 0.0 <= float(c) <= 1.0:
         return "score (confidence) must be a number from 0 to 1"
@@ -102,7 +102,7 @@ def classify(backbone: Backbone, events: list[EventView], pairs: list[tuple[int,
              progress: Callable[[int], None] | None = None) -> tuple[list[Classified], list[Answer]]:
     """Typed relations (type 'none' dropped) and the failed answers, to be recorded."""
     answers = ask_json(backbone, relation_asks(events, pairs, title), RELATION_SCHEMA, max_tokens=96,
-                       attempts=attempts, check=_check, timeout=timeout, progress=progress)
+                       attempts=attempts, check=check_score, timeout=timeout, progress=progress)
     out: list[Classified] = []
     for (a, b), ans in zip(pairs, answers):
         if not ans.ok or ans.data["relation"] == "none":

@@ -95,11 +95,12 @@ class RuleEvent:
 class RuleRelation:
     src: str
     dst: str
-    type: str  # before | overlap | causal | precondition | coreference | flashback
+    type: str  # before | overlap | causal | precondition | coreference | flashback (| hierarchical from a model)
     confidence: float
     rule: str
     lines: list[str]
     rationale: str
+    source: str = "rules"  # "model" once a backbone has confirmed or relabelled it (refine.py)
 
 
 @dataclass
@@ -406,10 +407,10 @@ def build_graph(scenes: list[Scene], spans: list[TextLine] | None = None) -> Rul
                 if ln.start == s.start and ln.end == s.end and ln.text == s.text]
         rels.append(RuleRelation(f.src, f.dst, "flashback", f.confidence, "flashback-cue",
                                  list(dict.fromkeys(refs + by_id[f.src].refs + by_id[f.dst].refs)), f.rationale))
-    return RuleGraph(events, _dedupe(rels), len(st.blocks))
+    return RuleGraph(events, dedupe(rels), len(st.blocks))
 
 
-def _dedupe(rels: list[RuleRelation]) -> list[RuleRelation]:
+def dedupe(rels: list[RuleRelation]) -> list[RuleRelation]:
     """One edge per (src, dst, type): the most confident."""
     best: dict[tuple[str, str, str], RuleRelation] = {}
     for r in rels:

@@ -73,7 +73,8 @@ def rule_graph_of(ctx: Ctx) -> RuleGraph:
 
 
 def write_rule_graph(ctx: Ctx, graph: RuleGraph) -> str:
-    """Events (with vectors, for matching questions to them) and relations; returns the note."""
+    """Events (with vectors, for matching questions to them) and relations (each says whether rules
+    or a model made it: refine.py checks rule edges with a backbone); returns the note."""
     evs = graph.events
     vecs, dim = embed_texts(ctx, [e.description for e in evs]) if evs else ([], None)
     ctx.write([EventRow(film_id=ctx.film_id, event_id=e.event_id, trigger=e.trigger,
@@ -81,8 +82,7 @@ def write_rule_graph(ctx: Ctx, graph: RuleGraph) -> str:
                         end=round(e.end, 3), seg_idx=e.scene_idx, story_order=e.story_order, source="rules",
                         lines=e.refs, vector=v) for e, v in zip(evs, vecs)], dim)
     ctx.write([RelationRow(film_id=ctx.film_id, src=r.src, dst=r.dst, type=r.type, confidence=r.confidence,
-                           rationale=r.rationale, source="rules", rule=r.rule, lines=r.lines)
+                           rationale=r.rationale, source=r.source, rule=r.rule, lines=r.lines)
                for r in graph.relations])
     kinds = ", ".join(f"{n} {t}" for t, n in graph.by_type().items()) or "none"
-    return (f"rules: {len(evs)} events, {len(graph.relations)} relations ({kinds}), {graph.flashbacks} flashback(s); "
-            "no model")
+    return f"rules: {len(evs)} events, {len(graph.relations)} relations ({kinds}), {graph.flashbacks} flashback(s)"

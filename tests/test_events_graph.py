@@ -232,7 +232,7 @@ def _scripted(arg: str | None, **options) -> ScriptedBackbone:
 def _text_film(tmp_path: Path, backbone: str | None = "test-events:film"):
     cues = tmp_path / "narration.json"
     cues.write_text(json.dumps([{"start": a, "end": b, "text": t} for a, b, t in CAPTIONS]))
-    lib = Library(tmp_path / "lib", get_settings(library=tmp_path / "lib", backbone=backbone))
+    lib = Library(tmp_path / "lib", get_settings(library=tmp_path / "lib", backbone=backbone, events_mode="extract"))
     film = lib.ingest_text(cues, film_id="barn", title="The Barn", as_="captions", duration_s=80)
     return lib, film
 
@@ -305,7 +305,7 @@ def test_events_stage_without_backbone_builds_the_rule_graph(tmp_path: Path, cli
     assert res.code == 2
     # asking for the stage with a backbone now runs the model in place of the rules
     res = cli("ingest", "--text", str(tmp_path / "narration.json"), "--as", "captions", "--duration", "80",
-              "--film-id", "barn", "--stages", "events", "--backbone", "test-events:film", "--json",
+              "--film-id", "barn", "--stages", "events", "--backbone", "test-events:film", "--events-mode", "extract", "--json",
               "--library", str(lib.path), library=False)
     assert res.code == 0, res.err
     assert res.json()["counts"]["events"] == 6 and res.json()["counts"]["relations"] == 5
@@ -339,7 +339,7 @@ def test_events_stage_smoke_with_local_small(synth_film, tmp_path: Path, monkeyp
     except MovieMemError as exc:
         pytest.skip(f"local-small is not prepared: {exc}")
     lib, film = synth_film.copy_to(tmp_path / "lib")
-    settings = get_settings(library=tmp_path / "lib", backbone="local-small", clip_pretrained="random")
+    settings = get_settings(library=tmp_path / "lib", backbone="local-small", clip_pretrained="random", events_mode="extract")
     lib = Library(tmp_path / "lib", settings)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", NarrativeGraphWarning)

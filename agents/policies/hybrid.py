@@ -117,12 +117,15 @@ def gather(film: FilmMemory, question: Question, s: GatherSettings, run: Run | N
                 if run is not None:
                     run.note("no events in this film's memory: the event channel is skipped")
                 continue
+            links = sorted({r.source or "unknown" for r in film.relations()} - set(made_by))
+            graph = "+".join(made_by) + (f" (links also by {'+'.join(links)})" if links else "")
             if made_by == ["rules"] and not s.rule_events:
                 if run is not None:
-                    run.note("the film's graph was made by rules alone: the event channel is skipped (rule_events=false)")
+                    run.note(f"the film's events were made by rules{'' if links else ' alone'}, graph {graph}: "
+                             "the event channel is skipped (rule_events=false)")
                 continue
             if run is not None:
-                run.note(f"event channel reads the graph made by {'+'.join(made_by)}")
+                run.note(f"event channel reads the graph made by {graph}")
         for i, query in enumerate(queries_for(question, s.per_option)):
             n = max(k, s.candidates) if s.fusion == "rrf" else (k if i == 0 else s.per_option)
             if kind == "event":
