@@ -36,6 +36,17 @@ EXTRACT = Prompt(
     ),
 )
 
+# what each relation type means, as both relation prompts put it to the model
+RELATION_DEFS = (
+        "- causal: A causes B\n"
+        "- precondition: A makes B possible but does not cause it\n"
+        "- hierarchical: B is a part or step of the larger event A\n"
+        "- coreference: A and B are the same event told twice\n"
+        "- before: A happens before B, with no stronger link\n"
+        "- after: A happens after B in the story\n"
+        "- overlap: A and B happen at the same time\n"
+)
+
 RELATE = Prompt(
     id="relations.classify",
     version=1,
@@ -47,15 +58,7 @@ RELATE = Prompt(
         "Events of the film (id, time on screen in seconds, description):\n{events}\n\n"
         "Event A: {a_id} ({a_time}) {a_desc}\nEvent B: {b_id} ({b_time}) {b_desc}\n\n"
         "How is A related to B? Give a one-line rationale, then the relation, then a score: your confidence "
-        "from 0 to 1. Relations:\n"
-        "- causal: A causes B\n"
-        "- precondition: A makes B possible but does not cause it\n"
-        "- hierarchical: B is a part or step of the larger event A\n"
-        "- coreference: A and B are the same event told twice\n"
-        "- before: A happens before B, with no stronger link\n"
-        "- after: A happens after B in the story\n"
-        "- overlap: A and B happen at the same time\n"
-        "- none: no clear relation\n"
+        "from 0 to 1. Relations:\n" + RELATION_DEFS + "- none: no clear relation\n"
     ),
 )
 
@@ -71,15 +74,7 @@ REFINE = Prompt(
         "Reply with JSON only: a one-line rationale, the relation and your confidence from 0 to 1."
     ),
     template=(
-        "Relations:\n"
-        "- causal: A causes B\n"
-        "- precondition: A makes B possible but does not cause it\n"
-        "- hierarchical: B is a part or step of the larger event A\n"
-        "- coreference: A and B are the same event told twice\n"
-        "- before: A happens before B, with no stronger link\n"
-        "- after: A happens after B in the story\n"
-        "- overlap: A and B happen at the same time\n"
-        "- none: the lines show no such link\n\n"
+        "Relations:\n" + RELATION_DEFS + "- none: the lines show no such link\n\n"
         "Film: {title}\n"
         "Event A ({a_time}): {a_desc}\nLines of A:\n{a_lines}\n\n"
         "Event B ({b_time}): {b_desc}\nLines of B:\n{b_lines}\n\n"
