@@ -27,7 +27,7 @@ from scipy.optimize import linear_sum_assignment
 
 from moviemem import Library
 from moviemem.config import get_settings
-from moviemem.eval.synth import render
+from moviemem.synth import render
 
 STAGES = ["speakers", "faces", "characters"]
 MEDIA = Path(__file__).resolve().parents[2] / "shared" / "media"

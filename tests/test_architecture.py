@@ -136,3 +136,27 @@ def test_every_layer_is_known_and_the_checker_sees_imports():
 def test_one_version():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert project["version"] == moviemem.__version__
+
+
+def test_bench_scripts_import_only_what_the_package_has():
+    """bench/ scripts run by hand, so nothing else notices when a module they import moves: every
+    `from moviemem.X import Y` in them must name a module and a name that exist."""
+    import importlib
+
+    missing = []
+    for script in sorted((ROOT / "bench").glob("*.py")):
+        for node in ast.walk(ast.parse(script.read_text(encoding="utf-8"))):
+            if not (isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "moviemem"):
+                continue
+            try:
+                module = importlib.import_module(node.module)
+            except ImportError as exc:
+                missing.append(f"{script.name}: {node.module} ({exc})")
+                continue
+            for alias in node.names:
+                if not hasattr(module, alias.name):
+                    try:
+                        importlib.import_module(f"{node.module}.{alias.name}")
+                    except ImportError:
+                        missing.append(f"{script.name}: {node.module}.{alias.name}")
+    assert not missing, missing
