@@ -3,7 +3,7 @@
 Builds (once; reused on later runs) a library of N synthetic films with realistic row counts
 per film: 2,700 strip frames, 256 CLIP vectors, 1,500 utterances, 100 captions, 50 on-screen
 texts and 100 events, with random unit vectors and random sentences from a Zipf vocabulary.
-Then writes every film's search packs (memory/vector_pack.py; what each film's first query writes),
+Then writes every film's search packs (memory/vector_pack.py; what each film's ingest writes),
 times `TextRetriever("hybrid")` (vector + BM25 over all four kinds, RRF) on random films and
 queries, and prints build time, size on disk (packs apart) and latency percentiles: overall, warm,
 a film's first query in the process (served from its packs) and a first query without packs.
@@ -149,18 +149,12 @@ def disk_size(path: Path, pattern: str = "*") -> int:
 
 
 def build_packs(store: MemoryStore, films: int) -> float:
-    """Every film's search packs (memory/vector_pack.py), as the first query on each film writes them."""
-    from moviemem.memory import search
-    from moviemem.memory.view import FilmMemory
-    from moviemem.retrievers.text import TextRetriever
+    """Every film's search packs (memory/vector_pack.py), as each film's ingest writes them."""
+    from moviemem.memory.search import write_packs
 
     started = time.perf_counter()
-    retriever = TextRetriever("vector")
     for i in range(films):
-        retriever.retrieve(FilmMemory(store, f"film{i:05d}"), "a", k=1)
-        with search._vec_lock:  # keep the process cold, as a new one would be
-            search._vec_cache.clear()
-            search._vec_bytes = 0
+        write_packs(store, f"film{i:05d}")
     return time.perf_counter() - started
 
 

@@ -164,9 +164,21 @@ def _commit_film(store: MemoryStore, settings: Settings, inputs: Inputs, stages:
         default = ordered_stages()
         chosen, only = _select(stages, default)
         run_stages(store, settings, inputs, chosen, reporter, only, replace)
+        _write_packs(store, film.film_id, reporter)
     finally:
         lock.release()
     return film.film_id
+
+
+def _write_packs(store: MemoryStore, film_id: str, reporter: Reporter) -> None:
+    """Search packs for the film's new text runs, so its first query reads them (memory/vector_pack.py).
+    They are derived data: failing to write them leaves the ingest done and is said, once."""
+    from ..memory.search import write_packs
+
+    try:
+        write_packs(store, film_id)
+    except Exception as exc:  # noqa: BLE001 - the stages are done; a missing pack only makes a first query slower
+        reporter.warn(f"search packs of {film_id!r} not written ({exc}); its first query will read LanceDB")
 
 
 def _now() -> str:

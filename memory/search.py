@@ -46,6 +46,16 @@ class TextTable:
         return ["film_id", self.id_col, "start", "end", self.text, *self.extra]
 
 
+# the library's searchable text tables (retrievers/text.py names a kind of evidence for each)
+TEXT_TABLES: dict[str, TextTable] = {
+    "utterances": TextTable("utterances", "text", "idx"),
+    "captions": TextTable("captions", "text", "idx", ("kind",)),
+    "onscreen": TextTable("onscreen", "text", "idx"),
+    "events": TextTable("events", "description", "event_id"),
+    "passages": TextTable("passages", "text", "idx", ("source", "first_row", "last_row")),
+}
+
+
 # ----------------------------------------------------------------------------- indexes
 
 _index_lock = threading.Lock()
@@ -236,3 +246,25 @@ def film_vectors_many(store: MemoryStore, film_id: str, wanted: Sequence[tuple[T
             while _vec_bytes > budget and _vec_cache:
                 _vec_bytes -= _vec_cache.popitem(last=False)[1].nbytes
     return [found[key] for key in keys]
+
+
+def write_packs(store: MemoryStore, film_id: str) -> int:
+    """The film's search packs for its finished runs of every text table that has none yet (after an
+    ingest, so that even the first query on the film reads packs); returns how many were written.
+    Leaves the process cache alone. Local libraries only."""
+    from .view import FilmMemory
+
+    if not store.is_local:
+        return 0
+    film = FilmMemory(store, film_id)
+    todo = []
+    for src in TEXT_TABLES.values():
+        base = film.run_filter(src.table) if store.table(src.table) is not None else None
+        if base is not None and not (path := vector_pack.pack_path(store.media_dir(film_id), src.table, base)).exists():
+            todo.append((src, base, path))
+    if todo:
+        coros = [_read_rows(_async_table(store, src.table), src, base) for src, base, _ in todo]
+        read: list[tuple[pa.Table, np.ndarray]] = _LOOP.run(_gather(coros))  # type: ignore[no-untyped-call]  # LanceDB's loop is unannotated
+        for (_, _, path), (rows, codes) in zip(todo, read, strict=True):
+            vector_pack.write(path, rows, codes)
+    return len(todo)

@@ -8,8 +8,10 @@ quantized from LanceDB's rows, so a film's first query and its later ones rank a
 error of int8 codes on unit vectors is about 5e-4, far below the gaps between ranked rows that
 matter (measured on the MF² dev set: same recall; see bench/retrieval_latency.py for speed).
 
-A pack is named by the format version, the table and the film's finished run (`base`), so a rerun
-stage gets a new pack; the old ones are removed when it is written. Rows of a finished run never
+Packs are written at the end of every ingest (search.write_packs) and, for a film that has none
+(an older library, an imported bundle), by its first query. A pack is named by the format version,
+the table and the film's finished run (`base`), so a rerun stage gets a new pack; the old ones are
+removed when it is written. Rows of a finished run never
 change (store.py's protocol), so a pack is never stale. Local libraries only.
 """
 

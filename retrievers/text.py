@@ -21,7 +21,7 @@ import numpy as np
 
 from ..errors import MovieMemError
 from ..memory.schema import TABLE_OWNER
-from ..memory.search import TextTable, bm25_start, ensure_indexes, film_vectors_many, vector_dim
+from ..memory.search import TEXT_TABLES, TextTable, bm25_start, ensure_indexes, film_vectors_many, vector_dim
 from ..memory.store import sql_str
 from ..memory.view import FilmMemory
 from .base import Evidence, Retriever, visible_filter
@@ -43,11 +43,11 @@ class Source:
 
 
 SOURCES: dict[str, Source] = {
-    "utterance": Source("utterance", TextTable("utterances", "text", "idx")),
-    "caption": Source("caption", TextTable("captions", "text", "idx", ("kind",))),
-    "onscreen": Source("onscreen", TextTable("onscreen", "text", "idx")),
-    "event": Source("event", TextTable("events", "description", "event_id")),
-    "passage": Source("passage", TextTable("passages", "text", "idx", ("source", "first_row", "last_row"))),
+    "utterance": Source("utterance", TEXT_TABLES["utterances"]),
+    "caption": Source("caption", TEXT_TABLES["captions"]),
+    "onscreen": Source("onscreen", TEXT_TABLES["onscreen"]),
+    "event": Source("event", TEXT_TABLES["events"]),
+    "passage": Source("passage", TEXT_TABLES["passages"]),
 }
 KINDS = ("utterance", "caption", "onscreen", "event")  # single rows; "passage" (grouped rows) is asked for by name
 

@@ -4,6 +4,7 @@ its media instead of LanceDB, ranks as later queries do, and never serves a stal
 from __future__ import annotations
 
 import logging
+import shutil
 import tarfile
 
 import numpy as np
@@ -37,13 +38,14 @@ def fresh_cache(monkeypatch):
     monkeypatch.setattr(search, "_vec_bytes", 0)
 
 
-def _packs(film) -> list:
-    return sorted((film.store.media_dir(film.film_id) / vector_pack.FOLDER).glob("*.arrow"))
+def _packs(film, table: str = "*") -> list:
+    return sorted((film.store.media_dir(film.film_id) / vector_pack.FOLDER).glob(f"{table}-*.arrow"))
 
 
 def test_first_query_writes_packs_and_the_next_process_reads_them_without_lancedb(synth_film, tmp_path, monkeypatch,
                                                                                   fresh_cache) -> None:
     lib, film = synth_film.copy_to(tmp_path / "lib")
+    shutil.rmtree(film.store.media_dir(film.film_id) / vector_pack.FOLDER, ignore_errors=True)  # no packs yet
     retriever = TextRetriever("hybrid", ["utterance", "caption"])
     first = [(h.id, h.score) for h in retriever.retrieve(film, QUERY, k=8)]
     assert [p.name.split("-")[0] for p in _packs(film)] == ["captions", "utterances"]
@@ -62,7 +64,7 @@ def test_broken_pack_is_reported_and_rewritten(synth_film, tmp_path, caplog, fre
     lib, film = synth_film.copy_to(tmp_path / "lib")
     retriever = TextRetriever("vector", ["utterance"])
     expected = [h.id for h in retriever.retrieve(film, QUERY, k=5)]
-    (pack,) = _packs(film)
+    (pack,) = _packs(film, "utterances")
     pack.write_bytes(b"not an arrow file")
     monkeypatch.setattr(search, "_vec_cache", type(search._vec_cache)())
     with caplog.at_level(logging.WARNING, logger="moviemem.memory.vector_pack"):
@@ -77,13 +79,13 @@ def test_a_rerun_stage_gets_a_new_pack_and_the_old_one_goes(synth_film, tmp_path
     truth = synth_film.truth
     add_truth_events(lib, film.film_id, truth)
     TextRetriever("vector", ["event"]).retrieve(lib.film(film.film_id), QUERY, k=3)
-    (old,) = _packs(film)
+    (old,) = _packs(film, "events")
     add_truth_events(lib, film.film_id, {**truth, "relations": [],
                                          "events": [{**truth["events"][0], "description": "A dog barks at a train."}]})
     monkeypatch.setattr(search, "_vec_cache", type(search._vec_cache)())
     hits = TextRetriever("vector", ["event"]).retrieve(lib.film(film.film_id), QUERY, k=3)
     assert [h.text for h in hits] == ["A dog barks at a train."]
-    (new,) = _packs(film)
+    (new,) = _packs(film, "events")
     assert new != old and not old.exists()
 
 
@@ -94,3 +96,22 @@ def test_packs_are_not_exported(synth_film, tmp_path, fresh_cache) -> None:
     lib.export(film.film_id, tmp_path / "film.tar")
     with tarfile.open(tmp_path / "film.tar") as tar:
         assert not [n for n in tar.getnames() if f"/{vector_pack.FOLDER}/" in n]
+
+
+def test_an_ingest_writes_the_packs_so_even_the_first_query_reads_no_lancedb(tmp_path, monkeypatch, fresh_cache) -> None:
+    from moviemem import Library
+
+    srt = tmp_path / "film.srt"
+    srt.write_text("1\n00:00:05,000 --> 00:00:07,000\nSomeone reads a letter by the window.\n\n"
+                   "2\n00:01:10,000 --> 00:01:12,500\nThe letter is hidden in the desk.\n")
+    lib = Library(tmp_path / "lib")
+    film = lib.ingest_text(srt, film_id="letter")
+    assert {p.name.split("-")[0] for p in _packs(film)} >= {"utterances", "passages", "events"}
+
+    def no_lancedb(*_a, **_k):
+        raise AssertionError("the first query read LanceDB although the ingest wrote packs")
+
+    monkeypatch.setattr(search, "_read_rows", no_lancedb)
+    hits = TextRetriever("vector", ["utterance"]).retrieve(lib.film("letter"), QUERY, k=1)
+    assert [h.id for h in hits] == ["utterance:0"]
+    assert search.write_packs(film.store, "letter") == 0  # nothing left to write
