@@ -27,7 +27,7 @@ _WORD = re.compile(r"[A-Za-z][A-Za-z']+")
 
 
 @lru_cache(maxsize=1)
-def _stop_words() -> frozenset[str]:
+def stop_words() -> frozenset[str]:
     from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
     return frozenset(ENGLISH_STOP_WORDS) | {"oh", "yeah", "yes", "ok", "okay", "hey", "huh", "uh", "um", "mr", "mrs",
@@ -36,7 +36,7 @@ def _stop_words() -> frozenset[str]:
 
 def content_words(text: str) -> int:
     """Words that carry meaning: not stop words, not interjections, not a capitalised name alone."""
-    stop = _stop_words()
+    stop = stop_words()
     words = [w for w in _WORD.findall(text) if w.lower() not in stop]
     return 0 if len(words) == 1 and words[0][0].isupper() else len(words)
 

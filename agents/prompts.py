@@ -170,6 +170,30 @@ READ_CLAIM = Prompt("read-claim", 1, READER_SYSTEM,
                     "Statement: {claim}\n\nDoes the evidence show that this statement is true, with every detail "
                     "(who, what, where, when, why) as stated? Answer yes or no only.")
 
+# Claims as questions (issue 20): a small model says "yes" to a statement and to its minimal edit alike, and
+# asked to correct a claim it copies it. What it does well is answer a question from evidence and pick the
+# better-supported of two answers. So the claim becomes questions about its details, each with the claim's
+# own answer (no evidence shown, so the claim cannot steer the reading); the questions are answered from the
+# evidence alone; the claim is TRUE when the evidence's answers agree with the claim's on every detail.
+CLAIM_QUESTIONS = Prompt("claim-questions", 1, READER_SYSTEM,
+                         "Statement about a film: {claim}\n\nWrite one short question for each detail the statement "
+                         "gives: who, what (an action or object), where, when or in what order, how many, why. Give "
+                         "each question the statement's own answer, in a few words. At most four questions. Reply "
+                         'with JSON: {{"checks": [{{"question": "...", "answer": "..."}}]}}',
+                         {"type": "object", "required": ["checks"],
+                          "properties": {"checks": {"type": "array", "minItems": 1, "maxItems": 4, "items": {
+                              "type": "object", "required": ["question", "answer"],
+                              "properties": {"question": {"type": "string"}, "answer": {"type": "string"}}}}}})
+
+# Same system prompt and evidence prefix as READ_LETTER: the letter readings reuse the evidence read here.
+CLAIM_ANSWERS = Prompt("claim-answers", 1, READER_SYSTEM,
+                       "Evidence from the film's memory, in time order (HH:MM:SS):\n\n{context}\n\n"
+                       "Questions:\n{questions}\n\nAnswer each question from the evidence, in a few words, in "
+                       'order. Reply with JSON: {{"answers": ["...", ...]}}',
+                       {"type": "object", "required": ["answers"],
+                        "properties": {"answers": {"type": "array", "items": {"type": "string"},
+                                                   "minItems": 1, "maxItems": 4}}})
+
 ACE_SELECT = Prompt("ace-select", 1,
                     "You compare candidate answers to a question about a film and pick the best-supported one. "
                     "Reply with one JSON object and nothing else.",
@@ -221,6 +245,7 @@ NARRATE_CLIP = Prompt(
 
 
 PROMPTS = {p.id: p for p in [CLOSED_BOOK, SUBTITLES, SOCRATIC, END_TO_END_FRAMES, END_TO_END_VIDEO, VIDEOAGENT, ARCHIVAL,
-                             ARCHIVAL_FINAL, GRAPH, HYBRID, ACE_SELECT, READ_LETTER, READ_CLAIM, ARCHIVAL_TEXT,
+                             ARCHIVAL_FINAL, GRAPH, HYBRID, ACE_SELECT, READ_LETTER, READ_CLAIM, CLAIM_QUESTIONS, CLAIM_ANSWERS,
+                             ARCHIVAL_TEXT,
                              ARCHIVAL_TEXT_FINAL]}
 PROMPTS.update({p.id: p for p in [LETTA, LETTA_FINAL, DESCRIBE_GAP, SHORTEN, NARRATE_CLIP]})

@@ -175,7 +175,7 @@ def test_letter_logprob_reader_and_claim_calibration(textfilm) -> None:
 
     b = ScriptedBackbone([_lp(yes=math.log(0.6), no=math.log(0.4)), _lp(Yes=math.log(0.8), No=math.log(0.2))],
                          capabilities={"logprobs": True})
-    ans = ask(film, "Sara's uncle keeps the lighthouse.", policy="hybrid", backbone=b, kind="claim")
+    ans = ask(film, "Sara's uncle keeps the lighthouse.", policy="hybrid", backbone=b, kind="claim", claims="calibrated")
     assert ans.choice == "FALSE" and "N/A" in b.calls[1].messages[-1].text
     assert b.calls[0].messages[-1].text.split("Statement:")[0] == b.calls[1].messages[-1].text.split("Statement:")[0]
     b = ScriptedBackbone([_lp(Hmm=-0.1, Well=-0.5)], capabilities={"logprobs": True})
@@ -184,6 +184,57 @@ def test_letter_logprob_reader_and_claim_calibration(textfilm) -> None:
     b = ScriptedBackbone(['{"answer": "A", "confidence": 3, "evidence": []}'])  # no log-probabilities: JSON reader
     assert ask(film, "Where does Sara's uncle work?", OPTIONS, policy="hybrid", backbone=b).choice == "A"
     assert b.calls[0].logprobs == 0 and b.calls[0].json_schema is not None
+
+
+def test_claim_read_as_questions(textfilm) -> None:
+    """A claim becomes questions with its own answers (no evidence shown); the questions are answered from the
+    evidence; each detail agrees word for word, or else by the letter reader in both orders; TRUE when all agree."""
+    import math
+
+    from moviemem.agents.reader import agreement
+
+    _, film, _ = textfilm
+    claim = "Sara's uncle keeps the old bakery on the northern cliffs."
+    asked = json.dumps({"checks": [{"question": "What does Sara's uncle keep?", "answer": "the old bakery"},
+                                   {"question": "Where is it?", "answer": "on the northern cliffs"}]})
+    found = json.dumps({"answers": ["a lighthouse", "the northern cliffs"]})
+    # one detail differs and the letter reader prefers the evidence's answer in both orders: FALSE
+    b = ScriptedBackbone([asked, found, _lp(A=math.log(0.3), B=math.log(0.7)), _lp(A=math.log(0.8), B=math.log(0.2))],
+                         capabilities={"logprobs": True})
+    ans = ask(film, claim, policy="hybrid", backbone=b, kind="claim")
+    assert (ans.choice, ans.invalid) == ("FALSE", False)
+    to_questions, to_answers, first, second = b.calls
+    assert "Statement about a film: " + claim in to_questions.messages[-1].text
+    assert "Evidence" not in to_questions.messages[-1].text and "lighthouse" not in to_questions.messages[-1].text
+    assert to_questions.json_schema is not None and to_answers.json_schema is not None
+    asked_text = to_answers.messages[-1].text
+    assert "1. What does Sara's uncle keep?\n2. Where is it?" in asked_text and "bakery" not in asked_text
+    assert "A. the old bakery" in first.messages[-1].text and "B. a lighthouse" in first.messages[-1].text
+    assert "A. a lighthouse" in second.messages[-1].text and "B. the old bakery" in second.messages[-1].text
+    # every call that reads the evidence starts with the same text (a local model reuses it as a cached prefix)
+    head = asked_text.split("Questions:")[0]
+    assert "lighthouse" in head and first.messages[-1].text.startswith(head) and second.messages[-1].text.startswith(head)
+    details = next(s for s in ans.trace if s.kind == "scores").data["details"]
+    assert [(d["claimed"], d["found"], d.get("p_claimed")) for d in details] == [
+        ("the old bakery", "a lighthouse", 0.25), ("on the northern cliffs", "the northern cliffs", None)]
+    # the claim's answer wins over both orders: TRUE
+    b = ScriptedBackbone([asked, found, _lp(A=math.log(0.7), B=math.log(0.3)), _lp(A=math.log(0.4), B=math.log(0.6))],
+                         capabilities={"logprobs": True})
+    assert ask(film, claim, policy="hybrid", backbone=b, kind="claim").choice == "TRUE"
+    # every answer agrees word for word (stemmed, stop words aside): TRUE, no letter reading
+    b = ScriptedBackbone([asked, json.dumps({"answers": ["The old bakeries", "northern cliffs"]})],
+                         capabilities={"logprobs": True})
+    ans = ask(film, claim, policy="hybrid", backbone=b, kind="claim")
+    assert ans.choice == "TRUE" and len(b.calls) == 2
+    assert agreement("the old bakery", "old bakeries") == 1.0 and agreement("the old bakery", "a lighthouse") == 0.0
+    # unusable replies: invalid with the reason, never a default verdict
+    for replies in (['{"checks": []}'], [asked, '{"answers": ["a lighthouse"]}']):
+        b = ScriptedBackbone(replies, capabilities={"logprobs": True})
+        ans = ask(film, claim, policy="hybrid", backbone=b, kind="claim")
+        assert ans.invalid and ans.choice is None and "claim reader:" in (ans.error or "")
+    with pytest.raises(Exception, match="unknown claim reader"):
+        ask(film, claim, policy="hybrid", backbone=ScriptedBackbone(["{}"], capabilities={"logprobs": True}),
+            kind="claim", claims="vibes")
 
 
 # ----------------------------------------------------------------------------- agentic search

@@ -156,6 +156,7 @@ class Hybrid(BasePolicy):
         budget_tokens: int = 1000  # evidence text shown to the model (the prompt adds the question)
         budget_share: float = 0.5  # ... and at most this share of the film's transcript and captions (0: no cap)
         reader: str = "auto"  # json | logprobs | auto (logprobs where the backbone gives them, for mcq and claims)
+        claims: str = "qa"  # how the logprobs reader judges a claim: qa | calibrated (see agents.reader)
         max_tokens: int | None = None
         temperature: float = 0.0
 
@@ -174,7 +175,7 @@ class Hybrid(BasePolicy):
         if s.reader == "logprobs" or (s.reader == "auto" and can_read(run, question)):
             run.note("reader: answer-token log-probabilities")
             run.show(shown)
-            return read(run, question, context or "(nothing found)")
+            return read(run, question, context or "(nothing found)", claims=s.claims)
         parsed = answer_once(run, HYBRID, question, body(HYBRID, question, cite=True, context=context or "(nothing found)"),
                              cite=True, max_tokens=s.max_tokens, temperature=s.temperature)
         cited = [c for c in parsed.data.get("evidence", []) if isinstance(c, str)] if parsed.data else []
