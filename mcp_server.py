@@ -52,30 +52,25 @@ INSTRUCTIONS = (
 )
 
 
-def _tool(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """A library error (bad film id, window, k...) becomes the MCP tool error the client sees."""
+def _raising(error: Callable[[str], Exception]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A decorator: a library error in the function becomes `error(message)`, the MCP error the client sees."""
 
-    @functools.wraps(fn)
-    def run(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except MovieMemError as exc:
-            raise ToolError(str(exc)) from None
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(*args, **kwargs)
+            except MovieMemError as exc:
+                raise error(str(exc)) from None
 
-    return run
+        return run
+
+    return wrap
 
 
-def _resource(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """A library error while reading a resource: not found for an unknown film, else a resource error."""
-
-    @functools.wraps(fn)
-    def run(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except MovieMemError as exc:
-            raise (ResourceNotFoundError if "not in the library" in str(exc) else ResourceError)(str(exc)) from None
-
-    return run
+# a tool's bad film id, window, k...: a tool error; a resource's: not found for an unknown film, else a resource error
+_tool = _raising(ToolError)
+_resource = _raising(lambda msg: (ResourceNotFoundError if "not in the library" in msg else ResourceError)(msg))
 
 
 PROMPTS = {

@@ -12,9 +12,7 @@ paragraph, the form Movie101v2 scores.
 from __future__ import annotations
 
 import math
-import os
 import re
-import tempfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -27,6 +25,7 @@ from ..backbones.base import send_all
 from ..backbones.prompt import names_clause
 from ..backbones.structured import Ask, ask_json
 from ..errors import MovieMemError
+from ..files import PRIVATE, atomic_write_text
 from ..memory.lines import Line, known_names, spread
 from ..memory.view import FilmMemory
 from ..progress import Reporter
@@ -294,15 +293,7 @@ def write_track(cues: Sequence[Cue], out: Path) -> Path:
     out = out.expanduser()
     if not out.parent.is_dir():
         raise MovieMemError(f"cannot write {out}: no folder {out.parent}")
-    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(subs.to_string(fmt))
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return out
+    return atomic_write_text(out, subs.to_string(fmt), mode=PRIVATE)
 
 
 # ----------------------------------------------------------------------------- narrate

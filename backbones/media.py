@@ -6,13 +6,12 @@ import functools
 import hashlib
 import json
 import mimetypes
-import os
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
 from ..errors import MovieMemError
+from ..files import PRIVATE, atomic_path
 
 _FULL_HASH_LIMIT = 256 << 20  # files above this are fingerprinted by size + sampled blocks
 _SAMPLE = 16 << 20
@@ -113,12 +112,9 @@ def cut(path: str | Path, start: float, end: float | None, *, kind: str, scratch
                 "-c:a", "aac", "-b:a", "64k", "-movflags", "+faststart"]
     else:
         cmd += ["-vn", "-c:a", "libmp3lame", "-b:a", "64k"]
-    fd, tmp = tempfile.mkstemp(suffix=ext, dir=out.parent)
-    os.close(fd)
-    proc = subprocess.run(cmd + [tmp], capture_output=True, text=True)
-    if proc.returncode != 0 or os.path.getsize(tmp) == 0:
-        os.unlink(tmp)
-        last = (proc.stderr.strip().splitlines() or ["ffmpeg failed"])[-1]
-        raise MovieMemError(f"cannot cut {src.name} [{start}, {end}]: {last}")
-    os.replace(tmp, out)  # atomic: concurrent cutters never see half a file
+    with atomic_path(out, mode=PRIVATE, suffix=ext) as tmp:  # concurrent cutters never see half a file
+        proc = subprocess.run(cmd + [str(tmp)], capture_output=True, text=True)  # ffmpeg picks the format by suffix
+        if proc.returncode != 0 or tmp.stat().st_size == 0:
+            last = (proc.stderr.strip().splitlines() or ["ffmpeg failed"])[-1]
+            raise MovieMemError(f"cannot cut {src.name} [{start}, {end}]: {last}")
     return out

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -77,16 +78,6 @@ def naming_accuracy(truth: list[dict], film) -> float:
     return right / max(len(truth), 1)
 
 
-def _truth_srt(truth: dict, path: Path) -> Path:
-    import pysubs2
-
-    subs = pysubs2.SSAFile()
-    for u in truth["utterances"]:
-        subs.append(pysubs2.SSAEvent(start=int(u["start"] * 1000), end=int(u["end"] * 1000), text=u["text"]))
-    subs.save(str(path), format_="srt")
-    return path
-
-
 def _stage_costs(film) -> dict[str, float]:
     return {s.stage: _secs(s.started_at, s.finished_at) for s in film.stages() if s.stage in STAGES}
 
@@ -111,7 +102,10 @@ def synthetic(work: Path, minutes: float, asr: bool) -> None:
         render(film_dir, minutes=minutes, seed=7)
     truth = json.loads((film_dir / "truth.json").read_text())
     lib = Library(work / "lib", get_settings(library=work / "lib"))
-    subs = None if asr else _truth_srt(truth, film_dir / "subtitles.srt")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from conftest import truth_srt
+
+    subs = None if asr else truth_srt(truth, film_dir / "subtitles.srt")
     lib.ingest(film_dir / "film.mp4", film_id="synth", subtitles=subs, stages=["transcript"])
     film = lib.ingest(film_dir / "film.mp4", film_id="synth", subtitles=subs, stages=STAGES)
     voice = {v.utt_idx: v.cluster for v in film.store.rows("voices", film.run_filter("voices"))}

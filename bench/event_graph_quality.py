@@ -53,16 +53,6 @@ from moviemem.synth import render
 SYMMETRIC = {"overlap", "coreference"}
 
 
-def subtitles_from_truth(truth: dict[str, Any], path: Path) -> Path:
-    import pysubs2
-
-    subs = pysubs2.SSAFile()
-    for u in truth["utterances"]:
-        subs.append(pysubs2.SSAEvent(start=int(u["start"] * 1000), end=int(u["end"] * 1000), text=u["text"]))
-    subs.save(str(path), format_="srt")
-    return path
-
-
 def match_events(truth: list[dict[str, Any]], got: list[dict[str, Any]], threshold: float) -> dict[str, Any]:
     """Similarity of every (truth, extracted) pair that overlaps in time; best truth event per extracted one."""
     emb = get_embedder()
@@ -260,7 +250,10 @@ def main() -> None:
     if not (film_dir / "truth.json").exists():
         render(film_dir, minutes=args.minutes, seed=args.seed)
     truth = json.loads((film_dir / "truth.json").read_text())
-    subs = subtitles_from_truth(truth, film_dir / "subtitles.srt")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from conftest import truth_srt
+
+    subs = truth_srt(truth, film_dir / "subtitles.srt")
     if args.max_pairs is not None:
         EventsStage.pairs = replace(EventsStage.pairs, max_pairs=args.max_pairs)
     rules = args.backbone in ("rules", "none")

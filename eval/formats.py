@@ -19,6 +19,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..errors import MovieMemError
+from ..files import atomic_write_text
 from ..memory.schema import check_film_id
 from ..plugins import Registry
 
@@ -374,13 +375,8 @@ def load_benchmark(path: str | Path, fmt: str | None = None, library: Any = None
 
 def write_jsonl(items: Iterable[Item], path: str | Path) -> Path:
     """Write items as JSONL (written to a temporary name, then moved into place)."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("w", encoding="utf-8") as f:
-        for it in items:
-            f.write(json.dumps(it.model_dump(mode="json", exclude_none=True), ensure_ascii=False) + "\n")
-    tmp.replace(path)
-    return path
+    return atomic_write_text(path, "".join(json.dumps(it.model_dump(mode="json", exclude_none=True), ensure_ascii=False) + "\n"
+                                           for it in items))
 
 
 # ----------------------------------------------------------------------------- adapters

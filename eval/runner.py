@@ -41,6 +41,7 @@ from ..backbones import Backbone, Reply, Request
 from ..backbones.base import Wrapper
 from ..backbones.retry import redact, redact_urls
 from ..errors import MovieMemError
+from ..files import atomic_write_text
 from . import evidence, metrics
 from .formats import Benchmark, Item, formats, item_category, text_lines
 from .tasks import Query, task_for
@@ -343,9 +344,7 @@ class _Writer:
 
 
 def _write_json(path: Path, obj: Any) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(redact(json.dumps(obj, ensure_ascii=False, indent=1, default=str)) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    atomic_write_text(path, redact(json.dumps(obj, ensure_ascii=False, indent=1, default=str)) + "\n")
 
 
 # ----------------------------------------------------------------------------- the run
@@ -482,9 +481,7 @@ def run_bench(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any
         if r["status"] in again:
             retired.add(_spend_of(r))
     if len(keep) != len(records):
-        tmp = run_dir / f".{RESULTS}.tmp"
-        tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in keep), encoding="utf-8")
-        tmp.replace(run_dir / RESULTS)
+        atomic_write_text(run_dir / RESULTS, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in keep))
         for status, what in (("invalid", "invalid item(s)"), ("transient", "item(s) that hit transport faults")):
             n = sum(r["status"] == status for r in records if status in again)
             if n:
@@ -495,9 +492,7 @@ def run_bench(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any
     # items.jsonl: the union of what earlier runs and this one asked, this run's version winning
     known = {row["id"]: row for row in (read_items(run_dir) if (run_dir / ITEMS).exists() else [])}
     known.update({it.id: it.model_dump(mode="json", exclude_none=True) for it in items})
-    tmp = run_dir / f".{ITEMS}.tmp"
-    tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in known.values()), encoding="utf-8")
-    tmp.replace(run_dir / ITEMS)
+    atomic_write_text(run_dir / ITEMS, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in known.values()))
     lib_path = getattr(library, "path", None) or getattr(getattr(answerer, "library", None), "path", None)
     if lib_path and "://" not in str(lib_path):
         lib_path = str(Path(lib_path).resolve())

@@ -33,6 +33,7 @@ import httpx
 from filelock import FileLock
 
 from ..errors import MovieMemError
+from ..files import atomic_write_text
 
 LETTA_VERSION = "0.16.8"
 ENV_URL = "MOVIEMEM_LETTA_URL"
@@ -181,9 +182,7 @@ class Sidecar:
 
     def _save(self, state: dict[str, Any]) -> None:
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.state_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(state, indent=1))
-        tmp.replace(self.state_file)
+        atomic_write_text(self.state_file, json.dumps(state, indent=1))
 
     def _lock(self) -> FileLock:
         self.run_dir.mkdir(parents=True, exist_ok=True)

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import tarfile
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +18,7 @@ from filelock import FileLock
 
 from .._version import __version__
 from ..errors import MovieMemError
+from ..files import PRIVATE, atomic_path
 from .schema import ROW_MODELS, TABLE_OWNER, Row, check_film_id, vector_columns
 from .store import MemoryStore, sql_str
 
@@ -38,39 +37,32 @@ def export_film(store: MemoryStore, film_id: str, out: Path) -> Path:
     manifest: dict[str, Any] = {"format": FORMAT, "version": FORMAT_VERSION, "moviemem": __version__, "film_id": film_id,
                       "tables": {}, "media": []}
     out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
-    os.close(fd)
-    try:
-        with tarfile.open(tmp, "w") as tar:
-            for table, stage in [*TABLE_OWNER.items(), ("stages", "")]:
-                if table == "stages":
-                    where = f"film_id = {sql_str(film_id)} AND run_id IN ({', '.join(sql_str(r.run_id) for r in runs.values())})"
-                else:
-                    run = runs.get(stage)
-                    if run is None or run.status != "done":
-                        continue
-                    where = f"film_id = {sql_str(film_id)} AND run_id = {sql_str(run.run_id)}"
-                data = store.query(table, where)
-                if data.num_rows == 0:
+    with atomic_path(out, mode=PRIVATE) as tmp, tarfile.open(tmp, "w") as tar:
+        for table, stage in [*TABLE_OWNER.items(), ("stages", "")]:
+            if table == "stages":
+                where = f"film_id = {sql_str(film_id)} AND run_id IN ({', '.join(sql_str(r.run_id) for r in runs.values())})"
+            else:
+                run = runs.get(stage)
+                if run is None or run.status != "done":
                     continue
-                buf = io.BytesIO()
-                pq.write_table(data, buf)
-                _add_bytes(tar, f"tables/{table}.parquet", buf.getvalue())
-                dim = store.vector_dim(table) if vector_columns(ROW_MODELS[table]) else None
-                manifest["tables"][table] = {"file": f"tables/{table}.parquet", "rows": data.num_rows, "vector_dim": dim}
-                media_column = {"frames": "image", "faces": "thumbnail"}.get(table)
-                if media_column:
-                    rels: list[str] = [r for r in data.column(media_column).to_pylist() if r]
-                    for rel in rels:
-                        src = store.root / rel
-                        if src.is_file():
-                            tar.add(str(src), arcname=f"media/{rel}")
-                            manifest["media"].append(rel)
-            _add_bytes(tar, "manifest.json", json.dumps(manifest, indent=1).encode())
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+                where = f"film_id = {sql_str(film_id)} AND run_id = {sql_str(run.run_id)}"
+            data = store.query(table, where)
+            if data.num_rows == 0:
+                continue
+            buf = io.BytesIO()
+            pq.write_table(data, buf)
+            _add_bytes(tar, f"tables/{table}.parquet", buf.getvalue())
+            dim = store.vector_dim(table) if vector_columns(ROW_MODELS[table]) else None
+            manifest["tables"][table] = {"file": f"tables/{table}.parquet", "rows": data.num_rows, "vector_dim": dim}
+            media_column = {"frames": "image", "faces": "thumbnail"}.get(table)
+            if media_column:
+                rels: list[str] = [r for r in data.column(media_column).to_pylist() if r]
+                for rel in rels:
+                    src = store.root / rel
+                    if src.is_file():
+                        tar.add(str(src), arcname=f"media/{rel}")
+                        manifest["media"].append(rel)
+        _add_bytes(tar, "manifest.json", json.dumps(manifest, indent=1).encode())
     return out
 
 

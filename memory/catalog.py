@@ -15,10 +15,11 @@ import hashlib
 import json
 import logging
 import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
+
+from ..files import PRIVATE, atomic_write_text
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -68,13 +69,6 @@ def cached(root: Path, key: str, compute: Callable[[], T]) -> T:
 def _save(path: Path, payload: dict[str, Any]) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(payload, fh, ensure_ascii=False, default=str)
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        atomic_write_text(path, json.dumps(payload, ensure_ascii=False, default=str), mode=PRIVATE)
     except OSError as exc:  # a read-only library: reads still work, each one computes
         log.debug("catalog answer not saved in %s: %s", path.parent, exc)

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.ipc as ipc
+
+from ..files import atomic_path
 
 log = logging.getLogger(__name__)
 PACK_VERSION = 1
@@ -77,16 +77,10 @@ def write(path: Path, rows: pa.Table, codes: np.ndarray) -> None:
     data = rows.append_column("codes", pa.FixedSizeListArray.from_arrays(flat, dim))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".arrow")
-        try:
-            with os.fdopen(fd, "wb") as fh, ipc.new_file(fh, data.schema,
-                                                          options=ipc.IpcWriteOptions(compression="zstd")) as writer:
-                writer.write_table(data)
-            os.chmod(tmp, 0o644)  # readable like the library's other files (mkstemp makes 0600)
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        # 0644 (atomic_path's default): readable like the library's other files
+        with atomic_path(path) as tmp, open(tmp, "wb") as fh, \
+                ipc.new_file(fh, data.schema, options=ipc.IpcWriteOptions(compression="zstd")) as writer:
+            writer.write_table(data)
         table = path.name.rsplit("-", 1)[0]
         for old in path.parent.glob(f"{table}-*.arrow"):
             if old != path:
