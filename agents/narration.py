@@ -25,7 +25,7 @@ from ..backbones.base import send_all
 from ..backbones.prompt import names_clause
 from ..backbones.structured import Ask, ask_json
 from ..errors import MovieMemError
-from ..files import PRIVATE, atomic_write_text
+from ..files import atomic_write_text
 from ..memory.lines import Line, known_names, spread
 from ..memory.view import FilmMemory
 from ..progress import Reporter
@@ -293,7 +293,7 @@ def write_track(cues: Sequence[Cue], out: Path) -> Path:
     out = out.expanduser()
     if not out.parent.is_dir():
         raise MovieMemError(f"cannot write {out}: no folder {out.parent}")
-    return atomic_write_text(out, subs.to_string(fmt), mode=PRIVATE)
+    return atomic_write_text(out, subs.to_string(fmt))  # a track the user asked for: readable like any file they write
 
 
 # ----------------------------------------------------------------------------- narrate

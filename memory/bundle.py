@@ -18,7 +18,7 @@ from filelock import FileLock
 
 from .._version import __version__
 from ..errors import MovieMemError
-from ..files import PRIVATE, atomic_path
+from ..files import atomic_path
 from .schema import ROW_MODELS, TABLE_OWNER, Row, check_film_id, vector_columns
 from .store import MemoryStore, sql_str
 
@@ -37,7 +37,7 @@ def export_film(store: MemoryStore, film_id: str, out: Path) -> Path:
     manifest: dict[str, Any] = {"format": FORMAT, "version": FORMAT_VERSION, "moviemem": __version__, "film_id": film_id,
                       "tables": {}, "media": []}
     out.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_path(out, mode=PRIVATE) as tmp, tarfile.open(tmp, "w") as tar:
+    with atomic_path(out) as tmp, tarfile.open(tmp, "w") as tar:  # the user's export: 0644 like any file they write
         for table, stage in [*TABLE_OWNER.items(), ("stages", "")]:
             if table == "stages":
                 where = f"film_id = {sql_str(film_id)} AND run_id IN ({', '.join(sql_str(r.run_id) for r in runs.values())})"
