@@ -170,11 +170,11 @@ READ_CLAIM = Prompt("read-claim", 1, READER_SYSTEM,
                     "Statement: {claim}\n\nDoes the evidence show that this statement is true, with every detail "
                     "(who, what, where, when, why) as stated? Answer yes or no only.")
 
-# Claims as questions (issue 20): a small model says "yes" to a statement and to its minimal edit alike, and
-# asked to correct a claim it copies it. What it does well is answer a question from evidence and pick the
-# better-supported of two answers. So the claim becomes questions about its details, each with the claim's
-# own answer (no evidence shown, so the claim cannot steer the reading); the questions are answered from the
-# evidence alone; the claim is TRUE when the evidence's answers agree with the claim's on every detail.
+# Claims as questions (hybrid[claims=qa]): a model that says "yes" to a statement and to its minimal edit
+# alike may still answer a question from evidence and pick the better-supported of two answers. So the claim
+# becomes questions about its details, each with the claim's own answer (no evidence shown, so the claim
+# cannot steer the reading); the questions are answered from the evidence alone; the claim is TRUE when the
+# evidence's answers agree with the claim's on every detail.
 CLAIM_QUESTIONS = Prompt("claim-questions", 1, READER_SYSTEM,
                          "Statement about a film: {claim}\n\nWrite one short question for each detail the statement "
                          "gives: who, what (an action or object), where, when or in what order, how many, why. Give "

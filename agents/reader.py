@@ -7,6 +7,11 @@ generation, and can be calibrated: a claim's yes/no probabilities are divided by
 gives a content-free statement ("N/A") over the same evidence (contextual calibration, Zhao et
 al., ICML 2021), which removes the yes-bias the evidence and the prompt induce. The evidence is a
 shared prefix of the two calls, so the calibration call re-reads only the statement.
+
+Claims can also be read as questions (`claims="qa"`, issue 20's proposal): the claim is turned into
+questions about its details with its own answers, the questions are answered from the evidence, and
+the answers compared. It needs a model that writes sensible questions: the 1.5B `local` model
+writes "Who?" / "What?" and then disagrees with true claims, so it is not the default.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from .types import Question, Step
 
 TOP = 20  # alternatives asked for: option letters and yes/no are always among them when the prompt asks for one
 CONTENT_FREE = "N/A"
-CLAIM_READERS = ("qa", "calibrated")
+CLAIM_READERS = ("calibrated", "qa")
 
 
 def can_read(run: Run, q: Question) -> bool:
@@ -60,9 +65,9 @@ def _softmax(scores: dict[str, float], labels: Sequence[str]) -> dict[str, float
     return {k: v / z for k, v in exp.items()}
 
 
-def read(run: Run, q: Question, context: str, *, claims: str = "qa") -> Parsed:
+def read(run: Run, q: Question, context: str, *, claims: str = "calibrated") -> Parsed:
     """The answer to q from `context`: the most likely option letter, or a claim's verdict
-    (`claims`: qa, the claim as a question answered from the evidence, or calibrated yes/no)."""
+    (`claims`: calibrated yes/no, or qa: the claim as questions answered from the evidence)."""
     if q.kind == "mcq":
         return _done(run, _read_letter(run, q, context))
     if claims == "qa":

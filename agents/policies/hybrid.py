@@ -156,7 +156,7 @@ class Hybrid(BasePolicy):
         budget_tokens: int = 1000  # evidence text shown to the model (the prompt adds the question)
         budget_share: float = 0.5  # ... and at most this share of the film's transcript and captions (0: no cap)
         reader: str = "auto"  # json | logprobs | auto (logprobs where the backbone gives them, for mcq and claims)
-        claims: str = "qa"  # how the logprobs reader judges a claim: qa | calibrated (see agents.reader)
+        claims: str = "calibrated"  # how the logprobs reader judges a claim: calibrated | qa (see agents.reader)
         max_tokens: int | None = None
         temperature: float = 0.0
 
