@@ -20,6 +20,7 @@ from ...retrievers.text import TextRetriever
 from ...timefmt import hms
 from ..base import BasePolicy, Run
 from ..calls import answer_once, body
+from ..claims import read_claim
 from ..packing import Lines, fit_budget, fuse, informative_first, interleave, passage_sources
 from ..parsing import Parsed
 from ..prompts import HYBRID
@@ -156,7 +157,7 @@ class Hybrid(BasePolicy):
         budget_tokens: int = 1000  # evidence text shown to the model (the prompt adds the question)
         budget_share: float = 0.5  # ... and at most this share of the film's transcript and captions (0: no cap)
         reader: str = "auto"  # json | logprobs | auto (logprobs where the backbone gives them, for mcq and claims)
-        claims: str = "calibrated"  # how the logprobs reader judges a claim: calibrated | qa (see agents.reader)
+        claims: str = "calibrated"  # how the logprobs reader judges a claim: calibrated | foils | qa (agents/claims.py)
         max_tokens: int | None = None
         temperature: float = 0.0
 
@@ -175,7 +176,9 @@ class Hybrid(BasePolicy):
         if s.reader == "logprobs" or (s.reader == "auto" and can_read(run, question)):
             run.note("reader: answer-token log-probabilities")
             run.show(shown)
-            return read(run, question, context or "(nothing found)", claims=s.claims)
+            if question.kind == "claim":
+                return read_claim(run, question, context or "(nothing found)", s.claims)
+            return read(run, question, context or "(nothing found)")
         parsed = answer_once(run, HYBRID, question, body(HYBRID, question, cite=True, context=context or "(nothing found)"),
                              cite=True, max_tokens=s.max_tokens, temperature=s.temperature)
         cited = [c for c in parsed.data.get("evidence", []) if isinstance(c, str)] if parsed.data else []

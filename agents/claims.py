@@ -1,0 +1,227 @@
+"""Ways to judge a claim TRUE or FALSE beyond calibrated yes/no (hybrid's `claims` setting).
+
+A small model says "yes" to a statement and to its minimal edit alike (MF² false claims change one
+detail: a name, number, place, object, order or cause), even after contextual calibration. What it
+does well is pick the better-supported of a few options (the letter reader). So each reader here
+turns the claim into a choice the evidence can settle:
+- foils: a name or number of the claim that the evidence found for it never mentions is suspect;
+  versions of the claim with it swapped for a name or number the evidence holds are set against the
+  claim, which is TRUE when the evidence supports it over every version. It can only catch edits of
+  names and numbers; other claims are read by calibrated yes/no (said in the trace).
+- qa (issue 20's proposal): the claim becomes questions about its details with its own answers (no
+  evidence shown, so the claim cannot steer the reading); the questions are answered from the
+  evidence; the claim is TRUE when the answers agree. It needs a model that writes sensible
+  questions: the 1.5B `local` model writes "Who?" / "What?" and then disagrees with true claims.
+Every statement is read in every position (options rotated), so the letter reader's position bias cancels.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from typing import Any
+
+from ..backbones import system, user
+from ..backbones.base import parse_json_reply
+from ..backbones.prompt import Prompt
+from ..errors import MovieMemError
+from .base import Run
+from .parsing import Parsed
+from .prompts import CLAIM_ANSWERS, CLAIM_QUESTIONS
+from .reader import calibrated, done, letter_probs
+from .types import LETTERS, Question, Step
+
+CLAIM_READERS = ("calibrated", "foils", "qa")
+MAX_FOILS = 4
+NUMBER_WORDS = {w: i for i, w in enumerate(
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+    "seventeen eighteen nineteen twenty".split())} | {"thirty": 30, "forty": 40, "fifty": 50, "sixty": 60,
+                                                      "seventy": 70, "eighty": 80, "ninety": 90, "hundred": 100,
+                                                      "thousand": 1000}
+_TOKEN = re.compile(r"[A-Za-z][A-Za-z'-]*|\d+(?:[.,]\d+)?")
+
+
+def read_claim(run: Run, q: Question, context: str, how: str = "calibrated") -> Parsed:
+    """A claim's verdict from `context`, judged the way `how` names."""
+    if how == "calibrated":
+        return done(run, calibrated(run, q, context))
+    if how == "foils":
+        return done(run, _read_foils(run, q, context))
+    if how == "qa":
+        return done(run, _read_qa(run, q, context))
+    raise MovieMemError(f"unknown claim reader {how!r}; use one of {', '.join(CLAIM_READERS)}")
+
+
+def _choose(run: Run, question: str, statements: list[str], context: str) -> list[float] | str:
+    """Each statement's letter probability averaged over every rotation of the options."""
+    n = len(statements)
+    mean = [0.0] * n
+    for shift in range(n):
+        order = [(i + shift) % n for i in range(n)]  # order[pos]: the statement shown at pos
+        mcq = Question(question, tuple(statements[i] for i in order))
+        probs = letter_probs(run, mcq, context)
+        if isinstance(probs, str):
+            return probs
+        for pos, i in enumerate(order):
+            mean[i] += probs[mcq.letters[pos]] / n
+    return mean
+
+
+# ----------------------------------------------------------------------------- foils
+
+
+def _number(word: str) -> float | None:
+    w = word.lower().replace(",", "")
+    if w in NUMBER_WORDS:
+        return float(NUMBER_WORDS[w])
+    try:
+        return float(w)
+    except ValueError:
+        return None
+
+
+_TIME = re.compile(r"\[E\d+\]|\d{1,2}:\d{2}(?::\d{2})?(?:-\d{1,2}:\d{2}(?::\d{2})?)?")  # evidence ids and times
+
+
+def specifics(text: str, lowercase: set[str]) -> list[tuple[str, str]]:
+    """The names and numbers of a text, in order, as (kind, words): a name is a run of capitalised
+    words that the text (or `lowercase`, words seen uncapitalised elsewhere) never writes in lower
+    case; evidence ids and times are not numbers of the story."""
+    from .packing import stop_words
+
+    stop = stop_words()
+    words = _TOKEN.findall(_TIME.sub(" ", text))
+    seen_lower = lowercase | {w for w in words if w.islower()}
+    out: list[tuple[str, str]] = []
+    run: list[str] = []
+    for w in [*words, ""]:
+        number = _number(w) is not None if w else False
+        base = w.lower().removesuffix("'s").removesuffix("'")
+        if w and not number and w[0].isupper() and len(base) > 1 and base not in stop and w.lower() not in seen_lower:
+            run.append(w)
+            continue
+        if run:
+            out.append(("name", " ".join(run)))
+            run = []
+        if number:
+            out.append(("number", w))
+    return out
+
+
+def foils(claim: str, context: str, most: int = MAX_FOILS) -> list[str]:
+    """Versions of the claim with one of its names or numbers that the evidence never mentions
+    swapped for one the evidence holds and the claim does not (most frequent first). Details the
+    evidence mentions are not challenged: a true claim's details are usually in the evidence found
+    for it, a changed detail often is not."""
+    lowercase = {w for w in _TOKEN.findall(context) if w.islower()}
+    mine = list(dict.fromkeys(specifics(claim, lowercase)))
+    found = specifics(context, lowercase)
+
+    def value(kind: str, w: str) -> object:
+        return (kind, _number(w) if kind == "number" else w)
+
+    mentioned = {value(k, w) for k, w in found}
+    claimed = {value(k, w) for k, w in mine}
+    theirs: dict[str, Counter[str]] = {"name": Counter(), "number": Counter()}
+    for kind, w in found:
+        if value(kind, w) not in claimed:
+            theirs[kind][w] += 1
+    queues = [(w, [c for c, _ in theirs[kind].most_common(most)]) for kind, w in mine
+              if value(kind, w) not in mentioned]
+    out: list[str] = []
+    for rank in range(most):
+        for word, candidates in queues:
+            if rank < len(candidates) and len(out) < most:
+                swapped = re.sub(rf"(?<![\w'-]){re.escape(word)}(?![\w'-])", candidates[rank], claim)
+                if swapped != claim and swapped not in out:
+                    out.append(swapped)
+    return out
+
+
+def _read_foils(run: Run, q: Question, context: str) -> Parsed:
+    versions = foils(q.text, context)
+    if not versions:
+        run.note("claim reader: every name and number of the claim is in the evidence (or the evidence offers "
+                 "no other): calibrated yes/no instead")
+        return calibrated(run, q, context)
+    statements = [q.text, *versions][: len(LETTERS)]
+    mean = _choose(run, "Which of these statements about the film is true?", statements, context)
+    if isinstance(mean, str):
+        return Parsed.fail(mean)
+    best = max(range(len(statements)), key=lambda i: (mean[i], i == 0))
+    verdict = "TRUE" if best == 0 else "FALSE"
+    run.trace.append(Step("scores", {"how": "claim against versions with the evidence's names and numbers, letter "
+                                            "log-probabilities, every rotation", "statements": statements,
+                                     "p": [round(m, 4) for m in mean]}))
+    return Parsed(verdict, verdict, round(mean[best], 4), False, how="logprobs")
+
+
+# ----------------------------------------------------------------------------- qa
+
+
+AGREE = 0.5  # share of the claim's answer words (stemmed, stop words aside) that the evidence's answer must contain
+
+
+def _json_call(run: Run, prompt: Prompt, max_tokens: int, **values: str) -> Any:
+    """A small structured call: the reply's JSON object, or why there is none."""
+    reply = run.chat(prompt, [system(prompt.system), user(prompt.render(**values))], json_schema=prompt.schema,
+                     max_tokens=max_tokens, temperature=0.0)
+    if reply.invalid:
+        return reply.error or "the backbone failed"
+    data = parse_json_reply(reply.text)
+    return data if isinstance(data, dict) else f"{prompt.id}: no JSON object in the reply {reply.text[:200]!r}"
+
+
+def _texts(values: Any) -> list[str]:
+    return [" ".join(v.split()) for v in values if isinstance(v, str) and v.strip()] if isinstance(values, list) else []
+
+
+def _stems(text: str) -> set[str]:
+    from nltk.stem.porter import PorterStemmer
+
+    from .packing import stop_words
+
+    stem = PorterStemmer().stem
+    return {stem(w) for w in re.findall(r"[a-z0-9']+", text.lower()) if w not in stop_words()}
+
+
+def agreement(claimed: str, found: str) -> float:
+    """Share of the claimed answer's content words (stemmed) that the found answer has."""
+    want = _stems(claimed)
+    return len(want & _stems(found)) / len(want) if want else 0.0
+
+
+def _read_qa(run: Run, q: Question, context: str) -> Parsed:
+    """Claim -> questions about its details with the claim's answers (no evidence shown); the
+    questions answered from the evidence in one call; a detail agrees when the answers share its
+    words, else the letter reader chooses between the two answers, each read in both positions
+    (position bias cancels). TRUE when every detail agrees."""
+    asked = _json_call(run, CLAIM_QUESTIONS, 200, claim=q.text)
+    if isinstance(asked, str):
+        return Parsed.fail(f"claim reader: {asked}")
+    checks = [(c["question"], c["answer"]) for c in asked.get("checks") or [] if isinstance(c, dict)
+              and _texts([c.get("question")]) and _texts([c.get("answer")])][:4]
+    if not checks:
+        return Parsed.fail(f"claim reader: no question about the claim in {asked!r:.200}")
+    listed = "\n".join(f"{i}. {question}" for i, (question, _) in enumerate(checks, 1))
+    found = _json_call(run, CLAIM_ANSWERS, 24 * len(checks) + 16, context=context, questions=listed)
+    if isinstance(found, str):
+        return Parsed.fail(f"claim reader: {found}")
+    answers = _texts(found.get("answers"))
+    if len(answers) < len(checks):
+        return Parsed.fail(f"claim reader: {len(answers)} answers to {len(checks)} questions in {found!r:.200}")
+    details: list[dict[str, Any]] = []
+    for (question, claimed), answer in zip(checks, answers):
+        d: dict[str, Any] = {"question": question, "claimed": claimed, "found": answer,
+                             "agreement": round(agreement(claimed, answer), 4)}
+        if d["agreement"] < AGREE:
+            both = _choose(run, question, [claimed, answer], context)
+            if isinstance(both, str):
+                return Parsed.fail(both)
+            d["p_claimed"] = round(both[0], 4)
+        details.append(d)
+    support = [d.get("p_claimed", 1.0) for d in details]
+    verdict = "TRUE" if min(support) >= 0.5 else "FALSE"
+    run.trace.append(Step("scores", {"how": "claim as questions, answered from the evidence", "details": details}))
+    return Parsed(verdict, verdict, round(min(support) if verdict == "TRUE" else 1 - min(support), 4), False,
+                  how="logprobs")

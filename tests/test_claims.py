@@ -1,0 +1,84 @@
+"""Claim readers that set a claim against versions of itself (agents/claims.py); no film, no model."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from moviemem.agents.base import Run
+from moviemem.agents.claims import foils, read_claim, specifics
+from moviemem.agents.types import Question
+from moviemem.backbones import Reply, ScriptedBackbone
+from moviemem.errors import MovieMemError
+
+EVIDENCE = """[E1] 00:21:00-00:21:10 (said) Baron: I got the Silver Star for 27 of them, all by myself.
+[E2] 00:22:00-00:22:04 (said) Willy Harris left the milk at the door.
+[E3] 01:02:03-01:02:09 (said) Pop Benson waited at the station with Willy Harris."""
+
+
+def _lp(**alts: float) -> Reply:
+    return Reply(text=max(alts, key=alts.get), logprobs=[{k: math.log(v) for k, v in alts.items()}])
+
+
+def test_specifics_are_names_and_numbers_not_times_or_sentence_starts() -> None:
+    assert specifics("Baron won the Silver Star for 72 soldiers.", set()) == [
+        ("name", "Baron"), ("name", "Silver Star"), ("number", "72")]
+    # evidence ids and times are not numbers; a capitalised word also seen in lower case is not a name
+    found = specifics(EVIDENCE, set())
+    assert ("number", "27") in found and ("name", "Willy Harris") in found
+    assert not any(w in ("00", "21", "01", "E1") for _, w in found)
+    assert specifics("The milk. Waited the door.", {"waited"}) == []
+    assert specifics("Seven men came.", set()) == [("number", "Seven")]
+
+
+def test_foils_challenge_only_what_the_evidence_never_mentions() -> None:
+    # 72 is not in the evidence: it is swapped for the evidence's numbers; Baron and the Silver Star are mentioned
+    assert foils("Baron won the Silver Star for killing 72 soldiers.", EVIDENCE) == [
+        "Baron won the Silver Star for killing 27 soldiers."]
+    # an unmentioned name is swapped for the evidence's names, most frequent first
+    out = foils("Tom Jones left the milk at the door.", EVIDENCE)
+    assert out[0] == "Willy Harris left the milk at the door." and "Baron left the milk at the door." in out
+    assert len(out) <= 4 and len(set(out)) == len(out)
+    assert foils("Willy Harris left the milk for Baron.", EVIDENCE) == []  # every detail is mentioned
+    assert foils("The milk was left at the door.", EVIDENCE) == []  # no name or number to swap
+    assert foils("Seven men came.", "[E1] 00:00:01-00:00:02 (said) seven men") == []  # the same value, in words
+
+
+def test_foils_reader_picks_the_supported_version_in_every_rotation() -> None:
+    claim = "Baron won the Silver Star for killing 72 soldiers."
+    q = Question(claim, kind="claim")
+    versions = foils(claim, EVIDENCE)
+    n = 1 + len(versions)
+    # the model always gives the version with 27 the most probability, wherever it is shown: FALSE
+    replies = []
+    for shift in range(n):
+        order = [(i + shift) % n for i in range(n)]
+        letters = "ABCDE"[:n]
+        probs = {letters[pos]: (0.6 if i == 1 else 0.4 / (n - 1)) for pos, i in enumerate(order)}
+        replies.append(_lp(**probs))
+    b = ScriptedBackbone(replies, capabilities={"logprobs": True})
+    run = Run(b)
+    parsed = read_claim(run, q, EVIDENCE, "foils")
+    assert (parsed.choice, parsed.invalid) == ("FALSE", False) and len(b.calls) == n
+    for call in b.calls:  # evidence first, statements last: every call reuses the same prefix
+        assert call.messages[-1].text.startswith("Evidence from the film's memory") and EVIDENCE in call.messages[-1].text
+    scores = next(s for s in run.trace if s.kind == "scores").data
+    assert scores["statements"][0] == claim and scores["p"][1] == pytest.approx(0.6, abs=1e-3)
+    # the claim gets the most: TRUE
+    b = ScriptedBackbone([_lp(**{"ABCDE"[pos]: (0.6 if pos == shift % n else 0.4 / (n - 1)) for pos in range(n)})
+                          for shift in range(0, -n, -1)], capabilities={"logprobs": True})
+    assert read_claim(Run(b), q, EVIDENCE, "foils").choice == "TRUE"
+
+
+def test_foils_reader_without_anything_to_swap_says_so_and_reads_yes_no() -> None:
+    b = ScriptedBackbone([_lp(yes=0.3, no=0.7), _lp(yes=0.5, no=0.5)], capabilities={"logprobs": True})
+    run = Run(b)
+    parsed = read_claim(run, Question("The milk was left at the door.", kind="claim"), EVIDENCE, "foils")
+    assert parsed.choice == "FALSE" and len(b.calls) == 2
+    assert any("calibrated yes/no instead" in s.data.get("text", "") for s in run.trace if s.kind == "note")
+    b = ScriptedBackbone([_lp(yes=0.3, no=0.7), _lp(yes=0.5, no=0.5)], capabilities={"logprobs": True})
+    assert read_claim(Run(b), Question("Willy Harris left the milk.", kind="claim"), EVIDENCE, "foils").choice == "FALSE"
+    assert len(b.calls) == 2 and b.calls[0].logprobs == 20
+    with pytest.raises(MovieMemError, match="unknown claim reader"):
+        read_claim(Run(b), Question("x", kind="claim"), EVIDENCE, "vibes")
