@@ -1,4 +1,4 @@
-"""Ways to judge a claim TRUE or FALSE beyond calibrated yes/no (hybrid's `claims` setting).
+"""Ways to judge a claim TRUE or FALSE (hybrid's `claims` setting; `foils` by default).
 
 A small model says "yes" to a statement and to its minimal edit alike (MF² false claims change one
 detail: a name, number, place, object, order or cause), even after contextual calibration. What it

@@ -175,7 +175,7 @@ def test_letter_logprob_reader_and_claim_calibration(textfilm) -> None:
 
     b = ScriptedBackbone([_lp(yes=math.log(0.6), no=math.log(0.4)), _lp(Yes=math.log(0.8), No=math.log(0.2))],
                          capabilities={"logprobs": True})
-    ans = ask(film, "Sara's uncle keeps the lighthouse.", policy="hybrid", backbone=b, kind="claim")
+    ans = ask(film, "Sara's uncle keeps the lighthouse.", policy="hybrid", backbone=b, kind="claim", claims="calibrated")
     assert ans.choice == "FALSE" and "N/A" in b.calls[1].messages[-1].text
     assert b.calls[0].messages[-1].text.split("Statement:")[0] == b.calls[1].messages[-1].text.split("Statement:")[0]
     b = ScriptedBackbone([_lp(Hmm=-0.1, Well=-0.5)], capabilities={"logprobs": True})

@@ -157,7 +157,7 @@ class Hybrid(BasePolicy):
         budget_tokens: int = 1000  # evidence text shown to the model (the prompt adds the question)
         budget_share: float = 0.5  # ... and at most this share of the film's transcript and captions (0: no cap)
         reader: str = "auto"  # json | logprobs | auto (logprobs where the backbone gives them, for mcq and claims)
-        claims: str = "calibrated"  # how the logprobs reader judges a claim: calibrated | foils | qa (agents/claims.py)
+        claims: str = "foils"  # how the logprobs reader judges a claim: foils | calibrated | qa (agents/claims.py)
         max_tokens: int | None = None
         temperature: float = 0.0
 
