@@ -7,8 +7,9 @@ too, and their lines are as relevant). For the names found it offers
 - each matching registry entry (its names, line count, first and last appearance, the lines that
   named it), and
 - the transcript lines a named character speaks, and the transcript and caption lines that mention
-  a name,
-scored by how many of the query's names and other content words each one holds. A line hit keeps the
+  a name, when they also hold one of the query's other content words or two of its names (a line
+  that only mentions a name says nothing about the question and would crowd out the lines that do),
+scored by how many of the query's names and content words each one holds. A line hit keeps the
 text retriever's id (`utterance:IDX`, `caption:IDX`), so fusion counts a line both find once, higher.
 Everything is read through the film view, so `until(t)` hides characters, names and lines not yet seen.
 """
@@ -112,6 +113,9 @@ class CharacterRetriever(Retriever):
         def score(text: str, involved: set[str]) -> float:
             return len(involved) + len(terms & {_stem(w) for w in _WORD.findall(text)})
 
+        def relevant(text: str, involved: set[str]) -> bool:
+            return bool(involved) and (not terms or len(involved) > 1 or score(text, involved) > len(involved))
+
         out: list[Evidence] = []
         for c in cast.registry:
             matched = set(c.names) & names
@@ -121,12 +125,12 @@ class CharacterRetriever(Retriever):
                                     id=f"character:{c.char_id}"))
         for idx, start, end, text, speaker in cast.utterances:
             involved = _mentions(text, names) | ({speaker} & names)
-            if involved:
+            if relevant(text, involved):
                 out.append(Evidence("utterance", film.film_id, start, end, text, score=score(text, involved),
                                     id=f"utterance:{idx}"))
         for idx, start, end, text, tags in cast.captions:
             involved = _mentions(text, names) | (set(tags) & names)
-            if involved:
+            if relevant(text, involved):
                 out.append(Evidence("caption", film.film_id, start, end, text, score=score(text, involved),
                                     id=f"caption:{idx}"))
         return out
