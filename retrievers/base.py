@@ -21,7 +21,7 @@ from ..memory.view import FilmMemory
 class Evidence:
     """One piece of film memory offered to (or cited by) a policy.
 
-    kind: utterance | caption | onscreen | event | passage | frame | relation; start/end: seconds on the
+    kind: utterance | caption | onscreen | event | passage | frame | relation | character; start/end: seconds on the
     film's clock; text: what the model reads; frame: image path for frames; score: the
     retriever's score (higher is better, comparable only within one retriever); retriever:
     which retriever produced it; id: stable within the film (`kind:row`), used for citations.
