@@ -25,6 +25,7 @@ from ..backbones import system, user
 from ..backbones.base import parse_json_reply
 from ..backbones.prompt import Prompt
 from ..errors import MovieMemError
+from ..words import dialogue_stop_words
 from .base import Run
 from .parsing import Parsed
 from .prompts import CLAIM_ANSWERS, CLAIM_QUESTIONS
@@ -87,9 +88,7 @@ def specifics(text: str, lowercase: set[str]) -> list[tuple[str, str]]:
     """The names and numbers of a text, in order, as (kind, words): a name is a run of capitalised
     words that the text (or `lowercase`, words seen uncapitalised elsewhere) never writes in lower
     case; evidence ids and times are not numbers of the story."""
-    from .packing import stop_words
-
-    stop = stop_words()
+    stop = dialogue_stop_words()
     words = _TOKEN.findall(_TIME.sub(" ", text))
     seen_lower = lowercase | {w for w in words if w.islower()}
     out: list[tuple[str, str]] = []
@@ -179,10 +178,8 @@ def _texts(values: Any) -> list[str]:
 def _stems(text: str) -> set[str]:
     from nltk.stem.porter import PorterStemmer
 
-    from .packing import stop_words
-
     stem = PorterStemmer().stem
-    return {stem(w) for w in re.findall(r"[a-z0-9']+", text.lower()) if w not in stop_words()}
+    return {stem(w) for w in re.findall(r"[a-z0-9']+", text.lower()) if w not in dialogue_stop_words()}
 
 
 def agreement(claimed: str, found: str) -> float:

@@ -14,29 +14,21 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import replace
-from functools import lru_cache
 from typing import Any
 
 from ..backbones.base import estimate_tokens
 from ..memory.view import FilmMemory
 from ..retrievers.base import Evidence, visible_filter
 from ..retrievers.text import rrf
+from ..words import dialogue_stop_words
 
 MIN_CONTENT_WORDS = 2
 _WORD = re.compile(r"[A-Za-z][A-Za-z']+")
 
 
-@lru_cache(maxsize=1)
-def stop_words() -> frozenset[str]:
-    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
-
-    return frozenset(ENGLISH_STOP_WORDS) | {"oh", "yeah", "yes", "ok", "okay", "hey", "huh", "uh", "um", "mr", "mrs",
-                                            "miss", "sir", "well", "just", "got", "ll", "don't", "it's", "i'm"}
-
-
 def content_words(text: str) -> int:
     """Words that carry meaning: not stop words, not interjections, not a capitalised name alone."""
-    stop = stop_words()
+    stop = dialogue_stop_words()
     words = [w for w in _WORD.findall(text) if w.lower() not in stop]
     return 0 if len(words) == 1 and words[0][0].isupper() else len(words)
 

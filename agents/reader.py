@@ -7,7 +7,7 @@ generation, and can be calibrated: a claim's yes/no probabilities are divided by
 gives a content-free statement ("N/A") over the same evidence (contextual calibration, Zhao et
 al., ICML 2021), which removes the yes-bias the evidence and the prompt induce. The evidence is a
 shared prefix of the two calls, so the calibration call re-reads only the statement.
-Other ways to judge a claim are in agents/claims.py.
+Claims are judged in agents/claims.py (calibrated yes/no is one of its readers).
 """
 
 from __future__ import annotations
@@ -56,18 +56,14 @@ def _softmax(scores: dict[str, float], labels: Sequence[str]) -> dict[str, float
     return {k: v / z for k, v in exp.items()}
 
 
-def read(run: Run, q: Question, context: str) -> Parsed:
-    """The answer to q from `context`: the most likely option letter, or a calibrated yes/no."""
-    return done(run, _read_letter(run, q, context) if q.kind == "mcq" else calibrated(run, q, context))
-
-
-def _read_letter(run: Run, q: Question, context: str) -> Parsed:
+def read_letter(run: Run, q: Question, context: str) -> Parsed:
+    """A multiple-choice answer from `context`: the most likely option letter."""
     probs = letter_probs(run, q, context)
     if isinstance(probs, str):
-        return Parsed.fail(probs)
+        return done(run, Parsed.fail(probs))
     best = max(q.letters, key=lambda k: (probs[k], -q.letters.index(k)))
     run.trace.append(Step("scores", {"how": "letter log-probabilities", "p": {k: round(v, 4) for k, v in probs.items()}}))
-    return Parsed(best, q.options[q.letters.index(best)], round(probs[best], 4), False, how="logprobs")
+    return done(run, Parsed(best, q.options[q.letters.index(best)], round(probs[best], 4), False, how="logprobs"))
 
 
 def letter_probs(run: Run, q: Question, context: str) -> dict[str, float] | str:

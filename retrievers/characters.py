@@ -20,23 +20,16 @@ import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import lru_cache
 
 from ..memory.schema import CharacterRow
 from ..memory.view import FilmMemory
 from ..timefmt import hms
+from ..words import english_stop_words
 from .base import Evidence, Retriever
 
 _CAPITALISED = re.compile(r"\b[A-Z][a-z][A-Za-z'\-]*")
 _WORD = re.compile(r"[A-Za-z][A-Za-z'\-]*")
 NAMING_LINES = 2  # lines quoted in a registry entry as the evidence that named the character
-
-
-@lru_cache(maxsize=1)
-def _stop_words() -> frozenset[str]:
-    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
-
-    return frozenset(ENGLISH_STOP_WORDS)
 
 
 def _stem(word: str) -> str:
@@ -77,7 +70,7 @@ class Cast:
         known = {n for c in self.registry for n in c.names}
         found = _mentions(query, known)
         used = {w for w in _CAPITALISED.findall(query)
-                if w in self.capitalised and w.lower() not in self.lower and w.lower() not in _stop_words()}
+                if w in self.capitalised and w.lower() not in self.lower and w.lower() not in english_stop_words()}
         return found | used
 
 
@@ -108,7 +101,7 @@ class CharacterRetriever(Retriever):
             return []
         name_words = {w.lower() for n in names for w in n.split()}
         terms = {_stem(w) for w in _WORD.findall(query)
-                 if w.lower() not in _stop_words() and w.lower() not in name_words}
+                 if w.lower() not in english_stop_words() and w.lower() not in name_words}
 
         def score(text: str, involved: set[str]) -> float:
             return len(involved) + len(terms & {_stem(w) for w in _WORD.findall(text)})

@@ -26,7 +26,7 @@ from ..claims import read_claim
 from ..packing import Lines, fit_budget, fuse, informative_first, interleave, passage_sources
 from ..parsing import Parsed
 from ..prompts import HYBRID
-from ..reader import can_read, read
+from ..reader import can_read, read_letter
 from ..types import Question, Step
 
 # question type -> pattern over the question's words (first match wins, in this order)
@@ -191,7 +191,7 @@ class Hybrid(BasePolicy):
             run.show(shown)
             if question.kind == "claim":
                 return read_claim(run, question, context or "(nothing found)", s.claims)
-            return read(run, question, context or "(nothing found)")
+            return read_letter(run, question, context or "(nothing found)")
         parsed = answer_once(run, HYBRID, question, body(HYBRID, question, cite=True, context=context or "(nothing found)"),
                              cite=True, max_tokens=s.max_tokens, temperature=s.temperature)
         cited = [c for c in parsed.data.get("evidence", []) if isinstance(c, str)] if parsed.data else []

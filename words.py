@@ -1,0 +1,22 @@
+"""English stop words, read once: the retrievers (who-questions) and the agents (packing, claims) share them."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+# spoken-dialogue words with no content of their own, beyond the written-English list
+INTERJECTIONS = frozenset({"oh", "yeah", "yes", "ok", "okay", "hey", "huh", "uh", "um", "mr", "mrs", "miss", "sir",
+                           "well", "just", "got", "ll", "don't", "it's", "i'm"})
+
+
+@lru_cache(maxsize=1)
+def english_stop_words() -> frozenset[str]:
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+    return frozenset(ENGLISH_STOP_WORDS)
+
+
+@lru_cache(maxsize=1)
+def dialogue_stop_words() -> frozenset[str]:
+    """Stop words and interjections: what a subtitle line can hold without saying anything."""
+    return english_stop_words() | INTERJECTIONS
