@@ -213,6 +213,9 @@ def build_script(seed: int) -> Script:
 
     title = "THE " + facts["obj"].upper()
     h, f, r, e, c = "hero", "friend", "rival", "elder", "clerk"
+    # Each character is named in a required line the characters stage reads (ingest/names.py):
+    # the line before one of theirs addresses them ("..., {H}.", "{R}, did you ...?") or they
+    # introduce themselves ("I am {C}"); a name in apposition or a letter's signature names nobody.
     # No lone "I" on paper: in DejaVu Sans it is a bare stroke that OCR reads as "|".
     letter = ("Dear {H},".format(**v), "My {obj} is".format(**v), "{spot} of".format(**v),
               "{hideout}.".format(**v), "It is yours now.", "Love, {E}".format(**v))
@@ -225,7 +228,7 @@ def build_script(seed: int) -> Script:
             S("two", "Inside {home}. {H}, in a {H_coat} coat, stands at the counter. {F}, in a {F_coat} coat, "
               "holds out a white envelope.", chars=(h, f), events=("letter",), lines=(
                 L(f, "Good morning. A letter came for you today, {H}."),
-                L(h, "A letter for me? Who is it from?"),
+                L(h, "A letter for me? Who is it from, {F}?"),
                 L(f, "I do not know. Open it and see.", True))),
             S("letter", "Close-up of a handwritten letter on cream paper.", text=letter, hold=4.0,
               events=("read",), lines=(
@@ -245,7 +248,7 @@ def build_script(seed: int) -> Script:
               text=(facts["paper"], facts["headline"]), hold=4.0, events=("news",), lines=(
                 L(f, "It says they will tear down {hideout} on {day}."),)),
             S("close", "Close-up of {F} folding the newspaper.", chars=(f,), events=("news",), lines=(
-                L(h, "Then we must find the {obj} before {day}."),
+                L(h, "Then we must find the {obj} before {day}, {F}."),
                 L(f, "We can go there this evening."))),
         )),
         Scene("plan", "inn", "day", (
@@ -253,7 +256,7 @@ def build_script(seed: int) -> Script:
               text=(places["inn"].sign,), hold=2.5),
             S("two", "At the front desk of {inn}, {C}, in a {C_coat} coat, hands a newspaper to {R}, "
               "in a {R_coat} coat.", chars=(c, r), events=("plan",), lines=(
-                L(c, "Good morning. Here is your newspaper, {R}."),
+                L(c, "Good morning. I am {C}, from the front desk. Here is your newspaper, {R}."),
                 L(r, "Thank you. Let me see.", True))),
             S("close", "Close-up of {R} reading the newspaper with a worried face.", chars=(r,), events=("plan",),
               music="under", lines=(
@@ -293,7 +296,7 @@ def build_script(seed: int) -> Script:
             S("two", "{H} and {R} face each other in the doorway.", chars=(h, r), events=("confront",), lines=(
                 L(h, "We found your {clue} in {hideout}."),
                 L(r, "Yes. I was there yesterday afternoon.", True),
-                L(h, "Did you take the {obj} of my {E_rel}?"),
+                L(h, "{R}, did you take the {obj} of my {E_rel}?"),
                 L(r, "Yes, I took it. I am sorry."))),
             S("close", "Close-up of {R} looking down, remembering.", chars=(r,), music="under",
               events=("recall",), lines=(
@@ -306,12 +309,12 @@ def build_script(seed: int) -> Script:
             S("two", "Flashback in sepia. Inside {hideout}, a younger {E} holds a tin box while a younger {R} "
               "watches.", chars=(e, r), prop="box", events=("hide",), lines=(
                 L(e, "I will put my {obj} in this tin box."),
-                L(e, "One day it will belong to my {grandchild}, {H}.", True),
-                L(r, "Your secret is safe with me, {E}.", True))),
+                L(e, "One day it will belong to {H}, my {grandchild}.", True),
+                L(r, "Your secret is safe with me, {E}."))),
             S("close", "Flashback in sepia. Close-up of {E} speaking.", chars=(e,), music="under",
               events=("hide",), lines=(
                 L(e, "Promise me that you will never take it."),
-                L(r, "I promise."))),
+                L(r, "I promise, {E}."))),
         ), flashback=True),
         Scene("return", "inn", "morning", (
             S("close", "Close-up of {R} holding out the {obj}.", chars=(r,), prop="treasure",
@@ -425,13 +428,16 @@ def filler_scene(script: Script, rng: random.Random, n: int, time: str, after: s
     talk = HOME_TALK if kind == "home" else INN_TALK
     place = script.places[kind]
     pairs = rng.sample(talk, rng.randint(2, 4))
-    lines = []
+    lines: list[Line] = []
+    named = False
     for i, (q, ans) in enumerate(pairs):
         ask, reply = (a, b) if rng.random() < 0.5 else (b, a)
         slots = v | {k: rng.choice(w) for k, w in WORDS.items()}
         question = q.format(**slots)
-        if i == 0 and question.endswith("?"):  # people call each other by name: who speaks is knowable
-            question = f"{question[:-1]}, {script.cast[reply].name}?"
+        # People call each other by name, so who speaks is knowable; not in a scene's first line,
+        # whose line before is the last one of another scene (someone else, a moment earlier).
+        if i > 0 and not named and question.endswith("?"):
+            question, named = f"{question[:-1]}, {script.cast[reply].name}?", True
         lines += [Line(ask, question), Line(reply, ans.format(**slots))]
     na, nb = script.cast[a].name, script.cast[b].name
     shots = [Shot("two", f"{na} and {nb} talk inside {place.name}.", chars=(a, b), lines=tuple(lines[:2]),

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from moviemem.errors import MovieMemError
+from moviemem.ingest.names import Line, build_registry
 from moviemem.synth import documents, plan, render
 from moviemem.synth.render import Voicer
 from moviemem.synth.script import FEMALE_VOICES, MALE_VOICES, VoiceOptions, build_script, min_minutes, voice_options
@@ -199,6 +200,20 @@ def test_voicer_passes_pitch_and_speed(tmp_path: Path) -> None:
     assert not np.array_equal(clips["en-us+m7"], clips["en-us+m7 p20"])  # pitch reaches espeak-ng
     assert voicer.measure("en-us+m7 s120", text) > voicer.measure("en-us+m7", text) > voicer.measure("en-us+m7 s180", text)
     assert len({voicer.path(spec, text) for spec in clips}) == 4  # the cache key is the whole spec
+
+
+@pytest.mark.parametrize("minutes", [2.5, 3, 10])
+def test_every_character_is_named_by_the_dialogue(minutes: float) -> None:
+    """The characters stage names a voice from address terms and self-introductions; given the
+    true voices, each character's lines must carry those cues (whatever lines a short film drops)."""
+    for seed in (3, 7, 11, 12, 13):
+        tl = plan(minutes, seed)
+        roles = list(tl.script.cast)
+        spoken = [ln for ts in tl.shots for ln in ts.lines]
+        lines = [Line(i, ln.start, ln.end, ln.text, voice=roles.index(ln.speaker)) for i, ln in enumerate(spoken)]
+        chars, _ = build_registry(lines)
+        named = {roles[c.voice]: c.name for c in chars if c.voice >= 0}
+        assert named == {r: c.name for r, c in tl.script.cast.items()}, (minutes, seed)
 
 
 def _cuts(video: Path) -> list[float]:
