@@ -1,7 +1,7 @@
 """Who speaks and who is on screen: diarization error, naming accuracy, speaker and face counts,
 and the cost of the speakers, faces and characters stages.
 
-Usage: python bench/characters.py [--minutes 10] [--work DIR] [--asr] [--media DIR]
+Usage: python bench/characters.py [--minutes 10] [--seed 7] [--work DIR] [--asr] [--media DIR] [--no-real]
 
 Synthetic film (truth.json names each line's speaker): ingested with its truth subtitles (or
 with ASR, --asr), then
@@ -96,12 +96,13 @@ def _print_film(film, label: str) -> None:
         print(f"  thumbnail {film.store.root / t}")
 
 
-def synthetic(work: Path, minutes: float, asr: bool) -> None:
-    film_dir = work / f"synth-{minutes:g}m"
+def synthetic(work: Path, minutes: float, asr: bool, seed: int = 7) -> None:
+    film_dir = work / f"synth-{minutes:g}m-seed{seed}"
     if not (film_dir / "truth.json").exists():
-        render(film_dir, minutes=minutes, seed=7)
+        render(film_dir, minutes=minutes, seed=seed)
     truth = json.loads((film_dir / "truth.json").read_text())
-    lib = Library(work / "lib", get_settings(library=work / "lib"))
+    lib_dir = work / f"lib-seed{seed}{'-asr' if asr else ''}"  # one library per film and transcript source
+    lib = Library(lib_dir, get_settings(library=lib_dir))
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
     from conftest import truth_srt
 
@@ -114,7 +115,7 @@ def synthetic(work: Path, minutes: float, asr: bool) -> None:
     result = der(ref, hyp)
     costs = _stage_costs(film)
     total = sum(costs.values())
-    print(f"synthetic {minutes:g} min ({'ASR' if asr else 'truth subtitles'}): DER {result['der']:.1%} "
+    print(f"synthetic {minutes:g} min, seed {seed} ({'ASR' if asr else 'truth subtitles'}): DER {result['der']:.1%} "
           f"(missed {result['missed']:.1%}, false alarm {result['false_alarm']:.1%}, confusion {result['confusion']:.1%}); "
           f"speakers {result['speakers_found']} found / {result['speakers_true']} true")
     print(f"  lines to the right named character: {naming_accuracy(truth['utterances'], film):.1%}")
@@ -144,13 +145,14 @@ def real(work: Path, media: Path) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--minutes", type=float, default=10.0)
-    ap.add_argument("--work", type=Path, default=None)
+    ap.add_argument("--seed", type=int, default=7, help="the synthetic film's seed")
+    ap.add_argument("--work", type=Path, default=None, help="reuses a film rendered there by an earlier run")
     ap.add_argument("--asr", action="store_true", help="diarize ASR lines instead of the truth subtitles' lines")
     ap.add_argument("--media", type=Path, default=MEDIA)
     ap.add_argument("--no-real", action="store_true")
     args = ap.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="moviemem-characters-"))
-    synthetic(work, args.minutes, args.asr)
+    synthetic(work, args.minutes, args.asr, args.seed)
     if not args.no_real:
         real(work, args.media)
 

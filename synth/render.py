@@ -20,7 +20,7 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont, ImageOps
 
 from ..errors import MovieMemError
-from .script import COATS, RATE_WPM, Script, TimedShot, Timeline
+from .script import COATS, RATE_WPM, Script, TimedShot, Timeline, voice_options
 
 W, H = 640, 360
 SR = 22050  # espeak-ng's own rate: no resampling
@@ -43,7 +43,8 @@ def require_tools() -> None:
 # --- speech --------------------------------------------------------------------------------------
 
 class Voicer:
-    """Synthesizes each (voice, text) once, trimmed of silence, kept on disk as float32 .npy."""
+    """Synthesizes each (voice spec, text) once, trimmed of silence, kept on disk as float32 .npy;
+    the spec's own speed overrides `rate`."""
 
     def __init__(self, work: Path, rate: int = RATE_WPM):
         self.work, self.rate = work, rate
@@ -69,8 +70,8 @@ class Voicer:
     def _synth(self, voice: str, text: str) -> int:
         out = self.path(voice, text)
         wav = out.with_suffix(".wav")
-        proc = subprocess.run(["espeak-ng", "-v", voice, "-s", str(self.rate), "-g", "1", "-w", str(wav)],
-                              input=text.encode(), capture_output=True)
+        args = voice_options(voice).args(self.rate)  # a bad spec fails here, before espeak-ng runs
+        proc = subprocess.run(["espeak-ng", *args, "-g", "1", "-w", str(wav)], input=text.encode(), capture_output=True)
         if proc.returncode != 0 or not wav.exists():
             raise MovieMemError(f"espeak-ng failed for voice {voice}: {proc.stderr.decode(errors='replace')[:200]}")
         with wave.open(str(wav)) as w:

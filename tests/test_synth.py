@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
+import subprocess
 from collections import Counter
 from pathlib import Path
 
@@ -13,8 +14,10 @@ import numpy as np
 import pytest
 
 from moviemem.errors import MovieMemError
+from moviemem.ingest.names import Line, build_registry
 from moviemem.synth import documents, plan, render
-from moviemem.synth.script import build_script, min_minutes
+from moviemem.synth.render import Voicer
+from moviemem.synth.script import FEMALE_VOICES, MALE_VOICES, VoiceOptions, build_script, min_minutes, voice_options
 
 LABELS = {"before", "after", "overlap", "causal", "precondition", "hierarchical", "coreference", "flashback"}
 
@@ -136,6 +139,81 @@ def test_bad_arguments(tmp_path: Path) -> None:
     with pytest.raises(MovieMemError, match="too short"):
         render(tmp_path / "short", 1.0, 7)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]  # no temp folder, no empty out folder left behind
+
+
+def test_voice_options_parse_pitch_and_speed() -> None:
+    assert voice_options("en-us+f2 p70 s150") == VoiceOptions("en-us+f2", 70, 150)
+    assert voice_options(" en-gb-x-rp+m7  s160 ") == VoiceOptions("en-gb-x-rp+m7", None, 160)
+    assert voice_options("en-us") == VoiceOptions("en-us")
+    assert voice_options("en-us+f2 p0").args(145) == ["-v", "en-us+f2", "-s", "145", "-p", "0"]
+    assert voice_options("en-us s170").args(145) == ["-v", "en-us", "-s", "170"]
+    for spec in FEMALE_VOICES + MALE_VOICES:
+        voice_options(spec)
+
+
+@pytest.mark.parametrize("spec, why", [
+    ("", "expected 'VOICE"), ("p70", "expected 'VOICE"), ("en us", "is not pPITCH"), ("en-us+f2 p", "is not pPITCH"),
+    ("en-us x5", "is not pPITCH"), ("en-us p-5", "is not pPITCH"), ("en-us p100", "pitch 100 is outside 0-99"),
+    ("en-us s20", "speed 20 is outside 80-450"), ("en-us p50 p60", "pitch is given twice"),
+    ("en-us; rm -rf /", "expected 'VOICE"),
+])
+def test_bad_voice_spec_is_a_clear_error(spec: str, why: str, tmp_path: Path) -> None:
+    with pytest.raises(MovieMemError, match="bad voice spec") as err:
+        voice_options(spec)
+    assert why in str(err.value)
+    with pytest.raises(MovieMemError, match="bad voice spec"):
+        Voicer(tmp_path).measure(spec, "Hello.")  # refused before espeak-ng runs
+
+
+def _espeak_pcm(args: list[str], text: str = "Good morning. A letter came for you today.") -> bytes:
+    return subprocess.run(["espeak-ng", *args, "--stdout"], input=text.encode(), capture_output=True, check=True).stdout
+
+
+@pytest.mark.skipif(not shutil.which("espeak-ng"), reason="needs espeak-ng")
+def test_every_cast_voice_is_a_distinct_espeak_voice() -> None:
+    """espeak-ng exits 0 for any voice name: an unknown variant, or one it drops (it did for
+    en-gb+f3, which spoke as the male en-gb), silently gives another voice. So each voice
+    and variant must be listed, the variant must change the sound, and no two specs may sound alike."""
+    listed = subprocess.run(["espeak-ng", "--voices"], capture_output=True, text=True, check=True).stdout.split("\n")[1:]
+    languages = {row.split()[1] for row in listed if row.split()}
+    variants = {row.split()[4].rsplit("/", 1)[-1] for row in subprocess.run(
+        ["espeak-ng", "--voices=variant"], capture_output=True, text=True, check=True).stdout.split("\n")[1:] if row.split()}
+    sounds: dict[bytes, str] = {}
+    for spec in FEMALE_VOICES + MALE_VOICES:
+        opts = voice_options(spec)
+        voice, _, variant = opts.voice.partition("+")
+        assert voice in languages, f"{spec}: espeak-ng has no voice {voice}"
+        assert not variant or variant in variants, f"{spec}: espeak-ng has no variant {variant}"
+        pcm = _espeak_pcm(opts.args())
+        if variant:
+            plain = _espeak_pcm(VoiceOptions(voice, opts.pitch, opts.speed).args())
+            assert pcm != plain, f"{spec}: espeak-ng ignores the variant {variant}"
+        assert pcm not in sounds, f"{spec} sounds exactly like {sounds.get(pcm)}"
+        sounds[pcm] = spec
+
+
+@pytest.mark.skipif(not shutil.which("espeak-ng"), reason="needs espeak-ng")
+def test_voicer_passes_pitch_and_speed(tmp_path: Path) -> None:
+    voicer = Voicer(tmp_path)
+    text = "Then we must find the silver watch before Friday."
+    clips = {spec: voicer.clip(spec, text) for spec in ("en-us+m7", "en-us+m7 p20", "en-us+m7 s120", "en-us+m7 s180")}
+    assert not np.array_equal(clips["en-us+m7"], clips["en-us+m7 p20"])  # pitch reaches espeak-ng
+    assert voicer.measure("en-us+m7 s120", text) > voicer.measure("en-us+m7", text) > voicer.measure("en-us+m7 s180", text)
+    assert len({voicer.path(spec, text) for spec in clips}) == 4  # the cache key is the whole spec
+
+
+@pytest.mark.parametrize("minutes", [2.5, 3, 10])
+def test_every_character_is_named_by_the_dialogue(minutes: float) -> None:
+    """The characters stage names a voice from address terms and self-introductions; given the
+    true voices, each character's lines must carry those cues (whatever lines a short film drops)."""
+    for seed in (3, 7, 11, 12, 13):
+        tl = plan(minutes, seed)
+        roles = list(tl.script.cast)
+        spoken = [ln for ts in tl.shots for ln in ts.lines]
+        lines = [Line(i, ln.start, ln.end, ln.text, voice=roles.index(ln.speaker)) for i, ln in enumerate(spoken)]
+        chars, _ = build_registry(lines)
+        named = {roles[c.voice]: c.name for c in chars if c.voice >= 0}
+        assert named == {r: c.name for r, c in tl.script.cast.items()}, (minutes, seed)
 
 
 def _cuts(video: Path) -> list[float]:
