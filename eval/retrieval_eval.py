@@ -12,7 +12,7 @@ fusion settings are compared, in seconds, before any answer is paid for.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..agents.packing import Lines, fit_budget
@@ -47,6 +47,8 @@ RETRIEVERS: dict[str, tuple[str, Callable[[], GatherSettings]]] = {
     "hybrid-lines": ("hybrid routing over single lines, vector + BM25, round-robin over queries (moviemem 0.1's hybrid)",
                      lambda: GatherSettings(units="lines", search="hybrid", fusion="interleave", informative=False,
                                             context_lines=0)),
+    "hybrid-joined": ("the hybrid policy's gathering with each option searched only joined to the question (moviemem 0.2)",
+                      lambda: replace(_hybrid_default(), option_alone=False)),
     "passages": ("passages, BM25, question and each option, fused", _transcript(units="passages", search="fts", context_lines=0)),
     "passages-hybrid": ("passages, vector + BM25", _transcript(units="passages", search="hybrid", context_lines=0)),
     "passages-vector": ("passages, vector search only", _transcript(units="passages", search="vector", context_lines=0)),

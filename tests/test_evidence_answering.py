@@ -11,7 +11,10 @@ import pytest
 
 from moviemem import Library
 from moviemem.agents import ask
+from moviemem.agents.base import Run
 from moviemem.agents.packing import Lines, content_words, fit_budget, fuse, informative_first
+from moviemem.agents.policies.hybrid import GatherSettings, Hybrid, gather, queries_for
+from moviemem.agents.types import Question
 from moviemem.backbones import Reply, ScriptedBackbone
 from moviemem.eval import evidence as ev
 from moviemem.eval.formats import load_benchmark
@@ -152,6 +155,19 @@ def test_retrieval_eval_finds_the_gold_span(textfilm, cli) -> None:
     assert set(out["retrievers"][0]) >= {"name", "default", "recall_at_budget", "coverage_at_budget", "mrr", "by_category"}
     bad = cli("retrieval-eval", str(items), "--retrievers", "telepathy", "--library", str(lib.path), library=False)
     assert bad.code == 2 and "unknown retriever" in bad.err
+
+
+def test_each_option_is_searched_joined_to_the_question_and_alone(textfilm) -> None:
+    _, film, _ = textfilm
+    q = Question.make("Where does Sara's uncle work?", OPTIONS)
+    queries = queries_for(q, 1, option_alone=True)
+    assert queries == [q.text] + [f"{q.text} {o}" for o in OPTIONS] + OPTIONS
+    assert queries_for(q, 1, option_alone=False) == queries[:5] and queries_for(q, 0, option_alone=True) == [q.text]
+    assert Hybrid.Settings().option_alone is True
+    run = Run(ScriptedBackbone([]))
+    gather(film, q, GatherSettings(option_alone=True), run)
+    asked = {s.data["query"] for s in run.trace if s.kind == "retrieve"}
+    assert set(OPTIONS) <= asked
 
 
 # ----------------------------------------------------------------------------- reader

@@ -75,6 +75,11 @@ class GatherSettings:
     channels: dict[str, tuple[tuple[str, int], ...]] = field(default_factory=lambda: dict(CHANNELS))
     units: str = "mixed"  # passages (grouped lines, when the film has them) | lines | mixed (both, fused)
     per_option: int = 1  # also search with each multiple-choice option (0: the question alone)
+    # ... and with each option's own words: joined to the question, an option's few words are outweighed by
+    # the question's, so every option query finds the same question-matching lines. On the MF² dev MCQs the
+    # MRR of the first gold hit rose from 0.49 to 0.76 and recall from 0.59 to 0.77 at 450 tokens
+    # (0.87 -> 0.85 at 1,000, 0.92 -> 0.95 at 2,000)
+    option_alone: bool = True
     fusion: str = "rrf"  # rrf | interleave
     candidates: int = 20  # hits per query and channel before fusion
     informative: bool = True  # lines with no content of their own go after informative hits
@@ -104,8 +109,11 @@ def channels_for(film: FilmMemory, question: Question, s: GatherSettings, run: R
     return qtype, channels
 
 
-def queries_for(question: Question, per_option: int) -> list[str]:
-    return [question.text] + ([f"{question.text} {o}" for o in question.options] if per_option else [])
+def queries_for(question: Question, per_option: int, option_alone: bool = False) -> list[str]:
+    if not per_option:
+        return [question.text]
+    alone = [o for o in question.options if o.strip()] if option_alone else []
+    return [question.text] + [f"{question.text} {o}" for o in question.options] + alone
 
 
 def gather(film: FilmMemory, question: Question, s: GatherSettings, run: Run | None = None) -> list[Evidence]:
@@ -138,7 +146,7 @@ def gather(film: FilmMemory, question: Question, s: GatherSettings, run: Run | N
                 continue
             if run is not None:
                 run.note(f"event channel reads the graph made by {graph}")
-        for i, query in enumerate(queries_for(question, s.per_option)):
+        for i, query in enumerate(queries_for(question, s.per_option, s.option_alone)):
             n = max(k, s.candidates) if s.fusion == "rrf" else (k if i == 0 else s.per_option)
             if kind == "event":
                 found = graph_hits(film, run, query, n, s.graph_hops)
