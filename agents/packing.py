@@ -17,7 +17,8 @@ from dataclasses import replace
 from typing import Any
 
 from ..backbones.base import estimate_tokens
-from ..memory.view import FilmMemory
+from ..memory.schema import UtteranceRow
+from ..memory.view import FilmMemory, turns_of
 from ..retrievers.base import Evidence, visible_filter
 from ..retrievers.text import rrf
 from ..words import dialogue_stop_words
@@ -68,11 +69,17 @@ def interleave(lists: Sequence[Sequence[Evidence]]) -> list[Evidence]:
 
 
 def speaker_label(u: Any) -> str:
-    """Who speaks a transcript line, as shown to a reader: the character's name when the film's text
-    gives it; else a subtitle's own speaker tag; never a bare character id ("v3")."""
+    """Who speaks a transcript line (or one turn of it), as shown to a reader: the character's name
+    when the film's text gives it; else a subtitle's own speaker tag; never a bare character id ("v3")."""
     if getattr(u, "speaker_name", ""):
         return str(u.speaker_name)
     return "" if re.fullmatch(r"[vnf]\d+", u.speaker or "") else str(u.speaker)
+
+
+def spoken(u: UtteranceRow) -> str:
+    """A transcript line as a reader sees it: each speaker turn after its speaker's label
+    ("Sara: Where were you? Tom: Out."); an unknown speaker's turn unlabelled."""
+    return " ".join(f"{who}: {t.text}" if (who := speaker_label(t)) else t.text for t in turns_of(u))
 
 
 class Lines:
@@ -89,8 +96,7 @@ class Lines:
     def of(self, source: str) -> dict[int, tuple[float, float, str]]:
         if source not in self._rows:
             if source == "utterance":
-                rows = [(u.idx, u.start, u.end, f"{who}: {u.text}" if (who := speaker_label(u)) else u.text)
-                        for u in self.film.utterances()]
+                rows = [(u.idx, u.start, u.end, spoken(u)) for u in self.film.utterances()]
             else:
                 rows = [(c.idx, c.start, c.end, c.text) for c in self.film.captions()]
             self._rows[source] = {i: (a, b, " ".join(t.split())) for i, a, b, t in rows if t.strip()}

@@ -5,10 +5,10 @@ Usage: python bench/characters.py [--minutes 10] [--seed 7] [--work DIR] [--asr]
 
 Synthetic film (truth.json names each line's speaker): ingested with its truth subtitles (or
 with ASR, --asr), then
-- DER: frame-level diarization error rate (10 ms frames, no collar) of the lines' voice clusters
-  against the true speakers, clusters mapped to speakers one-to-one by the Hungarian method:
+- DER: frame-level diarization error rate (10 ms frames, no collar) of the voice parts (a line, or
+  each speaker turn of a line split by voice, with its own span) against the true speakers, clusters mapped to speakers one-to-one by the Hungarian method:
   (missed speech + false alarm + confusion) / reference speech;
-- naming: share of true lines whose transcript line (most overlap) carries the right speaker_name;
+- naming: share of true lines whose speaker turn (most overlap) carries the right speaker_name;
 - cost: seconds per stage and their sum as a share of the film's length (target <= 0.05x).
 Real clips under ../shared/media (skipped when absent): speakers, face identities, thumbnails.
 """
@@ -28,6 +28,7 @@ from scipy.optimize import linear_sum_assignment
 
 from moviemem import Library
 from moviemem.config import get_settings
+from moviemem.memory.view import turns_of
 from moviemem.synth import render
 
 STAGES = ["speakers", "faces", "characters"]
@@ -69,7 +70,7 @@ def der(reference: list[tuple[float, float, str]], hypothesis: list[tuple[float,
 
 
 def naming_accuracy(truth: list[dict], film) -> float:
-    utts = film.utterances()
+    utts = [turn for u in film.utterances() for turn in turns_of(u)]  # a line split by voice: each turn
     right = 0
     for t in truth:
         best = max(utts, key=lambda u: min(u.end, t["end"]) - max(u.start, t["start"]), default=None)
@@ -109,8 +110,7 @@ def synthetic(work: Path, minutes: float, asr: bool, seed: int = 7) -> None:
     subs = None if asr else truth_srt(truth, film_dir / "subtitles.srt")
     lib.ingest(film_dir / "film.mp4", film_id="synth", subtitles=subs, stages=["transcript"])
     film = lib.ingest(film_dir / "film.mp4", film_id="synth", subtitles=subs, stages=STAGES)
-    voice = {v.utt_idx: v.cluster for v in film.store.rows("voices", film.run_filter("voices"))}
-    hyp = [(u.start, u.end, voice.get(u.idx, -1)) for u in film.utterances()]
+    hyp = [(v.start, v.end, v.cluster) for v in film.store.rows("voices", film.run_filter("voices"))]  # voice parts
     ref = [(u["start"], u["end"], u["speaker"]) for u in truth["utterances"]]
     result = der(ref, hyp)
     costs = _stage_costs(film)

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from ..memory.schema import CharacterRow, SpeakerRow
+from ..memory.schema import CharacterRow, SpeakerRow, UtteranceRow, VoiceRow
 from .names import Character, Line, build_registry, link_faces
 from .stage import Ctx, Outcome, Stage
 
@@ -25,12 +27,13 @@ class CharactersStage(Stage):
     needs = ("probe", "transcript", "captions", "speakers", "faces")
 
     def params(self, ctx: Ctx) -> dict[str, Any]:
-        return {"strip_step_s": STRIP_STEP_S}
+        return {"strip_step_s": STRIP_STEP_S, "turns": "one registry line per voice part"}
 
     def run(self, ctx: Ctx) -> Outcome:
         utts = sorted(ctx.rows("utterances"), key=lambda u: u.idx)
-        voice = {v.utt_idx: v.cluster for v in ctx.rows("voices")}
-        lines = [Line(u.idx, u.start, u.end, u.text, u.speaker, voice.get(u.idx, -1)) for u in utts if u.text.strip()]
+        turns = registry_lines(utts, ctx.rows("voices"))
+        lines = [t.line for t in turns]
+        by_key = {t.line.idx: t for t in turns}
         captions = ctx.rows("captions")
         chars, line_char = build_registry(lines, [c.text for c in captions])
 
@@ -42,8 +45,7 @@ class CharactersStage(Stage):
                 face_times[f.cluster].append(f.t)
                 if f.thumbnail:
                     thumbs[f.cluster] = f.thumbnail
-        by_idx = {u.idx: u for u in utts}
-        speaking = {c.char_id: [(by_idx[i].start, by_idx[i].end) for i in c.lines] for c in chars if c.voice >= 0}
+        speaking = {c.char_id: [(by_key[i].line.start, by_key[i].line.end) for i in c.lines] for c in chars if c.voice >= 0}
         if face_times:
             link_faces(chars, speaking, face_times)
             linked = {c.face for c in chars if c.face >= 0}
@@ -60,7 +62,7 @@ class CharactersStage(Stage):
 
         rows: list[CharacterRow] = []
         for ch in chars:
-            spoken = [(by_idx[i].start, by_idx[i].end) for i in ch.lines]
+            spoken = [(by_key[i].line.start, by_key[i].line.end) for i in ch.lines]
             seen = list(face_times.get(ch.face, [])) if ch.face >= 0 else []
             told = [span for n in ch.names for span in mentions.get(n, [])]
             times = [t for span in spoken + told for t in span] + seen
@@ -74,8 +76,47 @@ class CharactersStage(Stage):
                                      voice=ch.voice, face=ch.face, confidence=ch.confidence, links=json.dumps(links)))
         named = {ch.char_id: (ch.names[0] if ch.names else "") for ch in chars}
         ctx.write(rows)
-        ctx.write([SpeakerRow(film_id=ctx.film_id, utt_idx=i, speaker=cid, speaker_name=named.get(cid, ""),
-                              confidence=conf) for i, (cid, conf) in sorted(line_char.items())])
+        ctx.write([SpeakerRow(film_id=ctx.film_id, utt_idx=t.line.line, part=t.part, speaker=cid,
+                              speaker_name=named.get(cid, ""), confidence=conf, start=t.line.start, end=t.line.end,
+                              text=t.line.text if t.split else "")
+                   for t in turns if t.line.idx in line_char for cid, conf in [line_char[t.line.idx]]])
         n_named = sum(1 for ch in chars if ch.names)
-        return Outcome(note=f"{len(rows)} characters ({n_named} named), {len(line_char)} of {len(utts)} lines attributed")
+        attributed = len({by_key[k].line.line for k in line_char})
+        n_split = len({t.line.line for t in turns if t.split})
+        split = f"; {n_split} lines spoken by two voices or more, {len(turns)} turns" if n_split else ""
+        return Outcome(note=f"{len(rows)} characters ({n_named} named), {attributed} of {len(utts)} lines attributed"
+                            + split)
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One speaker turn for the registry: `line.idx` is its registry key, `line.utt` its transcript line."""
+
+    line: Line
+    part: int = 0
+    split: bool = False  # the transcript line holds more than one turn
+
+
+def registry_lines(utts: Sequence[UtteranceRow], voices: Sequence[VoiceRow]) -> list[Turn]:
+    """The transcript as the registry reads it: one Line per speaker turn. A line the speakers
+    stage split by voice gives one Line per voice part, with the part's span and words; every
+    other line is one Line with its own times, its voice and its subtitle tag."""
+    parts: dict[int, list[VoiceRow]] = defaultdict(list)
+    for v in voices:
+        parts[v.utt_idx].append(v)
+    out: list[Turn] = []
+    for u in utts:
+        if not u.text.strip():
+            continue
+        mine = sorted(parts.get(u.idx, []), key=lambda v: v.part)
+        if len(mine) < 2:
+            voice = mine[0].cluster if mine else -1
+            out.append(Turn(Line(len(out), u.start, u.end, u.text, u.speaker, voice, utt=u.idx)))
+            continue
+        words = json.loads(u.words or "[]")
+        for v in mine:
+            text = " ".join(str(w.get("word", "")).strip() for w in words[v.first_word: v.last_word + 1]).strip()
+            out.append(Turn(Line(len(out), v.start, v.end, text or u.text, "", v.cluster, utt=u.idx), v.part, True))
+    return out
+
 

@@ -42,8 +42,9 @@ Oh Ah Eh Um Uh Huh Shh Yep Yeah Yup Nope Hiya Howdy Gee Gosh Golly Jeepers Gee B
 
 @dataclass(frozen=True)
 class Line:
-    """A transcript line as the registry sees it: `tag` is a speaker tag from the subtitles,
-    `voice` the line's voice cluster (-1: none)."""
+    """A transcript line, or one speaker turn of it, as the registry sees it: `tag` is a speaker tag
+    from the subtitles, `voice` the voice cluster (-1: none). `idx` keys it in the registry; `utt`
+    is the transcript line it belongs to when that differs (a turn), which evidence cites."""
 
     idx: int
     start: float
@@ -51,6 +52,11 @@ class Line:
     text: str
     tag: str = ""
     voice: int = -1
+    utt: int = -1
+
+    @property
+    def line(self) -> int:
+        return self.utt if self.utt >= 0 else self.idx
 
 
 @dataclass(frozen=True)
@@ -149,8 +155,9 @@ def _neighbour(order: Sequence[Line], k: int, step: int, gap_s: float) -> Line |
     return cand if cand.voice >= 0 and cand.voice != me.voice and gap <= gap_s else None
 
 
-def _evidence(vs: Sequence[Vote], text: dict[int, str], limit: int = 5) -> list[str]:
-    return [f"line {v.source} ({v.kind}): {text.get(v.source, '')}" for v in vs[:limit]]
+def _evidence(vs: Sequence[Vote], text: dict[int, str], line: dict[int, int], limit: int = 5) -> list[str]:
+    """Evidence strings citing the transcript line ("line N") the vote was read from."""
+    return [f"line {line.get(v.source, v.source)} ({v.kind}): {text.get(v.source, '')}" for v in vs[:limit]]
 
 
 def build_registry(lines: Sequence[Line], extra_texts: Sequence[str] = (), min_score: float = 1.0,
@@ -160,10 +167,11 @@ def build_registry(lines: Sequence[Line], extra_texts: Sequence[str] = (), min_s
     A voice cluster is named when its best name's summed votes reach `min_score` and beat the
     runner-up by `margin` times; a name goes to one cluster only (strongest first). Lines without
     a voice get a character only from their own tag or self-introduction."""
-    lines = [ln if is_name_tag(ln.tag) else Line(ln.idx, ln.start, ln.end, ln.text, "", ln.voice) for ln in lines]
+    lines = [ln if is_name_tag(ln.tag) else Line(ln.idx, ln.start, ln.end, ln.text, "", ln.voice, ln.utt) for ln in lines]
     lexicon = name_lexicon([ln.text for ln in lines] + list(extra_texts), [ln.tag for ln in lines])
     vs = votes(lines, lexicon)
     text = {ln.idx: ln.text for ln in lines}
+    line_of = {ln.idx: ln.line for ln in lines}
     by_line = {ln.idx: ln for ln in lines}
 
     # per voice cluster: score of each name
@@ -202,7 +210,7 @@ def build_registry(lines: Sequence[Line], extra_texts: Sequence[str] = (), min_s
         ch.links.append({"kind": "voice", "value": voice, "confidence": 1.0, "evidence": []})
         if name:
             ch.links.append({"kind": "name", "value": name, "confidence": conf,
-                             "evidence": _evidence(support[(voice, name)], text)})
+                             "evidence": _evidence(support[(voice, name)], text, line_of)})
         chars[ch.char_id] = ch
     by_name = {c.name: c for c in chars.values() if c.names}
     for ln in sorted(lines, key=lambda x: (x.start, x.idx)):
@@ -221,7 +229,7 @@ def build_registry(lines: Sequence[Line], extra_texts: Sequence[str] = (), min_s
             chars[named.char_id] = by_name[vote.name] = named
         link = next(lk for lk in named.links if lk["kind"] == "name")
         if len(link["evidence"]) < 5:
-            link["evidence"] += _evidence([vote], text)
+            link["evidence"] += _evidence([vote], text, line_of)
         line_char[ln.idx] = (named.char_id, 1.0 if vote.kind == "tag" else 0.8)
     for idx, (cid, _) in line_char.items():
         chars[cid].lines.append(idx)
@@ -232,7 +240,7 @@ def build_registry(lines: Sequence[Line], extra_texts: Sequence[str] = (), min_s
             evid = [v for v in vs if v.name == name and v.kind == "address-self"]
             ch = Character(f"n{len([c for c in chars.values() if c.voice < 0]) + 1}", name, [name], confidence=0.0)
             ch.links.append({"kind": "name", "value": name, "confidence": 0.0,
-                             "evidence": _evidence(evid, text)})
+                             "evidence": _evidence(evid, text, line_of)})
             chars[ch.char_id] = by_name[name] = ch
     return list(chars.values()), line_char
 

@@ -130,6 +130,7 @@ class UtteranceRow(Row):
     speaker: str = ""  # a character id ("c3") once the characters stage ran; before it, a subtitle's own tag
     speaker_name: str = ""  # the character's name when the film's text names them, else ""
     words: str = "[]"  # json list of {start, end, word, probability}
+    turns: str = ""  # once the characters stage split the line by voice: json [{start, end, speaker, speaker_name, text}]
     vector: list[float] | None = VectorField()
 
 
@@ -214,15 +215,20 @@ class SceneRow(Row):
 
 
 class VoiceRow(Row):
-    """One transcript line's voice cluster (speakers stage): `cluster` is -1 when the line is too
-    short or too quiet to embed."""
+    """One voice part of a transcript line (speakers stage): the whole line (part 0), or each of
+    the speaker turns it was split into (parts 0, 1, ...), with the part's own span and words
+    (`first_word`..`last_word` index the line's words; -1 when it has none). `cluster` is -1
+    when the line is too short or too quiet to embed."""
 
     table: ClassVar[str] = "voices"
     utt_idx: int
     start: float
     end: float
     cluster: int = -1
-    confidence: float = 0.0  # cosine similarity of the line's voice to its cluster's centroid
+    confidence: float = 0.0  # cosine similarity of the part's voice to its cluster's centroid
+    part: int = 0
+    first_word: int = -1
+    last_word: int = -1
 
 
 class FaceRow(Row):
@@ -238,13 +244,18 @@ class FaceRow(Row):
 
 
 class SpeakerRow(Row):
-    """Who speaks one transcript line (characters stage); `evidence` says why, as json."""
+    """Who speaks one transcript line, or one speaker turn of it (characters stage): a line split
+    into turns has a row per turn (`part` 0, 1, ...) with the turn's span and text."""
 
     table: ClassVar[str] = "speaker_lines"
     utt_idx: int
     speaker: str = ""
     speaker_name: str = ""
     confidence: float = 0.0
+    part: int = 0
+    start: float = 0.0
+    end: float = 0.0
+    text: str = ""  # the turn's words; "" when the line is one turn
 
 
 class CharacterRow(Row):

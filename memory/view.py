@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from dataclasses import dataclass
 from typing import Any, cast
 
 import numpy as np
@@ -37,6 +38,26 @@ from .schema import (
     check_film_id,
 )
 from .store import MemoryStore, sql_str
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One speaker's stretch of a transcript line."""
+
+    start: float
+    end: float
+    speaker: str
+    speaker_name: str
+    text: str
+
+
+def turns_of(u: UtteranceRow) -> list[Turn]:
+    """A transcript line's speaker turns: those the characters stage found where the voice
+    changes inside the line, else the whole line as one turn."""
+    if u.turns:
+        return [Turn(float(t["start"]), float(t["end"]), str(t["speaker"]), str(t["speaker_name"]), str(t["text"]))
+                for t in json.loads(u.turns)]
+    return [Turn(u.start, u.end, u.speaker, u.speaker_name, u.text)]
 
 
 class FilmMemory:
@@ -166,19 +187,26 @@ class FilmMemory:
 
     def utterances(self) -> list[UtteranceRow]:
         """Transcript lines; once the characters stage ran, `speaker` is the line's character id
-        and `speaker_name` its name when the film's text gives one."""
+        and `speaker_name` its name when the film's text gives one. A line spoken by several
+        voices carries its `turns` (json, see `turns_of`) and the speaker of its longest turn."""
         rows: list[UtteranceRow] = self._rows("utterances", "idx")
         where = self.run_filter("speaker_lines")
         if where is None or not rows:
             return rows
-        who = {r.utt_idx: r for r in cast("list[SpeakerRow]", self.store.rows("speaker_lines", where))}
+        who: dict[int, list[SpeakerRow]] = {}
+        for r in cast("list[SpeakerRow]", self.store.rows("speaker_lines", where)):
+            who.setdefault(r.utt_idx, []).append(r)
         known = self._names_known(rows) if self._until else None
         for u in rows:
-            s = who.get(u.idx)
-            if s is not None:
-                u.speaker, u.speaker_name = s.speaker, s.speaker_name
-                if known is not None and s.speaker not in known:
-                    u.speaker_name = ""
+            turns = sorted(who.get(u.idx, []), key=lambda r: r.part)
+            if not turns:
+                continue
+            names = [t.speaker_name if known is None or t.speaker in known else "" for t in turns]
+            main = max(range(len(turns)), key=lambda k: (turns[k].end - turns[k].start, -k)) if len(turns) > 1 else 0
+            u.speaker, u.speaker_name = turns[main].speaker, names[main]
+            if len(turns) > 1:
+                u.turns = json.dumps([{"start": t.start, "end": t.end, "speaker": t.speaker, "speaker_name": n,
+                                       "text": t.text} for t, n in zip(turns, names)])
         return rows
 
     def _names_known(self, visible: list[UtteranceRow]) -> set[str]:
@@ -199,11 +227,12 @@ class FilmMemory:
         rows: list[CharacterRow] = self._rows("characters", "char_id")
         if not self._until and self.t0 <= 0:
             return rows
-        lines: dict[str, list[UtteranceRow]] = {}
+        lines: dict[str, list[Turn]] = {}
         visible = self.utterances()
         known = self._names_known(visible)
         for u in visible:
-            lines.setdefault(u.speaker, []).append(u)
+            for t in turns_of(u):
+                lines.setdefault(t.speaker, []).append(t)
         faces: dict[int, list[float]] = {}
         for f in self._rows("faces", "t"):
             if f.cluster >= 0:

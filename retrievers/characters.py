@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..memory.schema import CharacterRow
-from ..memory.view import FilmMemory
+from ..memory.view import FilmMemory, turns_of
 from ..timefmt import hms
 from ..words import english_stop_words
 from .base import Evidence, Retriever
@@ -50,14 +50,15 @@ class Cast:
     """What one film view shows about its characters: the registry, the lines and the words it uses."""
 
     registry: list[CharacterRow]
-    utterances: list[tuple[int, float, float, str, str]]  # idx, start, end, text, speaker name
+    utterances: list[tuple[int, float, float, str, set[str]]]  # idx, start, end, text, names of its speakers
     captions: list[tuple[int, float, float, str, list[str]]]  # idx, start, end, text, [Name] tags
     capitalised: set[str]  # words the film's text writes capitalised somewhere ...
     lower: set[str]  # ... and in lower case somewhere
 
     @classmethod
     def of(cls, film: FilmMemory) -> Cast:
-        utts = [(u.idx, u.start, u.end, u.text, u.speaker_name) for u in film.utterances() if u.text.strip()]
+        utts = [(u.idx, u.start, u.end, u.text, {t.speaker_name for t in turns_of(u)} - {""})
+                for u in film.utterances() if u.text.strip()]
         caps = [(c.idx, c.start, c.end, c.text, list(c.characters)) for c in film.captions() if c.text.strip()]
         texts = [t for _, _, _, t, _ in utts] + [t for _, _, _, t, _ in caps]
         capitalised = {w for t in texts for w in _CAPITALISED.findall(t)}
@@ -116,8 +117,8 @@ class CharacterRetriever(Retriever):
                 text = entry_text(c, {i for i, *_ in cast.utterances})
                 out.append(Evidence("character", film.film_id, c.first_s, c.first_s, text, score=score(text, matched),
                                     id=f"character:{c.char_id}"))
-        for idx, start, end, text, speaker in cast.utterances:
-            involved = _mentions(text, names) | ({speaker} & names)
+        for idx, start, end, text, speakers in cast.utterances:
+            involved = _mentions(text, names) | (speakers & names)
             if relevant(text, involved):
                 out.append(Evidence("utterance", film.film_id, start, end, text, score=score(text, involved),
                                     id=f"utterance:{idx}"))
