@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+from test_characters import SRT  # the same four cues: dashes, NAME: tags, an address term
 
 from moviemem.ingest.characters import registry_lines
 from moviemem.ingest.speakers import (
@@ -21,23 +22,6 @@ from moviemem.ingest.speakers import (
 )
 from moviemem.memory.schema import SpeakerRow, UtteranceRow, VoiceRow
 
-SRT = """1
-00:00:01,000 --> 00:00:04,000
-- Who are you?
-- I'm Sara.
-
-2
-00:00:05,000 --> 00:00:07,000
-CEDRIC: I call Mother 'Dearest' because Father did.
-
-3
-00:00:08,000 --> 00:00:10,000
-Thank you, Cedric.
-
-4
-00:00:11,000 --> 00:00:13,000
-CEDRIC: You're welcome, Sara.
-"""
 DIM = 256
 
 
