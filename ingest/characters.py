@@ -20,6 +20,7 @@ from .names import Character, Line, build_registry, link_faces
 from .stage import Ctx, Outcome, Stage
 
 STRIP_STEP_S = 2.0  # one strip frame stands for this much screen time (0.5 fps)
+NAME_RULES = 2  # version of ingest/names.py's rules: a change re-runs the stage on the next ingest
 
 
 class CharactersStage(Stage):
@@ -27,7 +28,7 @@ class CharactersStage(Stage):
     needs = ("probe", "transcript", "captions", "speakers", "faces")
 
     def params(self, ctx: Ctx) -> dict[str, Any]:
-        return {"strip_step_s": STRIP_STEP_S, "turns": "one registry line per voice part"}
+        return {"strip_step_s": STRIP_STEP_S, "turns": "one registry line per voice part", "name_rules": NAME_RULES}
 
     def run(self, ctx: Ctx) -> Outcome:
         utts = sorted(ctx.rows("utterances"), key=lambda u: u.idx)

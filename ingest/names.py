@@ -22,7 +22,10 @@ from typing import Any
 _WORD = re.compile(r"[A-Za-z][A-Za-z'\-]*")
 _NAME = r"((?:(?:Mr|Mrs|Ms|Dr|Miss)\.?\s)?[A-Z][a-z][A-Za-z'\-]*)"
 _SELF = [(re.compile(r"\b[Mm]y name(?:'s| is)\s+" + _NAME), 2.0),
-         (re.compile(r"\b(?:I'm|I am|call me|[Ii]t's me,?)\s+" + _NAME + r"(?=\s*[.,!?]|\s*$)"), 1.5)]
+         (re.compile(r"\b(?:I'm|I am|call me|[Ii]t's me,?)\s+" + _NAME
+                     # the name ends the clause, or a phrase follows that says where the speaker is from or with
+                     # ("I am Sarah from the front desk": ASR drops the comma before it)
+                     + r"(?=\s*[.,!?]|\s*$|\s+(?:from|of|and|at|with|here)\b)"), 1.5)]
 _ADDR_START = re.compile(r"^(?:(?:Oh|Hi|Hello|Hey|Dear|Good (?:morning|evening|night|afternoon)|Thank you|Thanks|Goodbye|Bye),?\s+)?"
                          + _NAME + r"\s*[,!?]")
 _ADDR_END = re.compile(r",\s+" + _NAME + r"\s*[.!?]+[\"']?\s*$")

@@ -90,6 +90,14 @@ def test_address_terms_and_introductions_name_voice_clusters() -> None:
     assert line_char[5][0] == by_voice[2].char_id and sorted(by_voice[0].lines) == [0, 2, 4, 7, 9]
 
 
+def test_an_introduction_without_its_comma_still_names_the_speaker() -> None:
+    # ASR drops commas: "I am Sarah from the front desk." is still an introduction; "I'm Sarah's" is not
+    texts = ["Good morning. I am Sarah from the front desk.", "Thank you, Sarah.", "I'm Tom's brother, Sarah."]
+    lines = [Line(i, 2.0 * i, 2.0 * i + 1.5, t, voice=v) for i, (t, v) in enumerate(zip(texts, (0, 1, 1)))]
+    selfs = [v for v in votes(lines, name_lexicon(texts)) if v.kind == "self"]
+    assert [(v.line, v.name) for v in selfs] == [(0, "Sarah")]
+
+
 def test_a_name_goes_to_one_cluster_only() -> None:
     lines = [Line(0, 0, 1, "Hello, Sara.", voice=0), Line(1, 1.2, 2, "Hi.", voice=1),
              Line(2, 10, 11, "Hello, Sara.", voice=0), Line(3, 11.2, 12, "Hi.", voice=2),
