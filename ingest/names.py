@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from collections import Counter, defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z'\-]*")
@@ -170,7 +170,7 @@ def build_registry(lines: Sequence[Line], extra_texts: Sequence[str] = (), min_s
     A voice cluster is named when its best name's summed votes reach `min_score` and beat the
     runner-up by `margin` times; a name goes to one cluster only (strongest first). Lines without
     a voice get a character only from their own tag or self-introduction."""
-    lines = [ln if is_name_tag(ln.tag) else Line(ln.idx, ln.start, ln.end, ln.text, "", ln.voice, ln.utt) for ln in lines]
+    lines = [ln if is_name_tag(ln.tag) else replace(ln, tag="") for ln in lines]
     lexicon = name_lexicon([ln.text for ln in lines] + list(extra_texts), [ln.tag for ln in lines])
     vs = votes(lines, lexicon)
     text = {ln.idx: ln.text for ln in lines}

@@ -131,40 +131,12 @@ class VoiceEmbedder:
         return out
 
 
-def cluster_voices(emb: np.ndarray, params: SpeakerParams = SpeakerParams()) -> tuple[np.ndarray, np.ndarray, float]:
-    """Cluster labels (0..k-1, numbered by first appearance), each row's similarity to its
-    centroid, and the chosen cut's silhouette (0.0 for a single speaker)."""
-    from sklearn.cluster import AgglomerativeClustering
-    from sklearn.metrics import silhouette_score
-
-    n = len(emb)
-    if n < 2:
-        return np.zeros(n, dtype=int), np.ones(n), 0.0
-    x = emb - emb.mean(axis=0) if n > 2 else emb.copy()
-    x /= np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-9)
-    best = AgglomerativeClustering(n_clusters=None, distance_threshold=params.threshold, metric="cosine",
-                                   linkage="average").fit_predict(x)
-    k = int(best.max()) + 1
-    best_s = float(silhouette_score(x, best, metric="cosine")) if 1 < k < n else 0.0
-    if k > params.max_speakers or best_s < params.min_silhouette:
-        best, best_s = np.zeros(n, dtype=int), 0.0
-    order = {c: i for i, c in enumerate(dict.fromkeys(best.tolist()))}
-    labels = np.array([order[c] for c in best], dtype=int)
-    conf = np.zeros(n)
-    for c in range(labels.max() + 1):
-        members = labels == c
-        centroid = x[members].mean(axis=0)
-        centroid /= max(float(np.linalg.norm(centroid)), 1e-9)
-        conf[members] = x[members] @ centroid
-    return labels, conf, best_s
-
-
-def diarize(wav: np.ndarray, spans: list[tuple[float, float]], params: SpeakerParams = SpeakerParams(),
-            embedder: VoiceEmbedder | None = None,
-            progress: Callable[[int, int | None], None] | None = None) -> tuple[list[int], list[float], dict[str, Any]]:
-    """A voice cluster per span (-1 when shorter than params.min_s) and a summary."""
-    space, cluster, confidence, info = _cluster_spans(wav, spans, params, embedder or VoiceEmbedder(), progress)
-    return cluster, confidence, info
+def centred(emb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The film's mean voice (what every line shares: the recording, the room, the codec; zeros for
+    two rows or fewer, whose mean is mostly the voices themselves) and the rows less it, as unit rows."""
+    mean = emb.mean(axis=0) if len(emb) > 2 else np.zeros(emb.shape[1], dtype=emb.dtype)
+    x = emb - mean
+    return mean, x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-9)
 
 
 @dataclass(frozen=True)
@@ -180,6 +152,43 @@ class VoiceSpace:
         x = emb - self.mean
         x = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-9)
         return np.asarray(x @ self.centroids.T)
+
+    @classmethod
+    def fit(cls, emb: np.ndarray, labels: np.ndarray) -> VoiceSpace:
+        """The space of clustered embeddings (`centred`) with each cluster's unit centroid."""
+        mean, x = centred(emb)
+        cents = np.stack([x[labels == c].mean(axis=0) for c in range(int(labels.max()) + 1)])
+        return cls(mean, cents / np.maximum(np.linalg.norm(cents, axis=1, keepdims=True), 1e-9))
+
+
+def cluster_voices(emb: np.ndarray, params: SpeakerParams = SpeakerParams()) -> tuple[np.ndarray, np.ndarray, float]:
+    """Cluster labels (0..k-1, numbered by first appearance), each row's similarity to its
+    centroid, and the chosen cut's silhouette (0.0 for a single speaker)."""
+    from sklearn.cluster import AgglomerativeClustering
+    from sklearn.metrics import silhouette_score
+
+    n = len(emb)
+    if n < 2:
+        return np.zeros(n, dtype=int), np.ones(n), 0.0
+    _, x = centred(emb)
+    best = AgglomerativeClustering(n_clusters=None, distance_threshold=params.threshold, metric="cosine",
+                                   linkage="average").fit_predict(x)
+    k = int(best.max()) + 1
+    best_s = float(silhouette_score(x, best, metric="cosine")) if 1 < k < n else 0.0
+    if k > params.max_speakers or best_s < params.min_silhouette:
+        best, best_s = np.zeros(n, dtype=int), 0.0
+    order = {c: i for i, c in enumerate(dict.fromkeys(best.tolist()))}
+    labels = np.array([order[c] for c in best], dtype=int)
+    conf = VoiceSpace.fit(emb, labels).similarity(emb)[np.arange(n), labels]
+    return labels, conf, best_s
+
+
+def diarize(wav: np.ndarray, spans: list[tuple[float, float]], params: SpeakerParams = SpeakerParams(),
+            embedder: VoiceEmbedder | None = None,
+            progress: Callable[[int, int | None], None] | None = None) -> tuple[list[int], list[float], dict[str, Any]]:
+    """A voice cluster per span (-1 when shorter than params.min_s) and a summary."""
+    space, cluster, confidence, info = _cluster_spans(wav, spans, params, embedder or VoiceEmbedder(), progress)
+    return cluster, confidence, info
 
 
 def _cluster_spans(wav: np.ndarray, spans: list[tuple[float, float]], params: SpeakerParams, embedder: VoiceEmbedder,
@@ -201,15 +210,7 @@ def _cluster_spans(wav: np.ndarray, spans: list[tuple[float, float]], params: Sp
         cluster[keep[j]], confidence[keep[j]] = int(lab), round(float(c), 3)
     k = int(labels.max()) + 1 if len(labels) else 0
     info = {"speakers": k, "silhouette": round(sil, 3), "embedded": len(ok), "lines": len(spans)}
-    if not k:
-        return None, cluster, confidence, info
-    x = emb[ok]
-    mean = x.mean(axis=0) if len(x) > 2 else np.zeros(x.shape[1], dtype=x.dtype)
-    xc = x - mean
-    xc /= np.maximum(np.linalg.norm(xc, axis=1, keepdims=True), 1e-9)
-    cents = np.stack([xc[labels == c].mean(axis=0) for c in range(k)])
-    cents /= np.maximum(np.linalg.norm(cents, axis=1, keepdims=True), 1e-9)
-    return VoiceSpace(mean, cents), cluster, confidence, info
+    return (VoiceSpace.fit(emb[ok], labels) if k else None), cluster, confidence, info
 
 
 @dataclass(frozen=True)
