@@ -4,10 +4,13 @@ A small model says "yes" to a statement and to its minimal edit alike (MF² fals
 detail: a name, number, place, object, order or cause), even after contextual calibration. What it
 does well is pick the better-supported of a few options (the letter reader). So each reader here
 turns the claim into a choice the evidence can settle:
-- foils: a name or number of the claim that the evidence found for it never mentions is suspect;
-  versions of the claim with it swapped for a name or number the evidence holds are set against the
-  claim, which is TRUE when the evidence supports it over every version. It can only catch edits of
-  names and numbers; other claims are read by calibrated yes/no (said in the trace).
+- foils: versions of the claim that the evidence might support instead are set against the claim,
+  which is TRUE when the evidence supports it over every version. Three kinds, all general rules:
+  a name or number the evidence found for the claim never mentions, swapped for one the evidence
+  holds; the two events of "A before/after B" swapped (an order edit swaps exactly these); and the
+  cause of "A because B" (or purpose, "in order to", "so that") rewritten by the model from the
+  evidence with the claim's own cause hidden (a cloze, so it cannot copy it) when its words differ
+  from the claim's. A claim with none of these is read by calibrated yes/no (said in the trace).
 - qa (issue 20's proposal): the claim becomes questions about its details with its own answers (no
   evidence shown, so the claim cannot steer the reading); the questions are answered from the
   evidence; the claim is TRUE when the answers agree. It needs a model that writes sensible
@@ -28,7 +31,7 @@ from ..errors import MovieMemError
 from ..words import dialogue_stop_words
 from .base import Run
 from .parsing import Parsed
-from .prompts import CLAIM_ANSWERS, CLAIM_QUESTIONS
+from .prompts import CLAIM_ANSWERS, CLAIM_CLOZE, CLAIM_QUESTIONS
 from .reader import calibrated, done, letter_probs
 from .types import LETTERS, Question, Step
 
@@ -137,20 +140,125 @@ def foils(claim: str, context: str, most: int = MAX_FOILS) -> list[str]:
     return out
 
 
+_ORDER = re.compile(r"\s+(before|after)\s+", re.IGNORECASE)
+_CAUSE = re.compile(r"\s+(because of|because|in order to|so that)\s+", re.IGNORECASE)
+_END = ".!?"
+
+
+def _clauses(claim: str, pattern: re.Pattern[str], least: int) -> tuple[str, str, str, str] | None:
+    """(head, connective, tail, final punctuation) for a claim with exactly one connective, each
+    side at least `least` words long (so 'the night before' is not an order of two events)."""
+    text = claim.strip()
+    end = text[-1] if text and text[-1] in _END else ""
+    parts = pattern.split(text[: len(text) - len(end)])
+    if len(parts) != 3 or min(len(parts[0].split()), len(parts[2].split())) < least:
+        return None
+    return parts[0].rstrip(" ,;"), parts[1].lower(), parts[2].strip(), end
+
+
+def order_swapped(claim: str, context: str = "") -> str | None:
+    """'A before B.' as 'B before A.' (and 'after' alike): an order edit swaps exactly these two
+    events, so the swapped claim is the version the evidence must rule out. The old first word
+    goes to lower case when it is an ordinary word (written in lower case in the claim or evidence)."""
+    split = _clauses(claim, _ORDER, 3)
+    if split is None:
+        return None
+    a, word, b, end = split
+    first, _, rest = a.partition(" ")
+    if first.lower() in {w.lower() for w in _TOKEN.findall(f"{claim} {context}") if w.islower()} | dialogue_stop_words():
+        first = first.lower()
+    return f"{b[0].upper()}{b[1:]} {word} {first} {rest}{end}"
+
+
+_BLOCK = re.compile(r"^\[E\d+\] (\d+):(\d\d):(\d\d)(?:\.\d+)?-", re.MULTILINE)
+CLEAR_MATCH = 0.5  # share of an event's content words that the one evidence block placing it must hold
+
+
+def _placed(clause: str, blocks: list[tuple[float, set[str]]]) -> float | None:
+    """The start of the one evidence block holding the most of the clause's content words, when it
+    holds at least CLEAR_MATCH of them and no other block holds as many."""
+    want = _stems(clause)
+    if not want or not blocks:
+        return None
+    shares = [len(want & words) / len(want) for _, words in blocks]
+    best = max(shares)
+    return blocks[shares.index(best)][0] if best >= CLEAR_MATCH and shares.count(best) == 1 else None
+
+
+def timeline_order(claim: str, context: str) -> bool | None:
+    """Whether 'A before/after B' agrees with the evidence's screen times: each event is placed at
+    the evidence block that clearly holds its words; None when the claim orders no two events or
+    either event cannot be placed apart from the other (a flashback would mislead it; rare)."""
+    split = _clauses(claim, _ORDER, 3)
+    heads = list(_BLOCK.finditer(context))
+    if split is None or not heads:
+        return None
+    blocks = [(int(m[1]) * 3600 + int(m[2]) * 60 + int(m[3]), _stems(context[m.end(): nxt.start() if nxt else None]))
+              for m, nxt in zip(heads, [*heads[1:], None])]
+    a, word, b, _ = split
+    ta, tb = _placed(a, blocks), _placed(b, blocks)
+    if ta is None or tb is None or ta == tb:
+        return None
+    return (ta < tb) == (word == "before")
+
+
+def _cloze_answer(reply: str, head: str, connective: str) -> str:
+    """The words the model wrote for the hidden part: its first line, without the sentence's
+    head when the model repeated the whole sentence, and without closing punctuation."""
+    text = reply.strip().splitlines()[0] if reply.strip() else ""
+    lowered = text.lower()
+    if lowered.startswith(head.lower()[:20]) and f" {connective} " in lowered:
+        text = text[lowered.index(f" {connective} ") + len(connective) + 2:]
+    return text.strip().strip('"\'').rstrip(_END).strip()
+
+
+def cause_foil(run: Run, claim: str, context: str) -> str | None:
+    """The claim with its cause (or purpose) as the model completes it from the evidence, the
+    claim's own being hidden; None when the claim states no cause, the model wrote nothing, or
+    its words agree with the claim's."""
+    split = _clauses(claim, _CAUSE, 2)
+    if split is None:
+        return None
+    head, connective, tail, end = split
+    reply = run.chat(CLAIM_CLOZE, [system(CLAIM_CLOZE.system),
+                                   user(CLAIM_CLOZE.render(context=context, sentence=f"{head} {connective}"))],
+                     max_tokens=32, temperature=0.0)
+    if reply.invalid:
+        run.note(f"claim reader: no cloze for the claim's cause ({reply.error or 'the backbone failed'})")
+        return None
+    written = _cloze_answer(reply.text, head, connective)
+    if not written or agreement(tail, written) >= AGREE:
+        return None
+    return f"{head} {connective} {written}{end}"
+
+
 def _read_foils(run: Run, q: Question, context: str) -> Parsed:
-    versions = foils(q.text, context)
+    swapped = order_swapped(q.text, context)
+    in_order = timeline_order(q.text, context) if swapped else None
+    if in_order is not None:
+        run.trace.append(Step("scores", {"how": "the claim's two events placed on the evidence's timeline",
+                                         "agrees": in_order}))
+        if not in_order:
+            return Parsed("FALSE", "FALSE", None, False, how="timeline")
+        swapped = None  # the order is settled; other details are still challenged
+    kinds = {"order": swapped, "cause": cause_foil(run, q.text, context)}
+    versions = [v for v in kinds.values() if v] + foils(q.text, context)
+    if not versions and in_order:
+        return Parsed("TRUE", "TRUE", None, False, how="timeline")
     if not versions:
-        run.note("claim reader: every name and number of the claim is in the evidence (or the evidence offers "
-                 "no other): calibrated yes/no instead")
+        run.note("claim reader: no order or cause to set against the claim, and every name and number of it is in "
+                 "the evidence (or the evidence offers no other): calibrated yes/no instead")
         return calibrated(run, q, context)
-    statements = [q.text, *versions][: len(LETTERS)]
+    statements = list(dict.fromkeys([q.text, *versions]))[: len(LETTERS)]
     mean = _choose(run, "Which of these statements about the film is true?", statements, context)
     if isinstance(mean, str):
         return Parsed.fail(mean)
     best = max(range(len(statements)), key=lambda i: (mean[i], i == 0))
     verdict = "TRUE" if best == 0 else "FALSE"
-    run.trace.append(Step("scores", {"how": "claim against versions with the evidence's names and numbers, letter "
-                                            "log-probabilities, every rotation", "statements": statements,
+    run.trace.append(Step("scores", {"how": "claim against its versions (events swapped, cause from the evidence, "
+                                            "the evidence's names and numbers), letter log-probabilities, every "
+                                            "rotation", "statements": statements,
+                                     "kinds": [k for k, v in kinds.items() if v in statements],
                                      "p": [round(m, 4) for m in mean]}))
     return Parsed(verdict, verdict, round(mean[best], 4), False, how="logprobs")
 

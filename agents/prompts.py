@@ -185,6 +185,13 @@ CLAIM_QUESTIONS = Prompt("claim-questions", 1, READER_SYSTEM,
                               "type": "object", "required": ["question", "answer"],
                               "properties": {"question": {"type": "string"}, "answer": {"type": "string"}}}}}})
 
+# A claim's cause, written from the evidence with the claim's own hidden (agents/claims.py cause_foil).
+# Same system prompt and evidence prefix as READ_LETTER: the letter readings reuse the evidence read here.
+CLAIM_CLOZE = Prompt("claim-cloze", 1, READER_SYSTEM,
+                     "Evidence from the film's memory, in time order (HH:MM:SS):\n\n{context}\n\n"
+                     "Complete this sentence about the film from the evidence, in a few words. Reply with the "
+                     "missing words only.\n\n{sentence} ...")
+
 # Same system prompt and evidence prefix as READ_LETTER: the letter readings reuse the evidence read here.
 CLAIM_ANSWERS = Prompt("claim-answers", 1, READER_SYSTEM,
                        "Evidence from the film's memory, in time order (HH:MM:SS):\n\n{context}\n\n"
@@ -245,7 +252,7 @@ NARRATE_CLIP = Prompt(
 
 
 PROMPTS = {p.id: p for p in [CLOSED_BOOK, SUBTITLES, SOCRATIC, END_TO_END_FRAMES, END_TO_END_VIDEO, VIDEOAGENT, ARCHIVAL,
-                             ARCHIVAL_FINAL, GRAPH, HYBRID, ACE_SELECT, READ_LETTER, READ_CLAIM, CLAIM_QUESTIONS, CLAIM_ANSWERS,
+                             ARCHIVAL_FINAL, GRAPH, HYBRID, ACE_SELECT, READ_LETTER, READ_CLAIM, CLAIM_QUESTIONS, CLAIM_ANSWERS, CLAIM_CLOZE,
                              ARCHIVAL_TEXT,
                              ARCHIVAL_TEXT_FINAL]}
 PROMPTS.update({p.id: p for p in [LETTA, LETTA_FINAL, DESCRIBE_GAP, SHORTEN, NARRATE_CLIP]})

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from moviemem.agents.base import Run
-from moviemem.agents.claims import foils, read_claim, specifics
+from moviemem.agents.claims import cause_foil, foils, order_swapped, read_claim, specifics, timeline_order
 from moviemem.agents.types import Question
 from moviemem.backbones import Reply, ScriptedBackbone
 from moviemem.errors import MovieMemError
@@ -82,3 +82,75 @@ def test_foils_reader_without_anything_to_swap_says_so_and_reads_yes_no() -> Non
     assert len(b.calls) == 2 and b.calls[0].logprobs == 20
     with pytest.raises(MovieMemError, match="unknown claim reader"):
         read_claim(Run(b), Question("x", kind="claim"), EVIDENCE, "vibes")
+
+
+TIMELINE = """[E1] 00:10:00-00:10:20 (said):
+    The butler hid the letter in the piano.
+[E2] 00:40:00-00:40:30 (said):
+    Anna got off the train at the station.
+    Nobody met her."""
+
+
+def test_order_edits_swap_the_two_events() -> None:
+    assert order_swapped("The butler hides the letter before Anna arrives at the station.", "the butler") == (
+        "Anna arrives at the station before the butler hides the letter.")
+    assert order_swapped("Anna arrives at the station after Tom hides the letter.") == (
+        "Tom hides the letter after Anna arrives at the station.")  # a name keeps its capital
+    assert order_swapped("He left the night before.") is None  # no second event
+    assert order_swapped("Tom waits before Anna comes before the train leaves.") is None  # not one order
+
+
+def test_timeline_places_each_event_at_the_block_holding_its_words() -> None:
+    assert timeline_order("The butler hides the letter before Anna gets off the train.", TIMELINE) is True
+    assert timeline_order("Anna gets off the train before the butler hides the letter.", TIMELINE) is False
+    assert timeline_order("Anna gets off the train after the butler hides the letter.", TIMELINE) is True
+    # an event the evidence does not clearly hold leaves the order to the reader
+    assert timeline_order("The butler hides the letter before the police search the garden.", TIMELINE) is None
+    assert timeline_order("The butler hides the letter.", TIMELINE) is None
+
+
+def test_a_wrong_order_is_false_without_asking_the_model() -> None:
+    b = ScriptedBackbone([], capabilities={"logprobs": True})
+    run = Run(b)
+    parsed = read_claim(run, Question("Anna gets off the train before the butler hides the letter.", kind="claim"),
+                        TIMELINE, "foils")
+    assert (parsed.choice, parsed.how, b.calls) == ("FALSE", "timeline", [])
+    parsed = read_claim(Run(b), Question("The butler hides the letter before Anna gets off the train.", kind="claim"),
+                        TIMELINE, "foils")
+    assert (parsed.choice, parsed.how, b.calls) == ("TRUE", "timeline", [])
+
+
+def test_an_unplaced_order_is_read_against_the_swapped_claim() -> None:
+    claim = "The butler hides the letter before the police search the garden."
+    b = ScriptedBackbone([_lp(A=0.3, B=0.7), _lp(A=0.7, B=0.3)], capabilities={"logprobs": True})
+    run = Run(b)
+    assert read_claim(run, Question(claim, kind="claim"), TIMELINE, "foils").choice == "FALSE"
+    scores = next(s for s in run.trace if s.kind == "scores").data
+    assert scores["kinds"] == ["order"] and scores["statements"][1] == (
+        "The police search the garden before the butler hides the letter.")
+
+
+def test_a_cause_is_written_from_the_evidence_with_the_claims_own_hidden() -> None:
+    claim = "Anna leaves town because the butler hid the letter."
+    b = ScriptedBackbone(["she missed the train."], capabilities={"logprobs": True})
+    run = Run(b)
+    assert cause_foil(run, claim, TIMELINE) == "Anna leaves town because she missed the train."
+    prompt = b.calls[0].messages[-1].text
+    assert TIMELINE in prompt and prompt.rstrip().endswith("Anna leaves town because ...") and "butler hid" not in \
+        prompt.split(TIMELINE)[1]
+    # the model repeats the sentence: only its cause is kept; a cause in the claim's own words is no foil
+    b = ScriptedBackbone(["Anna leaves town because Tom lied."])
+    assert cause_foil(Run(b), claim, TIMELINE) == "Anna leaves town because Tom lied."
+    b = ScriptedBackbone(["The butler hid a letter"])
+    assert cause_foil(Run(b), claim, TIMELINE) is None
+    assert cause_foil(Run(ScriptedBackbone([])), "Anna leaves town.", TIMELINE) is None  # no cause: no call
+
+
+def test_the_cause_foil_is_set_against_the_claim() -> None:
+    claim = "Anna leaves town because the butler hid the letter."
+    # cloze, then the two statements in both rotations: the model prefers the evidence's cause
+    b = ScriptedBackbone(["she missed the train", _lp(A=0.2, B=0.8), _lp(A=0.8, B=0.2)],
+                         capabilities={"logprobs": True})
+    run = Run(b)
+    assert read_claim(run, Question(claim, kind="claim"), TIMELINE, "foils").choice == "FALSE"
+    assert next(s for s in run.trace if s.kind == "scores").data["kinds"] == ["cause"]
