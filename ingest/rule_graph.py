@@ -37,6 +37,7 @@ EVENTS_PER_MINUTE = 8.0  # at most, per scene (at least 3 a scene)
 REPEAT_S = 15.0  # a line repeated within this many seconds is the same event
 NEAR_S = 120.0  # how far apart two events sharing participants may be to be linked as cause and effect
 LOOKBACK_S = 900.0  # how far back a "because" or a result marker looks for its cause
+REPEAT_JACCARD = 0.5  # two events sharing at least this share of their content words are one event told twice
 LOOKAHEAD_S = 1800.0  # how far ahead a purpose or a consequence is looked for
 
 SENTENCE = re.compile(r"(?<=[.!?…])\s+(?=[A-Z\"'])")
@@ -49,8 +50,12 @@ THEN = re.compile(r"^(?:and\s+)?(?:later(?: on)?|then|after that|afterwards|afte
 # ("Then you must be his brother"), so only the explicit expressions count there
 BARE_THEN = re.compile(r"^(?:and\s+)?(?:then|next|finally|at last|eventually)\b", re.I)
 MEANWHILE = re.compile(r"^(?:and\s+)?(?:meanwhile|in the meantime|at the same time|at that moment)\b", re.I)
+# "so" marks a result only when a clause follows it ("So I tried", "so the boy could watch"); before
+# an adjective or adverb it is an intensifier or a phrase ("so long", "so much", "so sorry")
+_SO = (r"so(?! that\b| as to\b)(?=,?\s+(?:i|you|he|she|we|they|it|there|nobody|no one|nothing|everyone|everybody|someone|somebody|"
+       r"the|a|an|this|that|these|those|my|your|his|her|our|their|(?-i:[A-Z]\w*))\b)")
 # a line opening with a result marker is the effect of something said or shown before
-RESULT = re.compile(r"^(?:and\s+)?(?:so(?! that| as to)|that's why|that is why|which is why|therefore|thus|hence|"
+RESULT = re.compile(r"^(?:and\s+)?(?:" + _SO + r"|that's why|that is why|which is why|therefore|thus|hence|"
                     r"as a result|because of (?:that|this|it)|consequently|for that reason|now that)\b[,]?", re.I)
 # a line opening with "it's because ..." explains the event before it: this one is the cause
 EXPLAIN = re.compile(r"^(?:and\s+)?(?:it's|that's|it is|that is|this is|only) because\b", re.I)
@@ -58,7 +63,7 @@ EXPLAIN = re.compile(r"^(?:and\s+)?(?:it's|that's|it is|that is|this is|only) be
 BECAUSE = re.compile(r"\b(?:because(?: of)?|since|due to|thanks to|as a result of|on account of|'cause|cos)\s+(.+)",
                      re.I)
 # "X, so Y" / "X, and that's why Y": Y is the consequence of this line
-SO_MID = re.compile(r"[,;]\s*(?:and\s+)?(?:so|that's why|which is why|therefore)\s+(.+)", re.I)
+SO_MID = re.compile(r"[,;]\s*(?:and\s+)?(?:" + _SO + r"|that's why|which is why|therefore)\s+(.+)", re.I)
 PURPOSE = re.compile(r"\b(?:in order to|in order that|so that|so as to)\s+(.+)", re.I)
 CONDITION = re.compile(r"\b(?:if|unless|only if|as long as|once)\s+([^,;]+?)(?:,\s*|\s+then\s+)(?:then\s+)?(.+)", re.I)
 # reported or announced action: the past tense, an intention, a decision
@@ -152,8 +157,9 @@ def trigger_of(text: str, names: list[str]) -> str:
     """The first content word that is not a name: in 'Anna opens the gate' the action 'open'."""
     lowered = {n.lower() for n in names}
     for w in re.findall(r"[A-Za-z][A-Za-z'’-]*", text):
-        lw = w.lower()
-        if lw in STOP or lw in lowered or w[0].isupper() or len(lw) < 3:
+        lw = w.lower().replace("’", "'")
+        # a contraction's stem is no action: "couldn't", "won't", "they'll" are auxiliaries and pronouns
+        if lw.endswith("n't") or lw.split("'")[0] in STOP or lw in lowered or w[0].isupper() or len(lw) < 3:
             continue
         return stem(lw)
     return ""
@@ -361,13 +367,18 @@ def participant_relations(events: list[RuleEvent], flashback_ids: set[str]) -> l
             people = set(a.names) & set(b.names)
             things = (a.words & b.words) - {stem(n.lower()) for n in a.names + b.names} - FILM_STEMS
             if people and things:
-                out.append(_rel(a, b, "causal", 0.3, "shared-participants",
-                                f"both involve {', '.join(sorted(people))} and '{sorted(things)[0]}'"))
+                j = _jaccard(a.words - FILM_STEMS, b.words - FILM_STEMS)
+                if j >= REPEAT_JACCARD and len(things) >= 2:  # one event said twice ("They'll check..." / "they'll check..."), not a chain
+                    out.append(_rel(a, b, "coreference", round(min(0.9, 0.4 + j / 2), 3), "repeated",
+                                    f"the same people and words again (overlap {j:.2f})"))
+                else:
+                    out.append(_rel(a, b, "causal", 0.3, "shared-participants",
+                                    f"both involve {', '.join(sorted(people))} and '{sorted(things)[0]}'"))
                 break
     return out
 
 
-def coreference_relations(events: list[RuleEvent], min_jaccard: float = 0.5) -> list[RuleRelation]:
+def coreference_relations(events: list[RuleEvent], min_jaccard: float = REPEAT_JACCARD) -> list[RuleRelation]:
     """Events of different scenes that share their participants and action, or most of their words."""
     out = []
     for i, a in enumerate(events):

@@ -298,3 +298,27 @@ def test_an_explanation_causes_the_line_before_and_so_that_is_purpose_not_result
     causal = {(r.src, r.dst, r.rule) for r in g.relations if r.type == "causal"}
     assert ("e002", "e001", "explanation") in causal
     assert not any(r.rule == "result-marker" for r in g.relations)
+
+
+def test_so_marks_a_result_only_before_a_clause_and_contractions_are_no_trigger() -> None:
+    lines = [say(0, "The guards caught the officer at the station.", ref=0),
+             say(5, "So long, officer.", ref=1),
+             say(9, "So much for the station.", ref=2)]
+    g = build_graph(build_scenes(lines, [(0, 30)]), lines)
+    assert not any(r.rule == "result-marker" for r in g.relations)  # farewell and intensifier, not results
+    lines = [say(0, "The guards caught the officer at the station.", ref=0),
+             say(5, "So the officer lost his station job.", ref=1)]
+    g = build_graph(build_scenes(lines, [(0, 30)]), lines)
+    assert any(r.rule == "result-marker" for r in g.relations)
+    assert trigger_of("You couldn't possibly be surprised.", []) == stem("possibly")
+    assert trigger_of("They won't hurt us.", []) == stem("hurt")
+    assert trigger_of("They'll never give up.", []) == stem("give")
+
+
+def test_an_event_told_twice_nearby_is_one_event_not_a_cause() -> None:
+    lines = [say(0, "Yes, Carney took the sheriff up the ranch road.", ref=0),
+             say(10, "Pidge is asleep upstairs, Ellen.", ref=1),
+             say(20, "I saw Carney take the sheriff up the ranch road.", ref=2)]
+    g = build_graph(build_scenes(lines, [(0, 60)]), lines)
+    linked = [(r.type, r.rule) for r in g.relations if r.type != "before"]
+    assert linked == [("coreference", "repeated")]
