@@ -222,12 +222,14 @@ class Word:
 
 @dataclass(frozen=True)
 class Span:
-    """A transcript line as the speakers stage sees it: its times and, for ASR lines, its words."""
+    """A transcript line as the speakers stage sees it: its times and, for ASR lines, its words;
+    for a subtitle cue that may be split by voice, its text (its words get estimated times)."""
 
     idx: int
     start: float
     end: float
     words: tuple[Word, ...] = ()
+    text: str = ""
 
 
 @dataclass(frozen=True)
@@ -361,16 +363,155 @@ def turns_of(sim: np.ndarray, weight: np.ndarray, margin: float) -> list[tuple[i
     return turns
 
 
+def speech_in(wav: np.ndarray, a: float, b: float) -> list[tuple[float, float]] | None:
+    """Speech regions inside [a, b], the VAD run on that stretch alone (a cue-only film needs no
+    pass over the whole film: cue times are kept, only long cues are listened to)."""
+    got = speech_regions(wav[int(a * SR): int(b * SR)])
+    return None if got is None else [(a + p, a + q) for p, q in got]
+
+
+def even_cuts(a: float, b: float, part_s: float, max_cuts: int) -> list[float]:
+    """Evenly spaced cut points for a line with no pause to cut at: as many parts as fit, at least
+    `part_s` long each, at most `max_cuts` + 1."""
+    n = min(max_cuts + 1, int((b - a) / part_s + 1e-9))
+    return [a + (b - a) * k / n for k in range(1, n)] if n >= 2 else []
+
+
+def pause_cuts(a: float, b: float, pauses: Sequence[tuple[float, float]], part_s: float, max_cuts: int) -> list[float]:
+    """The middles of the widest pauses inside [a, b] (at most `max_cuts`), every part at least
+    `part_s` long. Sorted by time."""
+    chosen: list[float] = []
+    for p, q in sorted(pauses, key=lambda x: (x[0] - x[1], x[0])):
+        t = (p + q) / 2
+        edges = sorted([a, b, t] + chosen)
+        if len(chosen) < max_cuts and min(y - x for x, y in zip(edges, edges[1:])) >= part_s:
+            chosen.append(t)
+    return sorted(chosen)
+
+
+def spread_words(text: str, a: float, b: float, speech: Sequence[tuple[float, float]] = ()) -> tuple[Word, ...]:
+    """A cue's words with estimated times: its characters spread evenly over the cue's speech (the
+    VAD's regions inside [a, b]; the whole cue when it heard none), a word taking its length plus
+    one (the space) in characters."""
+    tokens = text.split()
+    inside = [(max(p, a), min(q, b)) for p, q in speech if min(q, b) > max(p, a)] or [(a, b)]
+    total = sum(q - p for p, q in inside)
+    weights = np.array([len(t) + 1 for t in tokens], dtype=float)
+    bounds = np.concatenate([[0.0], np.cumsum(weights) / max(weights.sum(), 1.0) * total])
+
+    def at(x: float, after: bool) -> float:  # the time `x` seconds into the cue's speech
+        for p, q in inside:
+            if x < q - p or (not after and x <= q - p):
+                return p + x
+            x -= q - p
+        return inside[-1][1]
+
+    return tuple(Word(at(float(bounds[i]), True), at(float(bounds[i + 1]), False), t) for i, t in enumerate(tokens))
+
+
+SENTENCE_END = ".?!\u2026"
+CLOSERS = "\"')]\u201d\u2019"
+
+
+def text_cut(words: Sequence[Word], t: float, reach_s: float = 1.0) -> int | None:
+    """Where to cut a cue's text for a change of voice at `t`: the index of the last word before
+    the sentence boundary ('.', '?', '!' then a space) nearest `t` by the words' (estimated)
+    times, else before the nearest comma; None when neither lies within `reach_s`."""
+    for marks in (SENTENCE_END, ","):
+        near = [(abs((words[i].end + words[i + 1].start) / 2 - t), i) for i in range(len(words) - 1)
+                if words[i].text.rstrip(CLOSERS)[-1:] in marks]
+        near = [x for x in near if x[0] <= reach_s]
+        if near:
+            return min(near)[1]
+    return None
+
+
+def voice_turns(own: Partials | None, space: VoiceSpace, edges: Sequence[float],
+                margin: float) -> tuple[list[tuple[int, int, int]], np.ndarray, np.ndarray] | None:
+    """The turns (`turns_of`) of a line cut into pieces at `edges` (its start, its cuts, its end),
+    with each piece's similarity to each voice and its length; a piece's voice is the line's own
+    encoder windows lying mostly inside it (no new encoding). None when a piece has no window."""
+    got = [own.within(p, q) for p, q in zip(edges, edges[1:])] if own is not None else []
+    if len(got) != len(edges) - 1 or any(g is None for g in got):
+        return None  # a piece no window covers: no turn can be told
+    sim, width = space.similarity(np.stack([g for g in got if g is not None])), np.diff(np.asarray(edges))
+    return turns_of(sim, width, margin), sim, width
+
+
+def _turn_confidence(sim: np.ndarray, width: np.ndarray, p: int, q: int, cl: int) -> float:
+    w = width[p:q + 1]
+    return round(float((w * sim[p:q + 1, cl]).sum() / w.sum()), 3)
+
+
+def split_worded(ln: Span, a: float, b: float, own: Partials | None, space: VoiceSpace, params: SpeakerParams,
+                 pauses: Sequence[tuple[float, float]]) -> list[Part] | None:
+    """An ASR line's speaker turns, cut at its VAD pauses or widest word gaps (`cut_candidates`);
+    None when it has no cut or one voice."""
+    cuts = cut_candidates(ln.words, a, b, params.part_s, params.max_cuts, pauses)
+    if not cuts:
+        return None
+    edges = [a] + [t for t, _ in cuts] + [b]
+    first = [0] + [i + 1 for _, i in cuts]
+    last = [i for _, i in cuts] + [len(ln.words) - 1]
+    got = voice_turns(own, space, edges, params.margin)
+    if got is None or len(got[0]) < 2:
+        return []
+    turns, sim, width = got
+    return [Part(ln.idx, k, edges[p], edges[q + 1], cl, _turn_confidence(sim, width, p, q, cl), first[p], last[q])
+            for k, (p, q, cl) in enumerate(turns)]
+
+
+def split_cue(ln: Span, a: float, b: float, own: Partials | None, space: VoiceSpace, params: SpeakerParams,
+              speech: Sequence[tuple[float, float]] | None) -> tuple[list[Part] | None, bool]:
+    """A subtitle cue's speaker turns and whether a change of voice found no text boundary.
+
+    No word times: the cue is cut at the VAD's pauses inside it, else at evenly spaced points;
+    its pieces take voices as an ASR line's do (`voice_turns`). Its words get times by being
+    spread over its speech (`spread_words`), and its text is cut at the sentence boundary (else
+    comma) nearest each change of voice (`text_cut`); with none within 1 s the cue stays whole.
+    A turn boundary is the pause's middle where the cut was a pause, else the text boundary's
+    estimated time; the cue's own times are kept (people timed them). Parts index the cue's
+    whitespace-separated words (`first_word`, `last_word`). None: not examined (no cut)."""
+    pauses = pauses_in(speech or [], a, b)
+    cuts = pause_cuts(a, b, pauses, params.part_s, params.max_cuts) or even_cuts(a, b, params.part_s, params.max_cuts)
+    if not cuts:
+        return None, False
+    edges = [a] + cuts + [b]
+    got = voice_turns(own, space, edges, params.margin)
+    if got is None or len(got[0]) < 2:
+        return [], False
+    turns, sim, width = got
+    words = spread_words(ln.text, a, b, speech or [])
+    at_pause = {t for t in cuts if any(p < t < q for p, q in pauses)}
+    ends: list[int] = []
+    times: list[float] = []
+    for (_, q, _), _nxt in zip(turns, turns[1:]):
+        t = edges[q + 1]
+        i = text_cut(words, t)
+        if i is None or (ends and i <= ends[-1]):
+            return [], True
+        ends.append(i)
+        times.append(t if t in at_pause else (words[i].end + words[i + 1].start) / 2)
+    first, last = [0] + [i + 1 for i in ends], ends + [len(words) - 1]
+    span = [a] + times + [b]
+    if any(y <= x for x, y in zip(span, span[1:])):
+        return [], True
+    return [Part(ln.idx, k, span[k], span[k + 1], cl, _turn_confidence(sim, width, p, q, cl), first[k], last[k])
+            for k, (p, q, cl) in enumerate(turns)], False
+
+
 def voice_parts(wav: np.ndarray, lines: list[Span], params: SpeakerParams = SpeakerParams(),
                 embedder: VoiceEmbedder | None = None,
                 progress: Callable[[int, int | None], None] | None = None) -> tuple[list[Part], dict[str, Any]]:
     """Voice parts of every line: lines are clustered whole, then each line long enough to hold two
-    voices (two parts of `part_s`, two words) is cut at its VAD pauses or widest word gaps, each part
-    given the voice of the line's encoder windows inside it (`Partials.within`) and its nearest
-    centroid, and the line split into turns where the voice changes (`turns_of`)."""
+    voices (two parts of `part_s`, two words) is cut into pieces, each piece given the voice of the
+    line's encoder windows inside it and its nearest centroid, and the line split into turns where
+    the voice changes (`voice_turns`): an ASR line at its VAD pauses or widest word gaps
+    (`split_worded`), a subtitle cue at its VAD pauses or evenly, its text at the sentence boundary
+    nearest the change (`split_cue`)."""
     embedder = embedder or VoiceEmbedder()
     spans = [(ln.start, ln.end) for ln in lines]
-    worded = any(ln.words for ln in lines)  # subtitle cues alone: no VAD (their times are kept, nor are they cut)
+    worded = any(ln.words for ln in lines)  # subtitle cues alone: the VAD listens only inside long cues
     regions = speech_regions(wav) if params.fit_speech and worded else None
     if regions is not None:  # ASR lines only: subtitle cues are timed by people, and tightly
         spans = [f if ln.words else s for ln, s, f in zip(lines, spans, fit_to_speech(spans, regions))]
@@ -385,35 +526,29 @@ def voice_parts(wav: np.ndarray, lines: list[Span], params: SpeakerParams = Spea
                 cluster[i], conf[i] = int(s.argmax()), round(float(s.max()) * SHORT_CONFIDENCE, 3)
         info["short"] = sum(cluster[i] >= 0 for i in short)
     parts: list[Part] = []
-    examined = split = 0
+    count = {"examined": 0, "split": 0, "cues_examined": 0, "cues_split": 0, "cues_no_boundary": 0}
     for j, (ln, (a, b), c, f) in enumerate(zip(lines, spans, cluster, conf)):
         whole = Part(ln.idx, 0, a, b, c, f, 0 if ln.words else -1, len(ln.words) - 1 if ln.words else -1)
-        cuts = (cut_candidates(ln.words, a, b, params.part_s, params.max_cuts, pauses_in(regions or [], a, b))
-                if space is not None and len(space.centroids) > 1 and c >= 0 and len(ln.words) >= 2 else [])
-        if space is None or not cuts:
+        turns: list[Part] | None = None
+        if space is not None and len(space.centroids) > 1 and c >= 0:
+            if len(ln.words) >= 2:
+                turns = split_worded(ln, a, b, windows[j], space, params, pauses_in(regions or [], a, b))
+                key = ""
+            elif not ln.words and len(ln.text.split()) >= 2 and b - a >= 2 * params.part_s:
+                speech = regions if regions is not None else speech_in(wav, a, b) if params.fit_speech else None
+                turns, unbounded = split_cue(ln, a, b, windows[j], space, params, speech)
+                count["cues_no_boundary"] += unbounded
+                key = "cues_"
+        if turns is None:
             parts.append(whole)
             continue
-        examined += 1
-        edges = [a] + [t for t, _ in cuts] + [b]
-        first = [0] + [i + 1 for _, i in cuts]
-        last = [i for _, i in cuts] + [len(ln.words) - 1]
-        own = windows[j]  # a piece's voice: the line's encoder windows lying mostly inside it (no new encoding)
-        got = [own.within(p, q) for p, q in zip(edges, edges[1:])] if own is not None else []
-        if len(got) != len(edges) - 1 or any(g is None for g in got):
-            parts.append(whole)  # a piece no window covers: no turn can be told
-            continue
-        emb = np.stack([g for g in got if g is not None])
-        sim, width = space.similarity(emb), np.diff(edges)
-        turns = turns_of(sim, width, params.margin)
+        count[key + "examined"] += 1
         if len(turns) < 2:
             parts.append(whole)
             continue
-        split += 1
-        for k, (p, q, cl) in enumerate(turns):
-            w = width[p:q + 1]
-            s = float((w * sim[p:q + 1, cl]).sum() / w.sum())
-            parts.append(Part(ln.idx, k, edges[p], edges[q + 1], cl, round(s, 3), first[p], last[q]))
-    info.update(examined=examined, split=split)
+        count[key + "split"] += 1
+        parts.extend(turns)
+    info.update(count)
     return parts, info
 
 
@@ -426,6 +561,8 @@ class SpeakersStage(Stage):
         return {"model": MODEL, **asdict(p), "short_confidence": SHORT_CONFIDENCE,
                 "clustering": "agglomerative-average-cosine, centred",
                 "turns": "VAD pauses, then widest word gaps; nearest centroid of the line's encoder windows in each piece",
+                "cue_turns": "VAD pauses inside the cue, else even cuts; text cut at the sentence boundary (else comma) "
+                             "within 1 s of the change, words spread over the cue's speech by characters",
                 "spans": "ASR lines fitted to Silero VAD speech (threshold 0.5, 200 ms pauses); cues keep their times"}
 
     def skip_reason(self, ctx: Ctx) -> str | None:
@@ -440,7 +577,8 @@ class SpeakersStage(Stage):
         assert ctx.inputs.video is not None  # skip_reason() ran first: no video or audio, no speakers stage
         wav = load_audio(ctx.inputs.video)
         spans = [Span(u.idx, u.start, u.end, tuple(Word(float(w["start"]), float(w["end"]), str(w.get("word", "")))
-                                                    for w in json.loads(u.words or "[]")))
+                                                    for w in json.loads(u.words or "[]")),
+                      "" if u.speaker else u.text)  # a cue tagged with its speaker is one turn: not split by voice
                  for u in lines]
         parts, info = voice_parts(wav, spans, progress=ctx.progress)
         ctx.write([VoiceRow(film_id=ctx.film_id, utt_idx=p.utt_idx, part=p.part, start=p.start, end=p.end,
@@ -448,8 +586,11 @@ class SpeakersStage(Stage):
                    for p in parts])
         worded = sum(1 for s in spans if s.words)
         turns = (f"; {info['examined']} of {worded} lines with word times examined for a change of voice, "
-                 f"{info['split']} split into turns" if worded else "; no word times (subtitle cues): turns come "
-                 "only from dialogue dashes")
+                 f"{info['split']} split into turns" if worded else "")
+        if len(spans) > worded:
+            turns += (f"; {info['cues_examined']} of {len(spans) - worded} subtitle cues examined for a change of voice, "
+                      f"{info['cues_split']} split into turns, {info['cues_no_boundary']} left whole for want of a "
+                      "sentence boundary near the change")
         short = f", {info['short']} short lines given their nearest voice" if info.get("short") else ""
         return Outcome(model=MODEL, note=f"{info['speakers']} voices over {info['embedded']} of {info['lines']} lines "
                                          f"(silhouette {info['silhouette']}){short}{turns}")
