@@ -59,6 +59,7 @@ class SpeakerParams:
     max_cuts: int = 2  # candidate turn boundaries per line
     fit_speech: bool = True  # line spans moved onto the VAD's speech (see fit_to_speech)
     margin: float = 0.2  # how much nearer its own voice than its neighbour's a part must be to start a turn
+    mixed_cues: bool = True  # a cue whose pieces sound like two voices is clustered by its pieces (mixed_pieces)
 
 
 def resemblyzer_missing() -> str | None:
@@ -191,11 +192,28 @@ def diarize(wav: np.ndarray, spans: list[tuple[float, float]], params: SpeakerPa
     return cluster, confidence, info
 
 
+def mixed_pieces(own: Partials | None, pieces: Sequence[tuple[float, float]], mean: np.ndarray,
+                 threshold: float) -> np.ndarray | None:
+    """The voices of a line's pieces when two of them lie farther apart (cosine distance, centred on
+    the film's mean voice) than clusters are merged: the line holds two voices, and its whole
+    embedding, their mix, is neither's. None otherwise (one voice, or fewer than two pieces heard)."""
+    got = [g for g in ([own.within(p, q) for p, q in pieces] if own is not None else []) if g is not None]
+    if len(got) < 2:
+        return None
+    x = np.stack(got) - mean
+    x = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-9)
+    return np.stack(got) if float((1.0 - x @ x.T).max()) > threshold else None
+
+
 def _cluster_spans(wav: np.ndarray, spans: list[tuple[float, float]], params: SpeakerParams, embedder: VoiceEmbedder,
                    progress: Callable[[int, int | None], None] | None = None,
-                   windows: list[Partials | None] | None = None
+                   windows: list[Partials | None] | None = None,
+                   pieces: dict[int, list[tuple[float, float]]] | None = None
                    ) -> tuple[VoiceSpace | None, list[int], list[float], dict[str, Any]]:
-    """Clusters as in `diarize`; with `windows` (a list), it is filled with each span's window embeddings."""
+    """Clusters as in `diarize`; with `windows` (a list), it is filled with each span's window
+    embeddings. With `pieces` (span index -> its pieces), a span whose pieces sound like two voices
+    (`mixed_pieces`) is clustered by its pieces, not whole, and takes the voice nearest its whole
+    embedding."""
     keep = [i for i, (a, b) in enumerate(spans) if b - a >= params.min_s]
     got: list[Partials | None] = []
     emb = embedder.embed(wav, [spans[i] for i in keep], progress, partials=got)
@@ -204,13 +222,23 @@ def _cluster_spans(wav: np.ndarray, spans: list[tuple[float, float]], params: Sp
         for i, w in zip(keep, got):
             windows[i] = w
     ok = [j for j in range(len(keep)) if np.any(emb[j])]
-    labels, conf, sil = cluster_voices(emb[ok], params)
+    mean = centred(emb[ok])[0] if ok else np.zeros(emb.shape[1], dtype=emb.dtype)
+    mixed = {j: m for j in ok if pieces and keep[j] in pieces
+             and (m := mixed_pieces(got[j], pieces[keep[j]], mean, params.threshold)) is not None}
+    whole = [j for j in ok if j not in mixed]
+    units = np.concatenate([emb[whole]] + list(mixed.values())) if ok else emb[ok]
+    labels, conf, sil = cluster_voices(units, params)
     cluster, confidence = [-1] * len(spans), [0.0] * len(spans)
-    for j, lab, c in zip(ok, labels, conf):
+    for j, lab, c in zip(whole, labels, conf):
         cluster[keep[j]], confidence[keep[j]] = int(lab), round(float(c), 3)
     k = int(labels.max()) + 1 if len(labels) else 0
-    info = {"speakers": k, "silhouette": round(sil, 3), "embedded": len(ok), "lines": len(spans)}
-    return (VoiceSpace.fit(emb[ok], labels) if k else None), cluster, confidence, info
+    space = VoiceSpace.fit(units, labels) if k else None
+    if space is not None and mixed:
+        sim = space.similarity(emb[list(mixed)])
+        for j, s in zip(mixed, sim):
+            cluster[keep[j]], confidence[keep[j]] = int(s.argmax()), round(float(s.max()), 3)
+    info = {"speakers": k, "silhouette": round(sil, 3), "embedded": len(ok), "lines": len(spans), "mixed": len(mixed)}
+    return space, cluster, confidence, info
 
 
 @dataclass(frozen=True)
@@ -389,6 +417,12 @@ def pause_cuts(a: float, b: float, pauses: Sequence[tuple[float, float]], part_s
     return sorted(chosen)
 
 
+def cue_cuts(a: float, b: float, speech: Sequence[tuple[float, float]] | None, params: SpeakerParams) -> list[float]:
+    """Where a cue (no word times) may change voice: the VAD's pauses inside it, else even cuts."""
+    return (pause_cuts(a, b, pauses_in(speech or [], a, b), params.part_s, params.max_cuts)
+            or even_cuts(a, b, params.part_s, params.max_cuts))
+
+
 def spread_words(text: str, a: float, b: float, speech: Sequence[tuple[float, float]] = ()) -> tuple[Word, ...]:
     """A cue's words with estimated times: its characters spread evenly over the cue's speech (the
     VAD's regions inside [a, b]; the whole cue when it heard none), a word taking its length plus
@@ -469,11 +503,12 @@ def split_cue(ln: Span, a: float, b: float, own: Partials | None, space: VoiceSp
     its pieces take voices as an ASR line's do (`voice_turns`). Its words get times by being
     spread over its speech (`spread_words`), and its text is cut at the sentence boundary (else
     comma) nearest each change of voice (`text_cut`); with none within 1 s the cue stays whole.
-    A turn boundary is the pause's middle where the cut was a pause, else the text boundary's
-    estimated time; the cue's own times are kept (people timed them). Parts index the cue's
+    Where the cut was a pause, one turn ends where it starts and the next begins where it ends,
+    else both at the text boundary's estimated time; the cue's own start and end are kept (people
+    timed them). Parts index the cue's
     whitespace-separated words (`first_word`, `last_word`). None: not examined (no cut)."""
     pauses = pauses_in(speech or [], a, b)
-    cuts = pause_cuts(a, b, pauses, params.part_s, params.max_cuts) or even_cuts(a, b, params.part_s, params.max_cuts)
+    cuts = cue_cuts(a, b, speech, params)
     if not cuts:
         return None, False
     edges = [a] + cuts + [b]
@@ -482,21 +517,22 @@ def split_cue(ln: Span, a: float, b: float, own: Partials | None, space: VoiceSp
         return [], False
     turns, sim, width = got
     words = spread_words(ln.text, a, b, speech or [])
-    at_pause = {t for t in cuts if any(p < t < q for p, q in pauses)}
     ends: list[int] = []
-    times: list[float] = []
+    gaps: list[tuple[float, float]] = []  # where one turn ends and the next begins
     for (_, q, _), _nxt in zip(turns, turns[1:]):
         t = edges[q + 1]
         i = text_cut(words, t)
         if i is None or (ends and i <= ends[-1]):
             return [], True
         ends.append(i)
-        times.append(t if t in at_pause else (words[i].end + words[i + 1].start) / 2)
+        pause = next(((p, r) for p, r in pauses if p < t < r), None)  # the silence between the turns is neither's
+        mid = (words[i].end + words[i + 1].start) / 2
+        gaps.append(pause or (mid, mid))
     first, last = [0] + [i + 1 for i in ends], ends + [len(words) - 1]
-    span = [a] + times + [b]
-    if any(y <= x for x, y in zip(span, span[1:])):
+    starts, stops = [a] + [r for _, r in gaps], [p for p, _ in gaps] + [b]
+    if any(y <= x for x, y in zip(starts, stops)) or any(y < x for x, y in zip(stops, starts[1:])):
         return [], True
-    return [Part(ln.idx, k, span[k], span[k + 1], cl, _turn_confidence(sim, width, p, q, cl), first[k], last[k])
+    return [Part(ln.idx, k, starts[k], stops[k], cl, _turn_confidence(sim, width, p, q, cl), first[k], last[k])
             for k, (p, q, cl) in enumerate(turns)], False
 
 
@@ -515,8 +551,16 @@ def voice_parts(wav: np.ndarray, lines: list[Span], params: SpeakerParams = Spea
     regions = speech_regions(wav) if params.fit_speech and worded else None
     if regions is not None:  # ASR lines only: subtitle cues are timed by people, and tightly
         spans = [f if ln.words else s for ln, s, f in zip(lines, spans, fit_to_speech(spans, regions))]
+    speech: dict[int, list[tuple[float, float]] | None] = {}  # cues long enough for two voices: their speech
+    pieces: dict[int, list[tuple[float, float]]] = {}  # ... and the pieces they are cut into
+    for j, (ln, (a, b)) in enumerate(zip(lines, spans)):
+        if not ln.words and len(ln.text.split()) >= 2 and b - a >= 2 * params.part_s:
+            speech[j] = regions if regions is not None else speech_in(wav, a, b) if params.fit_speech else None
+            edges = [a] + cue_cuts(a, b, speech[j], params) + [b]
+            pieces[j] = list(zip(edges, edges[1:]))
     windows: list[Partials | None] = []
-    space, cluster, conf, info = _cluster_spans(wav, spans, params, embedder, progress, windows)
+    space, cluster, conf, info = _cluster_spans(wav, spans, params, embedder, progress, windows,
+                                                pieces if params.mixed_cues else None)
     short = [i for i, (a, b) in enumerate(spans) if cluster[i] < 0 and b - a >= params.short_s]
     if space is not None and params.short_nearest and short:
         emb = embedder.embed(wav, [spans[i] for i in short], min_samples=1)
@@ -534,9 +578,8 @@ def voice_parts(wav: np.ndarray, lines: list[Span], params: SpeakerParams = Spea
             if len(ln.words) >= 2:
                 turns = split_worded(ln, a, b, windows[j], space, params, pauses_in(regions or [], a, b))
                 key = ""
-            elif not ln.words and len(ln.text.split()) >= 2 and b - a >= 2 * params.part_s:
-                speech = regions if regions is not None else speech_in(wav, a, b) if params.fit_speech else None
-                turns, unbounded = split_cue(ln, a, b, windows[j], space, params, speech)
+            elif j in pieces:
+                turns, unbounded = split_cue(ln, a, b, windows[j], space, params, speech[j])
                 count["cues_no_boundary"] += unbounded
                 key = "cues_"
         if turns is None:
@@ -562,7 +605,8 @@ class SpeakersStage(Stage):
                 "clustering": "agglomerative-average-cosine, centred",
                 "turns": "VAD pauses, then widest word gaps; nearest centroid of the line's encoder windows in each piece",
                 "cue_turns": "VAD pauses inside the cue, else even cuts; text cut at the sentence boundary (else comma) "
-                             "within 1 s of the change, words spread over the cue's speech by characters",
+                             "within 1 s of the change, words spread over the cue's speech by characters; "
+                             "a pause between turns is neither's",
                 "spans": "ASR lines fitted to Silero VAD speech (threshold 0.5, 200 ms pauses); cues keep their times"}
 
     def skip_reason(self, ctx: Ctx) -> str | None:
@@ -590,7 +634,7 @@ class SpeakersStage(Stage):
         if len(spans) > worded:
             turns += (f"; {info['cues_examined']} of {len(spans) - worded} subtitle cues examined for a change of voice, "
                       f"{info['cues_split']} split into turns, {info['cues_no_boundary']} left whole for want of a "
-                      "sentence boundary near the change")
+                      f"sentence boundary near the change; {info['mixed']} clustered by their pieces (two voices)")
         short = f", {info['short']} short lines given their nearest voice" if info.get("short") else ""
         return Outcome(model=MODEL, note=f"{info['speakers']} voices over {info['embedded']} of {info['lines']} lines "
                                          f"(silhouette {info['silhouette']}){short}{turns}")

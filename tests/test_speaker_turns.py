@@ -19,6 +19,7 @@ from moviemem.ingest.speakers import (
     cut_candidates,
     even_cuts,
     fit_to_speech,
+    mixed_pieces,
     pause_cuts,
     split_cue,
     spread_words,
@@ -236,7 +237,7 @@ def test_a_cue_is_cut_at_the_pause_the_vad_heard() -> None:
     cue = Span(4, 14, 18, text="Where were you? Out, late again.")
     parts, unbounded = split_cue(cue, 14, 18, got[0], space, SpeakerParams(), [(14.0, 15.9), (16.1, 18.0)])
     assert parts is not None and not unbounded
-    assert [(p.cluster, p.start, p.end, p.first_word, p.last_word) for p in parts] == [(0, 14, 16.0, 0, 2), (1, 16.0, 18, 3, 5)]
+    assert [(p.cluster, p.start, p.end, p.first_word, p.last_word) for p in parts] == [(0, 14, 15.9, 0, 2), (1, 16.1, 18, 3, 5)]
 
 
 def test_cue_cuts_pauses_first_else_even() -> None:
@@ -254,3 +255,15 @@ def test_text_cut_takes_the_nearest_sentence_boundary_else_a_comma() -> None:
     comma = spread_words("I went there, and then I came back home", 0.0, 4.0)
     assert text_cut(comma, 1.6) == 2  # no sentence end: the comma, as a last resort
     assert text_cut(comma, 3.8) is None  # the comma is more than 1 s away
+
+
+def test_a_cue_whose_pieces_sound_like_two_voices_is_clustered_by_its_pieces() -> None:
+    two: list = []
+    one: list = []
+    ScriptedEmbedder([(0, 3, 0), (3, 6, 1)]).embed(None, [(0.0, 6.0)], partials=two)
+    ScriptedEmbedder([(0, 6, 0)]).embed(None, [(0.0, 6.0)], partials=one)
+    mean = np.zeros(DIM, dtype=np.float32)
+    got = mixed_pieces(two[0], [(0.0, 3.0), (3.0, 6.0)], mean, threshold=0.8)
+    assert got is not None and got.shape == (2, DIM)
+    assert mixed_pieces(one[0], [(0.0, 3.0), (3.0, 6.0)], mean, threshold=0.8) is None
+    assert mixed_pieces(two[0], [(0.0, 6.0)], mean, threshold=0.8) is None  # one piece: nothing to compare
