@@ -1,13 +1,16 @@
 """Who speaks and who is on screen: diarization error, naming accuracy, speaker and face counts,
 and the cost of the speakers, faces and characters stages.
 
-Usage: python bench/characters.py [--minutes 10] [--seed 7] [--work DIR] [--asr] [--media DIR] [--no-real]
+Usage: python bench/characters.py [--minutes 10] [--seed 7] [--work DIR] [--asr | --merge-cues] [--media DIR] [--no-real]
 
 Synthetic film (truth.json names each line's speaker): ingested with its truth subtitles (or
 with ASR, --asr), then
 - DER: frame-level diarization error rate (10 ms frames, no collar) of the voice parts (a line, or
   each speaker turn of a line split by voice, with its own span) against the true speakers, clusters mapped to speakers one-to-one by the Hungarian method:
   (missed speech + false alarm + confusion) / reference speech;
+  with --merge-cues the subtitles are as real files often are: each pair of adjacent truth cues
+  spoken by different characters less than 1.5 s apart is one cue, with no dialogue dash, so only
+  the voice can split it;
 - naming: share of true lines whose speaker turn (most overlap) carries the right speaker_name;
 - cost: seconds per stage and their sum as a share of the film's length (target <= 0.05x).
 Real clips under ../shared/media (skipped when absent): speakers, face identities, thumbnails.
@@ -69,6 +72,23 @@ def der(reference: list[tuple[float, float, str]], hypothesis: list[tuple[float,
             "speakers_found": int(len(set(hyp[hyp >= 0].tolist())))}
 
 
+def merged_cues(utterances: list[dict], gap_s: float = 1.5) -> list[dict]:
+    """Truth lines as subtitle cues where each pair of adjacent lines by different speakers, less
+    than `gap_s` apart, is one cue (texts joined by a space, no dash); pairs do not chain."""
+    out: list[dict] = []
+    i = 0
+    while i < len(utterances):
+        a = utterances[i]
+        b = utterances[i + 1] if i + 1 < len(utterances) else None
+        if b is not None and a["speaker"] != b["speaker"] and b["start"] - a["end"] < gap_s:
+            out.append({"start": a["start"], "end": b["end"], "text": f"{a['text']} {b['text']}", "speaker": ""})
+            i += 2
+        else:
+            out.append(a)
+            i += 1
+    return out
+
+
 def naming_accuracy(truth: list[dict], film) -> float:
     utts = [turn for u in film.utterances() for turn in turns_of(u)]  # a line split by voice: each turn
     right = 0
@@ -97,25 +117,28 @@ def _print_film(film, label: str) -> None:
         print(f"  thumbnail {film.store.root / t}")
 
 
-def synthetic(work: Path, minutes: float, asr: bool, seed: int = 7) -> None:
+def synthetic(work: Path, minutes: float, asr: bool, seed: int = 7, merge: bool = False) -> None:
     film_dir = work / f"synth-{minutes:g}m-seed{seed}"
     if not (film_dir / "truth.json").exists():
         render(film_dir, minutes=minutes, seed=seed)
     truth = json.loads((film_dir / "truth.json").read_text())
-    lib_dir = work / f"lib-seed{seed}{'-asr' if asr else ''}"  # one library per film and transcript source
+    source = "-asr" if asr else "-merged" if merge else ""
+    lib_dir = work / f"lib-seed{seed}{source}"  # one library per film and transcript source
     lib = Library(lib_dir, get_settings(library=lib_dir))
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
     from conftest import truth_srt
 
-    subs = None if asr else truth_srt(truth, film_dir / "subtitles.srt")
+    cues = {**truth, "utterances": merged_cues(truth["utterances"])} if merge else truth
+    subs = None if asr else truth_srt(cues, film_dir / f"subtitles{'-merged' if merge else ''}.srt")
     lib.ingest(film_dir / "film.mp4", film_id="synth", subtitles=subs, stages=["transcript"])
     film = lib.ingest(film_dir / "film.mp4", film_id="synth", subtitles=subs, stages=STAGES)
     hyp = [(v.start, v.end, v.cluster) for v in film.store.rows("voices", film.run_filter("voices"))]  # voice parts
     ref = [(u["start"], u["end"], u["speaker"]) for u in truth["utterances"]]
     result = der(ref, hyp)
+    label = "ASR" if asr else f"truth subtitles, {len(cues['utterances'])} cues{' merged' if merge else ''}"
     costs = _stage_costs(film)
     total = sum(costs.values())
-    print(f"synthetic {minutes:g} min, seed {seed} ({'ASR' if asr else 'truth subtitles'}): DER {result['der']:.1%} "
+    print(f"synthetic {minutes:g} min, seed {seed} ({label}): DER {result['der']:.1%} "
           f"(missed {result['missed']:.1%}, false alarm {result['false_alarm']:.1%}, confusion {result['confusion']:.1%}); "
           f"speakers {result['speakers_found']} found / {result['speakers_true']} true")
     print(f"  lines to the right named character: {naming_accuracy(truth['utterances'], film):.1%}")
@@ -148,11 +171,15 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=7, help="the synthetic film's seed")
     ap.add_argument("--work", type=Path, default=None, help="reuses a film rendered there by an earlier run")
     ap.add_argument("--asr", action="store_true", help="diarize ASR lines instead of the truth subtitles' lines")
+    ap.add_argument("--merge-cues", action="store_true",
+                    help="subtitles with adjacent cues by different speakers (< 1.5 s apart) merged, no dash")
     ap.add_argument("--media", type=Path, default=MEDIA)
     ap.add_argument("--no-real", action="store_true")
     args = ap.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="moviemem-characters-"))
-    synthetic(work, args.minutes, args.asr, args.seed)
+    if args.asr and args.merge_cues:
+        ap.error("--merge-cues changes the subtitles; --asr uses none")
+    synthetic(work, args.minutes, args.asr, args.seed, args.merge_cues)
     if not args.no_real:
         real(work, args.media)
 

@@ -28,7 +28,8 @@ class CharactersStage(Stage):
     needs = ("probe", "transcript", "captions", "speakers", "faces")
 
     def params(self, ctx: Ctx) -> dict[str, Any]:
-        return {"strip_step_s": STRIP_STEP_S, "turns": "one registry line per voice part", "name_rules": NAME_RULES}
+        return {"strip_step_s": STRIP_STEP_S, "turns": "one registry line per voice part (a cue's parts: its words)",
+                "name_rules": NAME_RULES}
 
     def run(self, ctx: Ctx) -> Outcome:
         utts = sorted(ctx.rows("utterances"), key=lambda u: u.idx)
@@ -114,7 +115,7 @@ def registry_lines(utts: Sequence[UtteranceRow], voices: Sequence[VoiceRow]) -> 
             voice = mine[0].cluster if mine else -1
             out.append(Turn(Line(len(out), u.start, u.end, u.text, u.speaker, voice, utt=u.idx)))
             continue
-        words = json.loads(u.words or "[]")
+        words = json.loads(u.words or "[]") or [{"word": w} for w in u.text.split()]  # a cue: its parts index its words
         for v in mine:
             text = " ".join(str(w.get("word", "")).strip() for w in words[v.first_word: v.last_word + 1]).strip()
             out.append(Turn(Line(len(out), v.start, v.end, text or u.text, "", v.cluster, utt=u.idx), v.part, True))

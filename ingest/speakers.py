@@ -24,7 +24,17 @@ neighbouring parts go to different voices by at least `margin` (0.2: at 0.1 weak
 split lines that are one voice and naming fell on seed 12). Each voice part is one VoiceRow with
 its own span and words. Encoding each part anew cost about 7 s more per 10-minute film (16-17 s
 for the stage instead of 9.4-9.8 s) for the same splits, and on seed 12 two wrong ones (DER 10.6%
-instead of 10.0%). Subtitle cues alone (no word times) skip the VAD.
+instead of 10.0%).
+
+Subtitle cues have no word times, and real files often put two speakers in one cue with no dash.
+A cue long enough for two voices is cut at the VAD's pauses inside it (the VAD listens only inside
+such cues when the film has no ASR lines), else evenly; when its pieces lie farther apart than
+clusters merge it is clustered by its pieces (its whole embedding is a mix of two voices), and it
+is split like an ASR line where its pieces' voices change. Its text is cut at the sentence boundary
+(else comma) nearest the change by word times estimated from its characters; a change with no
+boundary within 1 s leaves the cue whole. Cue times are kept. On the synthetic film with adjacent
+cues by different speakers merged (bench/characters.py --merge-cues, seed 7) DER fell from 57.4%
+to 15.5%; with the truth cues it stays at 0.0%.
 """
 
 from __future__ import annotations
@@ -59,6 +69,7 @@ class SpeakerParams:
     max_cuts: int = 2  # candidate turn boundaries per line
     fit_speech: bool = True  # line spans moved onto the VAD's speech (see fit_to_speech)
     margin: float = 0.2  # how much nearer its own voice than its neighbour's a part must be to start a turn
+    mixed_cues: bool = True  # a cue whose pieces sound like two voices is clustered by its pieces (mixed_pieces)
 
 
 def resemblyzer_missing() -> str | None:
@@ -191,11 +202,28 @@ def diarize(wav: np.ndarray, spans: list[tuple[float, float]], params: SpeakerPa
     return cluster, confidence, info
 
 
+def mixed_pieces(own: Partials | None, pieces: Sequence[tuple[float, float]], mean: np.ndarray,
+                 threshold: float) -> np.ndarray | None:
+    """The voices of a line's pieces when two of them lie farther apart (cosine distance, centred on
+    the film's mean voice) than clusters are merged: the line holds two voices, and its whole
+    embedding, their mix, is neither's. None otherwise (one voice, or fewer than two pieces heard)."""
+    got = [g for g in ([own.within(p, q) for p, q in pieces] if own is not None else []) if g is not None]
+    if len(got) < 2:
+        return None
+    x = np.stack(got) - mean
+    x = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-9)
+    return np.stack(got) if float((1.0 - x @ x.T).max()) > threshold else None
+
+
 def _cluster_spans(wav: np.ndarray, spans: list[tuple[float, float]], params: SpeakerParams, embedder: VoiceEmbedder,
                    progress: Callable[[int, int | None], None] | None = None,
-                   windows: list[Partials | None] | None = None
+                   windows: list[Partials | None] | None = None,
+                   pieces: dict[int, list[tuple[float, float]]] | None = None
                    ) -> tuple[VoiceSpace | None, list[int], list[float], dict[str, Any]]:
-    """Clusters as in `diarize`; with `windows` (a list), it is filled with each span's window embeddings."""
+    """Clusters as in `diarize`; with `windows` (a list), it is filled with each span's window
+    embeddings. With `pieces` (span index -> its pieces), a span whose pieces sound like two voices
+    (`mixed_pieces`) is clustered by its pieces, not whole, and takes the voice nearest its whole
+    embedding."""
     keep = [i for i, (a, b) in enumerate(spans) if b - a >= params.min_s]
     got: list[Partials | None] = []
     emb = embedder.embed(wav, [spans[i] for i in keep], progress, partials=got)
@@ -204,13 +232,23 @@ def _cluster_spans(wav: np.ndarray, spans: list[tuple[float, float]], params: Sp
         for i, w in zip(keep, got):
             windows[i] = w
     ok = [j for j in range(len(keep)) if np.any(emb[j])]
-    labels, conf, sil = cluster_voices(emb[ok], params)
+    mean = centred(emb[ok])[0] if ok else np.zeros(emb.shape[1], dtype=emb.dtype)
+    mixed = {j: m for j in ok if pieces and keep[j] in pieces
+             and (m := mixed_pieces(got[j], pieces[keep[j]], mean, params.threshold)) is not None}
+    whole = [j for j in ok if j not in mixed]
+    units = np.concatenate([emb[whole]] + list(mixed.values())) if ok else emb[ok]
+    labels, conf, sil = cluster_voices(units, params)
     cluster, confidence = [-1] * len(spans), [0.0] * len(spans)
-    for j, lab, c in zip(ok, labels, conf):
+    for j, lab, c in zip(whole, labels, conf):
         cluster[keep[j]], confidence[keep[j]] = int(lab), round(float(c), 3)
     k = int(labels.max()) + 1 if len(labels) else 0
-    info = {"speakers": k, "silhouette": round(sil, 3), "embedded": len(ok), "lines": len(spans)}
-    return (VoiceSpace.fit(emb[ok], labels) if k else None), cluster, confidence, info
+    space = VoiceSpace.fit(units, labels) if k else None
+    if space is not None and mixed:
+        sim = space.similarity(emb[list(mixed)])
+        for j, s in zip(mixed, sim):
+            cluster[keep[j]], confidence[keep[j]] = int(s.argmax()), round(float(s.max()), 3)
+    info = {"speakers": k, "silhouette": round(sil, 3), "embedded": len(ok), "lines": len(spans), "mixed": len(mixed)}
+    return space, cluster, confidence, info
 
 
 @dataclass(frozen=True)
@@ -222,12 +260,14 @@ class Word:
 
 @dataclass(frozen=True)
 class Span:
-    """A transcript line as the speakers stage sees it: its times and, for ASR lines, its words."""
+    """A transcript line as the speakers stage sees it: its times and, for ASR lines, its words;
+    for a subtitle cue that may be split by voice, its text (its words get estimated times)."""
 
     idx: int
     start: float
     end: float
     words: tuple[Word, ...] = ()
+    text: str = ""
 
 
 @dataclass(frozen=True)
@@ -361,21 +401,176 @@ def turns_of(sim: np.ndarray, weight: np.ndarray, margin: float) -> list[tuple[i
     return turns
 
 
+def speech_in(wav: np.ndarray, a: float, b: float) -> list[tuple[float, float]] | None:
+    """Speech regions inside [a, b], the VAD run on that stretch alone (a cue-only film needs no
+    pass over the whole film: cue times are kept, only long cues are listened to)."""
+    got = speech_regions(wav[int(a * SR): int(b * SR)])
+    return None if got is None else [(a + p, a + q) for p, q in got]
+
+
+def even_cuts(a: float, b: float, part_s: float, max_cuts: int) -> list[float]:
+    """Evenly spaced cut points for a line with no pause to cut at: as many parts as fit, at least
+    `part_s` long each, at most `max_cuts` + 1."""
+    n = min(max_cuts + 1, int((b - a) / part_s + 1e-9))
+    return [a + (b - a) * k / n for k in range(1, n)] if n >= 2 else []
+
+
+def pause_cuts(a: float, b: float, pauses: Sequence[tuple[float, float]], part_s: float, max_cuts: int) -> list[float]:
+    """The middles of the widest pauses inside [a, b] (at most `max_cuts`), every part at least
+    `part_s` long. Sorted by time."""
+    chosen: list[float] = []
+    for p, q in sorted(pauses, key=lambda x: (x[0] - x[1], x[0])):
+        t = (p + q) / 2
+        edges = sorted([a, b, t] + chosen)
+        if len(chosen) < max_cuts and min(y - x for x, y in zip(edges, edges[1:])) >= part_s:
+            chosen.append(t)
+    return sorted(chosen)
+
+
+def cue_cuts(a: float, b: float, speech: Sequence[tuple[float, float]] | None, params: SpeakerParams) -> list[float]:
+    """Where a cue (no word times) may change voice: the VAD's pauses inside it, else even cuts."""
+    return (pause_cuts(a, b, pauses_in(speech or [], a, b), params.part_s, params.max_cuts)
+            or even_cuts(a, b, params.part_s, params.max_cuts))
+
+
+def spread_words(text: str, a: float, b: float, speech: Sequence[tuple[float, float]] = ()) -> tuple[Word, ...]:
+    """A cue's words with estimated times: its characters spread evenly over the cue's speech (the
+    VAD's regions inside [a, b]; the whole cue when it heard none), a word taking its length plus
+    one (the space) in characters."""
+    tokens = text.split()
+    inside = [(max(p, a), min(q, b)) for p, q in speech if min(q, b) > max(p, a)] or [(a, b)]
+    total = sum(q - p for p, q in inside)
+    weights = np.array([len(t) + 1 for t in tokens], dtype=float)
+    bounds = np.concatenate([[0.0], np.cumsum(weights) / max(weights.sum(), 1.0) * total])
+
+    def at(x: float, after: bool) -> float:  # the time `x` seconds into the cue's speech
+        for p, q in inside:
+            if x < q - p or (not after and x <= q - p):
+                return p + x
+            x -= q - p
+        return inside[-1][1]
+
+    return tuple(Word(at(float(bounds[i]), True), at(float(bounds[i + 1]), False), t) for i, t in enumerate(tokens))
+
+
+SENTENCE_END = ".?!\u2026"
+CLOSERS = "\"')]\u201d\u2019"
+
+
+def text_cut(words: Sequence[Word], t: float, reach_s: float = 1.0) -> int | None:
+    """Where to cut a cue's text for a change of voice at `t`: the index of the last word before
+    the sentence boundary ('.', '?', '!' then a space) nearest `t` by the words' (estimated)
+    times, else before the nearest comma; None when neither lies within `reach_s`."""
+    for marks in (SENTENCE_END, ","):
+        near = [(abs((words[i].end + words[i + 1].start) / 2 - t), i) for i in range(len(words) - 1)
+                if words[i].text.rstrip(CLOSERS)[-1:] in marks]
+        near = [x for x in near if x[0] <= reach_s]
+        if near:
+            return min(near)[1]
+    return None
+
+
+def voice_turns(own: Partials | None, space: VoiceSpace, edges: Sequence[float],
+                margin: float) -> tuple[list[tuple[int, int, int]], np.ndarray, np.ndarray] | None:
+    """The turns (`turns_of`) of a line cut into pieces at `edges` (its start, its cuts, its end),
+    with each piece's similarity to each voice and its length; a piece's voice is the line's own
+    encoder windows lying mostly inside it (no new encoding). None when a piece has no window."""
+    got = [own.within(p, q) for p, q in zip(edges, edges[1:])] if own is not None else []
+    if len(got) != len(edges) - 1 or any(g is None for g in got):
+        return None  # a piece no window covers: no turn can be told
+    sim, width = space.similarity(np.stack([g for g in got if g is not None])), np.diff(np.asarray(edges))
+    return turns_of(sim, width, margin), sim, width
+
+
+def _turn_confidence(sim: np.ndarray, width: np.ndarray, p: int, q: int, cl: int) -> float:
+    w = width[p:q + 1]
+    return round(float((w * sim[p:q + 1, cl]).sum() / w.sum()), 3)
+
+
+def split_worded(ln: Span, a: float, b: float, own: Partials | None, space: VoiceSpace, params: SpeakerParams,
+                 pauses: Sequence[tuple[float, float]]) -> list[Part] | None:
+    """An ASR line's speaker turns, cut at its VAD pauses or widest word gaps (`cut_candidates`);
+    None when it has no cut or one voice."""
+    cuts = cut_candidates(ln.words, a, b, params.part_s, params.max_cuts, pauses)
+    if not cuts:
+        return None
+    edges = [a] + [t for t, _ in cuts] + [b]
+    first = [0] + [i + 1 for _, i in cuts]
+    last = [i for _, i in cuts] + [len(ln.words) - 1]
+    got = voice_turns(own, space, edges, params.margin)
+    if got is None or len(got[0]) < 2:
+        return []
+    turns, sim, width = got
+    return [Part(ln.idx, k, edges[p], edges[q + 1], cl, _turn_confidence(sim, width, p, q, cl), first[p], last[q])
+            for k, (p, q, cl) in enumerate(turns)]
+
+
+def split_cue(ln: Span, a: float, b: float, own: Partials | None, space: VoiceSpace, params: SpeakerParams,
+              speech: Sequence[tuple[float, float]] | None) -> tuple[list[Part] | None, bool]:
+    """A subtitle cue's speaker turns and whether a change of voice found no text boundary.
+
+    No word times: the cue is cut at the VAD's pauses inside it, else at evenly spaced points;
+    its pieces take voices as an ASR line's do (`voice_turns`). Its words get times by being
+    spread over its speech (`spread_words`), and its text is cut at the sentence boundary (else
+    comma) nearest each change of voice (`text_cut`); with none within 1 s the cue stays whole.
+    Where the cut was a pause, one turn ends where it starts and the next begins where it ends,
+    else both at the text boundary's estimated time; the cue's own start and end are kept (people
+    timed them). Parts index the cue's
+    whitespace-separated words (`first_word`, `last_word`). None: not examined (no cut)."""
+    pauses = pauses_in(speech or [], a, b)
+    cuts = cue_cuts(a, b, speech, params)
+    if not cuts:
+        return None, False
+    edges = [a] + cuts + [b]
+    got = voice_turns(own, space, edges, params.margin)
+    if got is None or len(got[0]) < 2:
+        return [], False
+    turns, sim, width = got
+    words = spread_words(ln.text, a, b, speech or [])
+    ends: list[int] = []
+    gaps: list[tuple[float, float]] = []  # where one turn ends and the next begins
+    for (_, q, _), _nxt in zip(turns, turns[1:]):
+        t = edges[q + 1]
+        i = text_cut(words, t)
+        if i is None or (ends and i <= ends[-1]):
+            return [], True
+        ends.append(i)
+        pause = next(((p, r) for p, r in pauses if p < t < r), None)  # the silence between the turns is neither's
+        mid = (words[i].end + words[i + 1].start) / 2
+        gaps.append(pause or (mid, mid))
+    first, last = [0] + [i + 1 for i in ends], ends + [len(words) - 1]
+    starts, stops = [a] + [r for _, r in gaps], [p for p, _ in gaps] + [b]
+    if any(y <= x for x, y in zip(starts, stops)) or any(y < x for x, y in zip(stops, starts[1:])):
+        return [], True
+    return [Part(ln.idx, k, starts[k], stops[k], cl, _turn_confidence(sim, width, p, q, cl), first[k], last[k])
+            for k, (p, q, cl) in enumerate(turns)], False
+
+
 def voice_parts(wav: np.ndarray, lines: list[Span], params: SpeakerParams = SpeakerParams(),
                 embedder: VoiceEmbedder | None = None,
                 progress: Callable[[int, int | None], None] | None = None) -> tuple[list[Part], dict[str, Any]]:
     """Voice parts of every line: lines are clustered whole, then each line long enough to hold two
-    voices (two parts of `part_s`, two words) is cut at its VAD pauses or widest word gaps, each part
-    given the voice of the line's encoder windows inside it (`Partials.within`) and its nearest
-    centroid, and the line split into turns where the voice changes (`turns_of`)."""
+    voices (two parts of `part_s`, two words) is cut into pieces, each piece given the voice of the
+    line's encoder windows inside it and its nearest centroid, and the line split into turns where
+    the voice changes (`voice_turns`): an ASR line at its VAD pauses or widest word gaps
+    (`split_worded`), a subtitle cue at its VAD pauses or evenly, its text at the sentence boundary
+    nearest the change (`split_cue`)."""
     embedder = embedder or VoiceEmbedder()
     spans = [(ln.start, ln.end) for ln in lines]
-    worded = any(ln.words for ln in lines)  # subtitle cues alone: no VAD (their times are kept, nor are they cut)
+    worded = any(ln.words for ln in lines)  # subtitle cues alone: the VAD listens only inside long cues
     regions = speech_regions(wav) if params.fit_speech and worded else None
     if regions is not None:  # ASR lines only: subtitle cues are timed by people, and tightly
         spans = [f if ln.words else s for ln, s, f in zip(lines, spans, fit_to_speech(spans, regions))]
+    speech: dict[int, list[tuple[float, float]] | None] = {}  # cues long enough for two voices: their speech
+    pieces: dict[int, list[tuple[float, float]]] = {}  # ... and the pieces they are cut into
+    for j, (ln, (a, b)) in enumerate(zip(lines, spans)):
+        if not ln.words and len(ln.text.split()) >= 2 and b - a >= 2 * params.part_s:
+            speech[j] = regions if regions is not None else speech_in(wav, a, b) if params.fit_speech else None
+            edges = [a] + cue_cuts(a, b, speech[j], params) + [b]
+            pieces[j] = list(zip(edges, edges[1:]))
     windows: list[Partials | None] = []
-    space, cluster, conf, info = _cluster_spans(wav, spans, params, embedder, progress, windows)
+    space, cluster, conf, info = _cluster_spans(wav, spans, params, embedder, progress, windows,
+                                                pieces if params.mixed_cues else None)
     short = [i for i, (a, b) in enumerate(spans) if cluster[i] < 0 and b - a >= params.short_s]
     if space is not None and params.short_nearest and short:
         emb = embedder.embed(wav, [spans[i] for i in short], min_samples=1)
@@ -385,35 +580,28 @@ def voice_parts(wav: np.ndarray, lines: list[Span], params: SpeakerParams = Spea
                 cluster[i], conf[i] = int(s.argmax()), round(float(s.max()) * SHORT_CONFIDENCE, 3)
         info["short"] = sum(cluster[i] >= 0 for i in short)
     parts: list[Part] = []
-    examined = split = 0
+    count = {"examined": 0, "split": 0, "cues_examined": 0, "cues_split": 0, "cues_no_boundary": 0}
     for j, (ln, (a, b), c, f) in enumerate(zip(lines, spans, cluster, conf)):
         whole = Part(ln.idx, 0, a, b, c, f, 0 if ln.words else -1, len(ln.words) - 1 if ln.words else -1)
-        cuts = (cut_candidates(ln.words, a, b, params.part_s, params.max_cuts, pauses_in(regions or [], a, b))
-                if space is not None and len(space.centroids) > 1 and c >= 0 and len(ln.words) >= 2 else [])
-        if space is None or not cuts:
+        turns: list[Part] | None = None
+        if space is not None and len(space.centroids) > 1 and c >= 0:
+            if len(ln.words) >= 2:
+                turns = split_worded(ln, a, b, windows[j], space, params, pauses_in(regions or [], a, b))
+                key = ""
+            elif j in pieces:
+                turns, unbounded = split_cue(ln, a, b, windows[j], space, params, speech[j])
+                count["cues_no_boundary"] += unbounded
+                key = "cues_"
+        if turns is None:
             parts.append(whole)
             continue
-        examined += 1
-        edges = [a] + [t for t, _ in cuts] + [b]
-        first = [0] + [i + 1 for _, i in cuts]
-        last = [i for _, i in cuts] + [len(ln.words) - 1]
-        own = windows[j]  # a piece's voice: the line's encoder windows lying mostly inside it (no new encoding)
-        got = [own.within(p, q) for p, q in zip(edges, edges[1:])] if own is not None else []
-        if len(got) != len(edges) - 1 or any(g is None for g in got):
-            parts.append(whole)  # a piece no window covers: no turn can be told
-            continue
-        emb = np.stack([g for g in got if g is not None])
-        sim, width = space.similarity(emb), np.diff(edges)
-        turns = turns_of(sim, width, params.margin)
+        count[key + "examined"] += 1
         if len(turns) < 2:
             parts.append(whole)
             continue
-        split += 1
-        for k, (p, q, cl) in enumerate(turns):
-            w = width[p:q + 1]
-            s = float((w * sim[p:q + 1, cl]).sum() / w.sum())
-            parts.append(Part(ln.idx, k, edges[p], edges[q + 1], cl, round(s, 3), first[p], last[q]))
-    info.update(examined=examined, split=split)
+        count[key + "split"] += 1
+        parts.extend(turns)
+    info.update(count)
     return parts, info
 
 
@@ -426,6 +614,9 @@ class SpeakersStage(Stage):
         return {"model": MODEL, **asdict(p), "short_confidence": SHORT_CONFIDENCE,
                 "clustering": "agglomerative-average-cosine, centred",
                 "turns": "VAD pauses, then widest word gaps; nearest centroid of the line's encoder windows in each piece",
+                "cue_turns": "VAD pauses inside the cue, else even cuts; text cut at the sentence boundary (else comma) "
+                             "within 1 s of the change, words spread over the cue's speech by characters; "
+                             "a pause between turns is neither's",
                 "spans": "ASR lines fitted to Silero VAD speech (threshold 0.5, 200 ms pauses); cues keep their times"}
 
     def skip_reason(self, ctx: Ctx) -> str | None:
@@ -440,7 +631,8 @@ class SpeakersStage(Stage):
         assert ctx.inputs.video is not None  # skip_reason() ran first: no video or audio, no speakers stage
         wav = load_audio(ctx.inputs.video)
         spans = [Span(u.idx, u.start, u.end, tuple(Word(float(w["start"]), float(w["end"]), str(w.get("word", "")))
-                                                    for w in json.loads(u.words or "[]")))
+                                                    for w in json.loads(u.words or "[]")),
+                      "" if u.speaker else u.text)  # a cue tagged with its speaker is one turn: not split by voice
                  for u in lines]
         parts, info = voice_parts(wav, spans, progress=ctx.progress)
         ctx.write([VoiceRow(film_id=ctx.film_id, utt_idx=p.utt_idx, part=p.part, start=p.start, end=p.end,
@@ -448,8 +640,11 @@ class SpeakersStage(Stage):
                    for p in parts])
         worded = sum(1 for s in spans if s.words)
         turns = (f"; {info['examined']} of {worded} lines with word times examined for a change of voice, "
-                 f"{info['split']} split into turns" if worded else "; no word times (subtitle cues): turns come "
-                 "only from dialogue dashes")
+                 f"{info['split']} split into turns" if worded else "")
+        if len(spans) > worded:
+            turns += (f"; {info['cues_examined']} of {len(spans) - worded} subtitle cues examined for a change of voice, "
+                      f"{info['cues_split']} split into turns, {info['cues_no_boundary']} left whole for want of a "
+                      f"sentence boundary near the change; {info['mixed']} clustered by their pieces (two voices)")
         short = f", {info['short']} short lines given their nearest voice" if info.get("short") else ""
         return Outcome(model=MODEL, note=f"{info['speakers']} voices over {info['embedded']} of {info['lines']} lines "
                                          f"(silhouette {info['silhouette']}){short}{turns}")

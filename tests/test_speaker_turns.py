@@ -14,9 +14,16 @@ from moviemem.ingest.speakers import (
     Partials,
     Span,
     SpeakerParams,
+    VoiceSpace,
     Word,
     cut_candidates,
+    even_cuts,
     fit_to_speech,
+    mixed_pieces,
+    pause_cuts,
+    split_cue,
+    spread_words,
+    text_cut,
     turns_of,
     voice_parts,
 )
@@ -178,3 +185,85 @@ def test_a_piece_takes_the_windows_mostly_inside_it() -> None:
     right = w.within(2.0, 3.0)  # only the last (clipped) window lies mostly inside
     assert right is not None and np.allclose(right, e[2])
     assert w.within(1.2, 1.5) is None  # no window lies mostly inside 0.3 s: no voice for it
+
+
+def _cue_film(cue: Span, script_cue: list[tuple[float, float, int]]) -> tuple[list, dict]:
+    """Ten 3 s cues alternating voices 0 and 1, cue 4 replaced by `cue`, spoken as `script_cue` says."""
+    script = [(3.5 * i, 3.5 * i + 3, i % 2) for i in range(10) if i != 4] + script_cue
+    lines = [Span(i, 3.5 * i, 3.5 * i + 3, text=f"Line {i}.") for i in range(10)]
+    lines[4] = cue
+    return voice_parts(np.zeros(36 * 16000, dtype=np.float32), lines, SpeakerParams(fit_speech=False),
+                       ScriptedEmbedder(script))  # type: ignore[arg-type]
+
+
+def test_a_cue_spoken_by_two_voices_is_split_at_its_sentence_boundary() -> None:
+    text = "Where were you today? I was out late."
+    parts, info = _cue_film(Span(4, 14, 18, text=text), [(14, 16, 0), (16, 18, 1)])
+    assert info["cues_examined"] >= 1 and info["cues_split"] == 1 and info["cues_no_boundary"] == 0
+    four = [p for p in parts if p.utt_idx == 4]
+    assert [(p.part, p.cluster) for p in four] == [(0, 0), (1, 1)]
+    assert (four[0].first_word, four[0].last_word, four[1].first_word, four[1].last_word) == (0, 3, 4, 7)
+    assert four[0].start == 14 and four[1].end == 18  # the cue's own times are kept
+    assert four[0].end == four[1].start and abs(four[0].end - 16.0) < 0.5
+    assert all(p.part == 0 for p in parts if p.utt_idx != 4)
+    # the characters stage gives each part its own text from the cue's words
+    utts = [UtteranceRow(film_id="f", idx=i, start=3.5 * i, end=3.5 * i + 3, text=text if i == 4 else f"Line {i}.")
+            for i in range(10)]
+    rows = [VoiceRow(film_id="f", utt_idx=p.utt_idx, part=p.part, start=p.start, end=p.end, cluster=p.cluster,
+                     first_word=p.first_word, last_word=p.last_word) for p in parts]
+    split = [t for t in registry_lines(utts, rows) if t.split]
+    assert [t.line.text for t in split] == ["Where were you today?", "I was out late."]
+    assert [t.line.voice for t in split] == [0, 1]
+
+
+def test_a_two_voice_cue_without_a_boundary_stays_whole_and_is_counted() -> None:
+    parts, info = _cue_film(Span(4, 14, 18, text="where were you today I was out late"), [(14, 16, 0), (16, 18, 1)])
+    assert info["cues_split"] == 0 and info["cues_no_boundary"] == 1
+    assert [p.part for p in parts if p.utt_idx == 4] == [0]
+
+
+def test_a_one_voice_cue_is_not_split() -> None:
+    parts, info = _cue_film(Span(4, 14, 18, text="Where were you today? I was out late."), [(14, 18, 0)])
+    assert info["cues_split"] == 0 and info["cues_no_boundary"] == 0
+    assert [p.part for p in parts if p.utt_idx == 4] == [0]
+
+
+def test_a_cue_is_cut_at_the_pause_the_vad_heard() -> None:
+    script = [(14, 15.9, 0), (16.1, 18, 1)]
+    emb = ScriptedEmbedder(script)
+    got: list = []
+    emb.embed(None, [(14.0, 18.0)], partials=got)
+    space = VoiceSpace(np.zeros(DIM, dtype=np.float32), np.stack([_voice(k) / np.linalg.norm(_voice(k)) for k in (0, 1)]))
+    cue = Span(4, 14, 18, text="Where were you? Out, late again.")
+    parts, unbounded = split_cue(cue, 14, 18, got[0], space, SpeakerParams(), [(14.0, 15.9), (16.1, 18.0)])
+    assert parts is not None and not unbounded
+    assert [(p.cluster, p.start, p.end, p.first_word, p.last_word) for p in parts] == [(0, 14, 15.9, 0, 2), (1, 16.1, 18, 3, 5)]
+
+
+def test_cue_cuts_pauses_first_else_even() -> None:
+    assert pause_cuts(0, 4, [(1.9, 2.1), (0.2, 0.6), (2.8, 2.9)], part_s=1.0, max_cuts=2) == [2.0]  # 0.4 s from the start: too near
+    assert even_cuts(0, 4, 1.0, 2) == [4 / 3, 8 / 3] and even_cuts(0, 2.5, 1.0, 2) == [1.25] and even_cuts(0, 1.5, 1.0, 2) == []
+
+
+def test_text_cut_takes_the_nearest_sentence_boundary_else_a_comma() -> None:
+    words = spread_words("Yes. Where were you, then? I was out late.", 0.0, 6.0, [(0.0, 3.3), (4.1, 6.0)])
+    assert all(not 3.3 < w.start < 4.1 for w in words)  # no word starts in the pause
+    assert words[0].start == 0.0 and words[-1].end == 6.0
+    assert text_cut(words, 3.7) == 4  # "then?" ends the sentence before the pause
+    assert text_cut(words, 0.6) == 0  # "Yes." is nearer than "then?"
+    assert text_cut(words, 2.3) == 4  # a sentence end within 1 s wins over the nearer comma ("you,")
+    comma = spread_words("I went there, and then I came back home", 0.0, 4.0)
+    assert text_cut(comma, 1.6) == 2  # no sentence end: the comma, as a last resort
+    assert text_cut(comma, 3.8) is None  # the comma is more than 1 s away
+
+
+def test_a_cue_whose_pieces_sound_like_two_voices_is_clustered_by_its_pieces() -> None:
+    two: list = []
+    one: list = []
+    ScriptedEmbedder([(0, 3, 0), (3, 6, 1)]).embed(None, [(0.0, 6.0)], partials=two)
+    ScriptedEmbedder([(0, 6, 0)]).embed(None, [(0.0, 6.0)], partials=one)
+    mean = np.zeros(DIM, dtype=np.float32)
+    got = mixed_pieces(two[0], [(0.0, 3.0), (3.0, 6.0)], mean, threshold=0.8)
+    assert got is not None and got.shape == (2, DIM)
+    assert mixed_pieces(one[0], [(0.0, 3.0), (3.0, 6.0)], mean, threshold=0.8) is None
+    assert mixed_pieces(two[0], [(0.0, 6.0)], mean, threshold=0.8) is None  # one piece: nothing to compare
