@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from ..backbones import system, user
@@ -87,10 +88,23 @@ def _number(word: str) -> float | None:
 _TIME = re.compile(r"\[E\d+\]|\d{1,2}:\d{2}(?::\d{2})?(?:-\d{1,2}:\d{2}(?::\d{2})?)?")  # evidence ids and times
 
 
-def specifics(text: str, lowercase: set[str]) -> list[tuple[str, str]]:
+_OPENING = re.compile(r"(?:^|(?<!\bMr)(?<!\bMrs)(?<!\bMs)(?<!\bDr)(?<!\bSt)[.!?…:;]|[\"“(\[]|\s-)\s*"
+                      r"([A-Za-z][A-Za-z'-]*)", re.MULTILINE)
+
+
+def sentence_openers(text: str) -> set[str]:
+    """Words a text writes only where a sentence or line opens: there a capital says nothing of a
+    name ('Hi, Pop.', 'Maybe.', 'Look here.'), while 'Pop' written mid-sentence is one."""
+    opening = Counter(m.group(1) for m in _OPENING.finditer(_TIME.sub(" ", text)))
+    every = Counter(_TOKEN.findall(_TIME.sub(" ", text)))
+    return {w for w, n in opening.items() if every[w] <= n}
+
+
+def specifics(text: str, lowercase: set[str], openers: AbstractSet[str] = frozenset()) -> list[tuple[str, str]]:
     """The names and numbers of a text, in order, as (kind, words): a name is a run of capitalised
     words that the text (or `lowercase`, words seen uncapitalised elsewhere) never writes in lower
-    case; evidence ids and times are not numbers of the story."""
+    case, and none of `openers` (words seen only opening a sentence); a contraction of a stop word
+    ("I've", "He's") is none; evidence ids and times are not numbers of the story."""
     stop = dialogue_stop_words()
     words = _TOKEN.findall(_TIME.sub(" ", text))
     seen_lower = lowercase | {w for w in words if w.islower()}
@@ -99,7 +113,8 @@ def specifics(text: str, lowercase: set[str]) -> list[tuple[str, str]]:
     for w in [*words, ""]:
         number = _number(w) is not None if w else False
         base = w.lower().removesuffix("'s").removesuffix("'")
-        if w and not number and w[0].isupper() and len(base) > 1 and base not in stop and w.lower() not in seen_lower:
+        if (w and not number and w[0].isupper() and len(base) > 1 and base not in stop and base.split("'")[0] not in stop
+                and w.lower() not in seen_lower and w not in openers):
             run.append(w)
             continue
         if run:
@@ -117,7 +132,7 @@ def foils(claim: str, context: str, most: int = MAX_FOILS) -> list[str]:
     for it, a changed detail often is not."""
     lowercase = {w for w in _TOKEN.findall(context) if w.islower()}
     mine = list(dict.fromkeys(specifics(claim, lowercase)))
-    found = specifics(context, lowercase)
+    found = specifics(context, lowercase, sentence_openers(context))  # what may be swapped in: names, not openers
 
     def value(kind: str, w: str) -> object:
         return (kind, _number(w) if kind == "number" else w)
@@ -207,9 +222,11 @@ def _cloze_answer(reply: str, head: str, connective: str) -> str:
     head when the model repeated the whole sentence, and without closing punctuation."""
     text = reply.strip().splitlines()[0] if reply.strip() else ""
     lowered = text.lower()
-    if lowered.startswith(head.lower()[:20]) and f" {connective} " in lowered:
-        text = text[lowered.index(f" {connective} ") + len(connective) + 2:]
-    return text.strip().strip('"\'').rstrip(_END).strip()
+    if f" {connective} " in lowered:  # the sentence restated, its subject perhaps a pronoun now
+        text = text[lowered.rindex(f" {connective} ") + len(connective) + 2:]
+    text = text.strip().strip('"\'').rstrip(_END).strip()
+    first, _, rest = text.partition(" ")
+    return f"{first.lower()} {rest}".strip() if first.lower() in dialogue_stop_words() else text
 
 
 def cause_foil(run: Run, claim: str, context: str) -> str | None:

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from moviemem.agents.base import Run
-from moviemem.agents.claims import cause_foil, foils, order_swapped, read_claim, specifics, timeline_order
+from moviemem.agents.claims import cause_foil, foils, order_swapped, read_claim, sentence_openers, specifics, timeline_order
 from moviemem.agents.types import Question
 from moviemem.backbones import Reply, ScriptedBackbone
 from moviemem.errors import MovieMemError
@@ -154,3 +154,19 @@ def test_the_cause_foil_is_set_against_the_claim() -> None:
     run = Run(b)
     assert read_claim(run, Question(claim, kind="claim"), TIMELINE, "foils").choice == "FALSE"
     assert next(s for s in run.trace if s.kind == "scores").data["kinds"] == ["cause"]
+
+
+def test_words_that_only_open_sentences_are_not_swapped_in_as_names() -> None:
+    said = """[E1] 00:01:00-00:01:30 (said):
+    Hi, Pop. Maybe later.
+    I've seen Pop Benson at the station with Mr. Carney."""
+    assert {"Hi", "Maybe", "I've"} <= sentence_openers(said) and not {"Pop", "Carney"} & sentence_openers(said)
+    out = foils("Tom Jones met the train.", said)
+    assert out and not any(w in v for v in out for w in ("Hi ", "Maybe ", "I've "))
+    assert "Carney met the train." in out
+
+
+def test_a_restated_cloze_keeps_only_the_cause() -> None:
+    b = ScriptedBackbone(["He leaves because he missed the train."])
+    assert cause_foil(Run(b), "Tom leaves town because the butler hid the letter.", TIMELINE) == (
+        "Tom leaves town because he missed the train.")
