@@ -18,10 +18,12 @@ import re
 from dataclasses import dataclass, field
 
 # captions, on-screen text and event descriptions that mark a stretch of film as the past
-# ("ago" is left to dialogue: an event that *tells* of years ago is not itself in the past)
+# ("ago" is left to dialogue: an event that *tells* of years ago is not itself in the past;
+# "in the past two hours" is a duration, not the past)
 MARK = re.compile(
     r"\bflash[- ]?backs?\b|\bsepia\b|\b(?:years|months|weeks|days|decades|long|some time|a year|a month) "
-    r"(?:earlier|before)\b|\bin the past\b|\bas a (?:child|boy|girl|young (?:man|woman))\b",
+    r"(?:earlier|before)\b|\bin the past\b(?!\s+(?:\w+\s+)?(?:seconds?|minutes?|hours?|days?|nights?|weeks?|months?|years?|"
+    r"decades?|while|few)\b)|\bas a (?:child|boy|girl|young (?:man|woman))\b",
     re.I,
 )
 # dialogue (or narration) that leads into a memory

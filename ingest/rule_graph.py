@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from .flashbacks import MARK, Span, TimedEvent, story_time
 from .scenes import STOP, Scene, TextLine, content_words, known_names, line_names
 
-RULES_VERSION = 7  # bump when a rule changes: the events stage's params hash then changes and it reruns
+RULES_VERSION = 8  # bump when a rule changes: the events stage's params hash then changes and it reruns
 EVENTS_PER_MINUTE = 8.0  # at most, per scene (at least 3 a scene)
 REPEAT_S = 15.0  # a line repeated within this many seconds is the same event
 NEAR_S = 120.0  # how far apart two events sharing participants may be to be linked as cause and effect

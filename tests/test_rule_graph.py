@@ -322,3 +322,11 @@ def test_an_event_told_twice_nearby_is_one_event_not_a_cause() -> None:
     g = build_graph(build_scenes(lines, [(0, 60)]), lines)
     linked = [(r.type, r.rule) for r in g.relations if r.type != "before"]
     assert linked == [("coreference", "repeated")]
+
+
+def test_a_duration_in_the_past_is_no_flashback_mark() -> None:
+    from moviemem.ingest.flashbacks import MARK
+
+    assert not MARK.search("Smoked a pack of cigarettes in the past two hours.")
+    assert not MARK.search("He has been here twice in the past few days.")
+    assert MARK.search("In the past, the village was quiet.") and MARK.search("Two years earlier.")
