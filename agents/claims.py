@@ -185,36 +185,48 @@ def order_swapped(claim: str, context: str = "") -> str | None:
     return f"{b[0].upper()}{b[1:]} {word} {first} {rest}{end}"
 
 
-_BLOCK = re.compile(r"^\[E\d+\] (\d+):(\d\d):(\d\d)(?:\.\d+)?-", re.MULTILINE)
-CLEAR_MATCH = 0.5  # share of an event's content words that the one evidence block placing it must hold
+_HEAD = re.compile(r"^\[E\d+\]\s+[\d:.]+-[\d:.]+\s+\([^)]*\):?\s*")
+CLEAR_MATCH = 0.5  # share of an event's content words that the one stretch of evidence placing it must hold
+WINDOW = 3  # lines: an event is told over a short exchange
 
 
-def _placed(clause: str, blocks: list[tuple[float, set[str]]]) -> float | None:
-    """The start of the one evidence block holding the most of the clause's content words, when it
-    holds at least CLEAR_MATCH of them and no other block holds as many."""
+def _evidence_lines(context: str) -> list[str]:
+    """The evidence's lines in the order shown, which is screen order: blocks are listed by time
+    and a passage's lines in their order."""
+    return [text for raw in context.splitlines() if (text := _HEAD.sub("", raw.strip()))]
+
+
+def _placed(clause: str, lines: list[set[str]]) -> int | None:
+    """The line that tells the clause's event: within the stretch of WINDOW lines holding the most
+    of its content words (at least CLEAR_MATCH of them, every stretch holding as many overlapping
+    it), the line holding the most of them itself."""
     want = _stems(clause)
-    if not want or not blocks:
+    if not want or not lines:
         return None
-    shares = [len(want & words) / len(want) for _, words in blocks]
+    windows = [set().union(*lines[i:i + WINDOW]) for i in range(len(lines))]
+    shares = [len(want & words) / len(want) for words in windows]
     best = max(shares)
-    return blocks[shares.index(best)][0] if best >= CLEAR_MATCH and shares.count(best) == 1 else None
+    at = [i for i, share in enumerate(shares) if share == best]
+    if best < CLEAR_MATCH or at[-1] - at[0] >= WINDOW:
+        return None
+    span = range(at[0], min(len(lines), at[-1] + WINDOW))
+    return max(span, key=lambda i: (len(want & lines[i]), -i))
 
 
 def timeline_order(claim: str, context: str) -> bool | None:
-    """Whether 'A before/after B' agrees with the evidence's screen times: each event is placed at
-    the evidence block that clearly holds its words; None when the claim orders no two events or
-    either event cannot be placed apart from the other (a flashback would mislead it; rare)."""
+    """Whether 'A before/after B' agrees with the order in which the evidence shows the two events:
+    each is placed at the stretch of lines that clearly tells it. None when the claim orders no two
+    events, either cannot be placed, or both fall on one line (a flashback would mislead it; rare)."""
     split = _clauses(claim, _ORDER, 3)
-    heads = list(_BLOCK.finditer(context))
-    if split is None or not heads:
+    lines = _evidence_lines(context)
+    if split is None or not lines:
         return None
-    blocks = [(int(m[1]) * 3600 + int(m[2]) * 60 + int(m[3]), _stems(context[m.end(): nxt.start() if nxt else None]))
-              for m, nxt in zip(heads, [*heads[1:], None])]
+    words = [_stems(line) for line in lines]
     a, word, b, _ = split
-    ta, tb = _placed(a, blocks), _placed(b, blocks)
-    if ta is None or tb is None or ta == tb:
+    pa, pb = _placed(a, words), _placed(b, words)
+    if pa is None or pb is None or pa == pb:
         return None
-    return (ta < tb) == (word == "before")
+    return (pa < pb) == (word == "before")
 
 
 def _cloze_answer(reply: str, head: str, connective: str) -> str:

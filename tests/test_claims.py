@@ -100,7 +100,17 @@ def test_order_edits_swap_the_two_events() -> None:
     assert order_swapped("Tom waits before Anna comes before the train leaves.") is None  # not one order
 
 
-def test_timeline_places_each_event_at_the_block_holding_its_words() -> None:
+def test_timeline_places_each_event_at_the_line_telling_it() -> None:
+    passage = """[E1] 00:10:00-00:11:00 (said):
+    Good morning.
+    The butler hid the letter in the piano.
+    Nobody saw him.
+    Tea is ready.
+    Later Anna got off the train at the station.
+    Nobody met her."""
+    # one passage: the order of its lines decides
+    assert timeline_order("Anna gets off the train after the butler hides the letter.", passage) is True
+    assert timeline_order("Anna gets off the train before the butler hides the letter.", passage) is False
     assert timeline_order("The butler hides the letter before Anna gets off the train.", TIMELINE) is True
     assert timeline_order("Anna gets off the train before the butler hides the letter.", TIMELINE) is False
     assert timeline_order("Anna gets off the train after the butler hides the letter.", TIMELINE) is True
