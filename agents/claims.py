@@ -7,10 +7,13 @@ turns the claim into a choice the evidence can settle:
 - foils: versions of the claim that the evidence might support instead are set against the claim,
   which is TRUE when the evidence supports it over every version. Three kinds, all general rules:
   a name or number the evidence found for the claim never mentions, swapped for one the evidence
-  holds; the two events of "A before/after B" swapped (an order edit swaps exactly these); and the
-  cause of "A because B" (or purpose, "in order to", "so that") rewritten by the model from the
-  evidence with the claim's own cause hidden (a cloze, so it cannot copy it) when its words differ
-  from the claim's. A claim with none of these is read by calibrated yes/no (said in the trace).
+  holds; the two events of "A before/after B" swapped (an order edit swaps exactly these; where
+  the evidence's lines clearly tell both events, their screen order settles the claim with no
+  model call); and the cause of "A because B" (or purpose, "in order to", "so that") rewritten by
+  the model from the evidence with the claim's own cause hidden (a cloze, so it cannot copy it)
+  when its words differ from the claim's. A claim with none of these is read by calibrated yes/no
+  (said in the trace). On the MF² dev set's 60 pairs with `local`: 31.7% of pairs, against 21.7%
+  with names and numbers alone (README, "Answering on real films").
 - qa (issue 20's proposal): the claim becomes questions about its details with its own answers (no
   evidence shown, so the claim cannot steer the reading); the questions are answered from the
   evidence; the claim is TRUE when the answers agree. It needs a model that writes sensible
