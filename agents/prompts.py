@@ -165,6 +165,11 @@ READ_LETTER = Prompt("read-letter", 1, READER_SYSTEM,
                      "Evidence from the film's memory, in time order (HH:MM:SS):\n\n{context}\n\n{question}\n\n"
                      "Using the evidence, answer with the letter of the correct option only.")
 
+# The option written out, not its letter (agents/reader.py word_probs); same evidence prefix.
+READ_WORD = Prompt("read-word", 1, READER_SYSTEM,
+                   "Evidence from the film's memory, in time order (HH:MM:SS):\n\n{context}\n\n{question}\n\n"
+                   "Using the evidence, answer with the words of the correct option only.")
+
 READ_CLAIM = Prompt("read-claim", 1, READER_SYSTEM,
                     "Evidence from the film's memory, in time order (HH:MM:SS):\n\n{context}\n\n"
                     "Statement: {claim}\n\nDoes the evidence show that this statement is true, with every detail "
@@ -252,7 +257,7 @@ NARRATE_CLIP = Prompt(
 
 
 PROMPTS = {p.id: p for p in [CLOSED_BOOK, SUBTITLES, SOCRATIC, END_TO_END_FRAMES, END_TO_END_VIDEO, VIDEOAGENT, ARCHIVAL,
-                             ARCHIVAL_FINAL, GRAPH, HYBRID, ACE_SELECT, READ_LETTER, READ_CLAIM, CLAIM_QUESTIONS, CLAIM_ANSWERS, CLAIM_CLOZE,
+                             ARCHIVAL_FINAL, GRAPH, HYBRID, ACE_SELECT, READ_LETTER, READ_WORD, READ_CLAIM, CLAIM_QUESTIONS, CLAIM_ANSWERS, CLAIM_CLOZE,
                              ARCHIVAL_TEXT,
                              ARCHIVAL_TEXT_FINAL]}
 PROMPTS.update({p.id: p for p in [LETTA, LETTA_FINAL, DESCRIBE_GAP, SHORTEN, NARRATE_CLIP]})

@@ -20,7 +20,7 @@ from ..backbones.prompt import Prompt
 from .base import Run
 from .calls import parse_step
 from .parsing import Parsed
-from .prompts import READ_CLAIM, READ_LETTER, question_head
+from .prompts import READ_CLAIM, READ_LETTER, READ_WORD, question_head
 from .types import Question, Step
 
 TOP = 20  # alternatives asked for: option letters and yes/no are always among them when the prompt asks for one
@@ -56,14 +56,61 @@ def _softmax(scores: dict[str, float], labels: Sequence[str]) -> dict[str, float
     return {k: v / z for k, v in exp.items()}
 
 
-def read_letter(run: Run, q: Question, context: str) -> Parsed:
-    """A multiple-choice answer from `context`: the most likely option letter."""
-    probs = letter_probs(run, q, context)
-    if isinstance(probs, str):
-        return done(run, Parsed.fail(probs))
+def read_letter(run: Run, q: Question, context: str, words: bool = False) -> Parsed:
+    """A multiple-choice answer from `context`: the most likely option letter; with `words`, where
+    the options are short, the option most likely to open a written answer (`word_probs`; the
+    letters where that cannot be read, said in the trace)."""
+    how, probs = "letter log-probabilities", None
+    if words and option_words(q) is not None:
+        got = word_probs(run, q, context)
+        if isinstance(got, str):
+            run.note(f"option words unreadable ({got}): letters instead")
+        else:
+            how, probs = "log-probabilities of each option's first word as the answer", got
+    if probs is None:
+        letters = letter_probs(run, q, context)
+        if isinstance(letters, str):
+            return done(run, Parsed.fail(letters))
+        probs = letters
     best = max(q.letters, key=lambda k: (probs[k], -q.letters.index(k)))
-    run.trace.append(Step("scores", {"how": "letter log-probabilities", "p": {k: round(v, 4) for k, v in probs.items()}}))
+    run.trace.append(Step("scores", {"how": how, "p": {k: round(v, 4) for k, v in probs.items()}}))
     return done(run, Parsed(best, q.options[q.letters.index(best)], round(probs[best], 4), False, how="logprobs"))
+
+
+SHORT_OPTION = 3  # words: an option this short is a name or a thing the answer can open with
+
+
+def option_words(q: Question) -> list[str] | None:
+    """Each option's first word, when every option is short and their first words differ (names,
+    places, things: 'Anna', 'Tom', 'the lighthouse' / 'the hotel' do not qualify, 'His aunt' /
+    'His mother' neither); None otherwise."""
+    firsts = [o.split()[0].strip(".,;:!?\"'()").lower() if o.split() else "" for o in q.options]
+    if any(len(o.split()) > SHORT_OPTION for o in q.options) or "" in firsts or len(set(firsts)) < len(firsts):
+        return None
+    return firsts
+
+
+def word_probs(run: Run, q: Question, context: str) -> dict[str, float] | str:
+    """Each option's probability as the first word of a free answer (the option written out, not
+    its letter): a small model that knows who did it from the evidence often still maps the name to
+    the wrong letter. A token that starts several options' words counts for none of them."""
+    words = option_words(q)
+    if words is None:
+        return "the options are not short with distinct first words"
+    reply = run.chat(READ_WORD, [system(READ_WORD.system),
+                                 user(READ_WORD.render(context=context, question=question_head(q)))],
+                     max_tokens=1, temperature=0.0, logprobs=TOP)
+    if reply.invalid:
+        return reply.error or "the backbone failed"
+    best: dict[str, float] = {}
+    for token, lp in (reply.logprobs or [{}])[0].items():
+        piece = token.strip().strip("\"'").lower()
+        hits = [w for w in words if piece and (w == piece or len(piece) >= 3 and w.startswith(piece))]
+        if len(hits) == 1:
+            best[hits[0]] = max(best.get(hits[0], -math.inf), lp)
+    if not best:
+        return f"none of the options' first words among the model's {TOP} most likely next tokens"
+    return {letter: p for letter, p in zip(q.letters, _softmax(best, words).values())}
 
 
 def letter_probs(run: Run, q: Question, context: str) -> dict[str, float] | str:

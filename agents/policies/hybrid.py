@@ -179,6 +179,7 @@ class Hybrid(BasePolicy):
         budget_share: float = 0.5  # ... and at most this share of the film's transcript and captions (0: no cap)
         reader: str = "auto"  # json | logprobs | auto (logprobs where the backbone gives them, for mcq and claims)
         claims: str = "foils"  # how the logprobs reader judges a claim: foils | calibrated | qa (agents/claims.py)
+        option_words: bool = False  # short options scored as the answer's first word, not by letter (reader.word_probs)
         max_tokens: int | None = None
         temperature: float = 0.0
 
@@ -199,7 +200,7 @@ class Hybrid(BasePolicy):
             run.show(shown)
             if question.kind == "claim":
                 return read_claim(run, question, context or "(nothing found)", s.claims)
-            return read_letter(run, question, context or "(nothing found)")
+            return read_letter(run, question, context or "(nothing found)", words=s.option_words)
         parsed = answer_once(run, HYBRID, question, body(HYBRID, question, cite=True, context=context or "(nothing found)"),
                              cite=True, max_tokens=s.max_tokens, temperature=s.temperature)
         cited = [c for c in parsed.data.get("evidence", []) if isinstance(c, str)] if parsed.data else []
