@@ -12,8 +12,8 @@ import pytest
 
 from moviemem.ingest.faces import FaceParams, cluster_faces, dlib_missing, representative
 from moviemem.ingest.names import Line, build_registry, name_lexicon, votes
-from moviemem.ingest.speakers import SpeakerParams, cluster_voices, resemblyzer_missing
 from moviemem.ingest.turns import split_dialogue, split_prefix, split_turns
+from moviemem.ingest.voices import SpeakerParams, cluster_voices, resemblyzer_missing
 
 MEDIA = Path(__file__).resolve().parents[2] / "shared" / "media"
 
@@ -208,7 +208,7 @@ def _espeak(voice: str, text: str, path: Path) -> None:
 @pytest.mark.skipif(shutil.which("espeak-ng") is None or shutil.which("ffmpeg") is None, reason="needs espeak-ng and ffmpeg")
 @pytest.mark.skipif(resemblyzer_missing() is not None, reason=str(resemblyzer_missing()))
 def test_two_espeak_voices_are_two_speakers(tmp_path: Path) -> None:
-    from moviemem.ingest.speakers import diarize, load_audio
+    from moviemem.ingest.voices import diarize, load_audio
 
     script = [("en-us", "I think we should go to the station before it gets dark tonight."),
               ("en-us+f2", "The train does not leave until nine, so we have plenty of time."),

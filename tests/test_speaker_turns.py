@@ -10,16 +10,12 @@ import numpy as np
 from test_characters import SRT  # the same four cues: dashes, NAME: tags, an address term
 
 from moviemem.ingest.characters import registry_lines
-from moviemem.ingest.speakers import (
-    Partials,
+from moviemem.ingest.voice_turns import (
     Span,
-    SpeakerParams,
-    VoiceSpace,
     Word,
     cut_candidates,
     even_cuts,
     fit_to_speech,
-    mixed_pieces,
     pause_cuts,
     split_cue,
     spread_words,
@@ -27,6 +23,7 @@ from moviemem.ingest.speakers import (
     turns_of,
     voice_parts,
 )
+from moviemem.ingest.voices import Partials, SpeakerParams, VoiceSpace, mixed_pieces
 from moviemem.memory.schema import SpeakerRow, UtteranceRow, VoiceRow
 
 DIM = 256
