@@ -160,19 +160,22 @@ HYBRID = Prompt("hybrid", 1, SYSTEM,
 # Readers that score the answer's first token instead of generating JSON (backbones with log-probabilities):
 # the evidence comes first, the question and its options last, and the reply is one token.
 READER_SYSTEM = "You answer questions about a film from excerpts of its memory. Use only the excerpts."
+# Every reader prompt opens with the evidence, so the calls about one question share a prefix that
+# llama.cpp reads once (the statement or question comes after it).
+EVIDENCE_FIRST = "Evidence from the film's memory, in time order (HH:MM:SS):\n\n{context}\n\n"
 
 READ_LETTER = Prompt("read-letter", 1, READER_SYSTEM,
-                     "Evidence from the film's memory, in time order (HH:MM:SS):\n\n{context}\n\n{question}\n\n"
+                     EVIDENCE_FIRST + "{question}\n\n"
                      "Using the evidence, answer with the letter of the correct option only.")
 
-# The option written out, not its letter (agents/reader.py word_probs); same evidence prefix.
+# The option written out, not its letter (agents/reader.py word_probs).
 READ_WORD = Prompt("read-word", 1, READER_SYSTEM,
-                   "Evidence from the film's memory, in time order (HH:MM:SS):\n\n{context}\n\n{question}\n\n"
+                   EVIDENCE_FIRST + "{question}\n\n"
                    "Using the evidence, answer with the words of the correct option only.")
 
 READ_CLAIM = Prompt("read-claim", 1, READER_SYSTEM,
-                    "Evidence from the film's memory, in time order (HH:MM:SS):\n\n{context}\n\n"
-                    "Statement: {claim}\n\nDoes the evidence show that this statement is true, with every detail "
+                    EVIDENCE_FIRST
+                    + "Statement: {claim}\n\nDoes the evidence show that this statement is true, with every detail "
                     "(who, what, where, when, why) as stated? Answer yes or no only.")
 
 # Claims as questions (hybrid[claims=qa]): a model that says "yes" to a statement and to its minimal edit
@@ -191,16 +194,14 @@ CLAIM_QUESTIONS = Prompt("claim-questions", 1, READER_SYSTEM,
                               "properties": {"question": {"type": "string"}, "answer": {"type": "string"}}}}}})
 
 # A claim's cause, written from the evidence with the claim's own hidden (agents/claims.py cause_foil).
-# Same system prompt and evidence prefix as READ_LETTER: the letter readings reuse the evidence read here.
 CLAIM_CLOZE = Prompt("claim-cloze", 1, READER_SYSTEM,
-                     "Evidence from the film's memory, in time order (HH:MM:SS):\n\n{context}\n\n"
-                     "Complete this sentence about the film from the evidence, in a few words. Reply with the "
+                     EVIDENCE_FIRST
+                     + "Complete this sentence about the film from the evidence, in a few words. Reply with the "
                      "missing words only.\n\n{sentence} ...")
 
-# Same system prompt and evidence prefix as READ_LETTER: the letter readings reuse the evidence read here.
 CLAIM_ANSWERS = Prompt("claim-answers", 1, READER_SYSTEM,
-                       "Evidence from the film's memory, in time order (HH:MM:SS):\n\n{context}\n\n"
-                       "Questions:\n{questions}\n\nAnswer each question from the evidence, in a few words, in "
+                       EVIDENCE_FIRST
+                       + "Questions:\n{questions}\n\nAnswer each question from the evidence, in a few words, in "
                        'order. Reply with JSON: {{"answers": ["...", ...]}}',
                        {"type": "object", "required": ["answers"],
                         "properties": {"answers": {"type": "array", "items": {"type": "string"},

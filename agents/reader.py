@@ -31,13 +31,21 @@ def can_read(run: Run, q: Question) -> bool:
     return bool(getattr(run.backbone.capabilities, "logprobs", False)) and q.kind in ("mcq", "claim")
 
 
-def _scores(run: Run, prompt: Prompt, text: str, labels: Sequence[str]) -> dict[str, float] | str:
-    """log-probability of each label as the next token (best spelling: 'A', ' A', 'a'), or why not."""
+def _next_tokens(run: Run, prompt: Prompt, text: str) -> dict[str, float] | str:
+    """The TOP most likely next tokens with their log-probabilities (one forward pass, nothing
+    generated), or why there are none."""
     reply = run.chat(prompt, [system(prompt.system), user(text)], max_tokens=1, temperature=0.0,
                      logprobs=TOP)
     if reply.invalid:
         return reply.error or "the backbone failed"
-    alts = (reply.logprobs or [{}])[0]
+    return (reply.logprobs or [{}])[0]
+
+
+def _scores(run: Run, prompt: Prompt, text: str, labels: Sequence[str]) -> dict[str, float] | str:
+    """log-probability of each label as the next token (best spelling: 'A', ' A', 'a'), or why not."""
+    alts = _next_tokens(run, prompt, text)
+    if isinstance(alts, str):
+        return alts
     out: dict[str, float] = {}
     for token, lp in alts.items():
         word = token.strip().rstrip(".):,").lower()
@@ -97,13 +105,11 @@ def word_probs(run: Run, q: Question, context: str) -> dict[str, float] | str:
     words = option_words(q)
     if words is None:
         return "the options are not short with distinct first words"
-    reply = run.chat(READ_WORD, [system(READ_WORD.system),
-                                 user(READ_WORD.render(context=context, question=question_head(q)))],
-                     max_tokens=1, temperature=0.0, logprobs=TOP)
-    if reply.invalid:
-        return reply.error or "the backbone failed"
+    alts = _next_tokens(run, READ_WORD, READ_WORD.render(context=context, question=question_head(q)))
+    if isinstance(alts, str):
+        return alts
     best: dict[str, float] = {}
-    for token, lp in (reply.logprobs or [{}])[0].items():
+    for token, lp in alts.items():
         piece = token.strip().strip("\"'").lower()
         hits = [w for w in words if piece and (w == piece or len(piece) >= 3 and w.startswith(piece))]
         if len(hits) == 1:

@@ -354,6 +354,11 @@ def causal_relations(events: list[RuleEvent]) -> list[RuleRelation]:
     return out
 
 
+def _coref_confidence(overlap: float) -> float:
+    """Two events' coreference confidence from the share of content words they have in common."""
+    return round(min(0.9, 0.4 + overlap / 2), 3)
+
+
 def participant_relations(events: list[RuleEvent], flashback_ids: set[str]) -> list[RuleRelation]:
     """A weak cause-and-effect candidate between an event and the next one (within NEAR_S) that
     involves the same people and the same thing: stories chain actions through their characters
@@ -369,7 +374,7 @@ def participant_relations(events: list[RuleEvent], flashback_ids: set[str]) -> l
             if people and things:
                 j = _jaccard(a.words - FILM_STEMS, b.words - FILM_STEMS)
                 if j >= REPEAT_JACCARD and len(things) >= 2:  # one event said twice ("They'll check..." / "they'll check..."), not a chain
-                    out.append(_rel(a, b, "coreference", round(min(0.9, 0.4 + j / 2), 3), "repeated",
+                    out.append(_rel(a, b, "coreference", _coref_confidence(j), "repeated",
                                     f"the same people and words again (overlap {j:.2f})"))
                 else:
                     out.append(_rel(a, b, "causal", 0.3, "shared-participants",
@@ -393,7 +398,7 @@ def coreference_relations(events: list[RuleEvent], min_jaccard: float = REPEAT_J
             if len(shared) >= 2 and (j >= min_jaccard or same_action and j >= 0.25) and j > best_j:
                 best, best_j = b, j
         if best is not None:
-            out.append(_rel(a, best, "coreference", round(min(0.9, 0.4 + best_j / 2), 3), "shared-arguments",
+            out.append(_rel(a, best, "coreference", _coref_confidence(best_j), "shared-arguments",
                             f"same participants and words (overlap {best_j:.2f})"))
     return out
 
