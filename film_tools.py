@@ -20,6 +20,7 @@ from .errors import MovieMemError
 
 if TYPE_CHECKING:
     from .library import Film, Library
+    from .memory.view import FilmMemory
     from .retrievers.base import Evidence
 
 MAX_K = 100  # evidence items per search
@@ -63,7 +64,7 @@ def seconds(value: Any, name: str, duration: float, *, low: float = 0.0) -> floa
     return t
 
 
-def window(f: Film, start: Any, end: Any) -> tuple[float | None, float | None]:
+def window(f: FilmMemory, start: Any, end: Any) -> tuple[float | None, float | None]:
     """Checked (start, end); either may be None (the film's beginning or end)."""
     d = f.info.duration_s
     t0 = seconds(start, "start", d) if start is not None else None
@@ -150,9 +151,14 @@ def search(lib: Library, film_id: str, query: str, k: int = 10, kinds: Sequence[
            start: float | None = None, end: float | None = None, until: float | None = None) -> dict[str, Any]:
     """Hybrid (vector + BM25) search of the film's text memory, best first. `until` hides
     everything not yet shown at that time; start/end restrict to a window."""
+    return search_film(film(lib, film_id), query, k, kinds, start, end, until)
+
+
+def search_film(f: FilmMemory, query: str, k: int = 10, kinds: Sequence[str] | str | None = None,
+                start: float | None = None, end: float | None = None, until: float | None = None) -> dict[str, Any]:
+    """`search` on a film already opened (the command line opens it from a saved state)."""
     from .retrievers.text import TextRetriever
 
-    f = film(lib, film_id)
     query = text(query, "query", MAX_QUERY_CHARS)
     if not query.strip():
         raise MovieMemError("query is empty")

@@ -1,14 +1,13 @@
-"""Search primitives over the library's LanceDB tables: the one module outside the store that
-touches LanceDB, its indexes and its event loop.
+"""Search primitives over one film's rows of the library's LanceDB tables: the one module outside
+the store that touches LanceDB's tables, indexes and event loop for searching.
 
-- Full-text (BM25) search runs on LanceDB's native index, pre-filtered on a BTree index over
-  `film_id`; the rankings of several tables run concurrently on LanceDB's own event loop
-  (its async API: 2-3x faster than the sync one, whose per-call overhead dominates).
-- Vector search is cosine over one film's rows, scored in numpy on int8 codes (vector_pack.py):
-  a film holds a few thousand text rows, so they are read once per (film, run) into a
-  byte-bounded LRU cache; LanceDB's prefiltered flat scan re-reads them on every query and costs
-  10x more in a library of 1,000 films. A process's first query on a film reads the film's
-  search packs (files beside its media) rather than LanceDB.
+A film holds a few thousand text rows, so a search reads the film's rows of a finished run once
+(from its search packs, files beside its media, or else from LanceDB, pre-filtered on a BTree index
+over `film_id`) into a byte-bounded LRU cache, and ranks them here in numpy:
+- vectors: cosine on int8 codes (vector_pack.py); LanceDB's prefiltered flat scan re-reads the rows
+  on every query and costs 10x more in a library of 1,000 films;
+- words: BM25 over the film's own rows (bm25.py): the same analysis and scores as LanceDB's
+  full-text index, but with the film's own statistics, so that a film ranks the same in any library.
 """
 
 from __future__ import annotations
@@ -19,16 +18,15 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from lancedb.background_loop import LOOP as _LOOP  # LanceDB's event loop (its sync API runs on it)
 
 from ..config import Settings
 from . import vector_pack
+from .bm25 import Bm25Index
 from .store import MemoryStore
 
 
@@ -60,14 +58,13 @@ TEXT_TABLES: dict[str, TextTable] = {
 
 _index_lock = threading.Lock()
 _indexed: set[tuple[str, str]] = set()
-_dims: dict[tuple[str, str], int | None] = {}
 
 
 def ensure_indexes(store: MemoryStore, src: TextTable) -> bool:
-    """Create (once) the BM25 index on the text column and the BTree index on film_id.
-    Rows added later are still found: LanceDB searches unindexed rows by brute force until
-    `MemoryStore.optimize()` folds them into the index. False when the table does not exist."""
-    from lancedb.index import FTS, BTree
+    """Create (once) the BTree index on film_id that reading one film's rows is pre-filtered on.
+    False when the table does not exist. (Libraries made before moviemem ranked words in process
+    also hold a LanceDB full-text index on the text column; nothing reads it now.)"""
+    from lancedb.index import BTree
 
     key = (store.uri, src.table)
     if key in _indexed:
@@ -78,15 +75,9 @@ def ensure_indexes(store: MemoryStore, src: TextTable) -> bool:
     with _index_lock:
         if key in _indexed:
             return True
-        have = {tuple(i.columns) for i in tbl.list_indices()}
-        wanted: list[tuple[tuple[str, ...], Callable[[], Any]]] = [((src.text,), lambda: tbl.create_index(src.text, replace=False, config=FTS(with_position=False, stem=True,
-                                                                              remove_stop_words=True))),
-                  (("film_id",), lambda: tbl.create_index("film_id", replace=False, config=BTree()))]
-        for cols, create in wanted:
-            if cols in have:
-                continue
+        if ("film_id",) not in {tuple(i.columns) for i in tbl.list_indices()}:
             try:
-                create()
+                tbl.create_index("film_id", replace=False, config=BTree())
             except (RuntimeError, ValueError, OSError) as exc:  # another process made it meanwhile
                 if "exist" not in str(exc).lower() and "conflict" not in str(exc).lower():
                     raise
@@ -94,32 +85,15 @@ def ensure_indexes(store: MemoryStore, src: TextTable) -> bool:
     return True
 
 
-def vector_dim(store: MemoryStore, table: str) -> int | None:
-    """The table's vector width (fixed when it is created; reading the schema costs ms, so it is kept)."""
-    key = (store.uri, table)
-    if key not in _dims:
-        _dims[key] = store.vector_dim(table)
-    return _dims[key]
+def _loop() -> Any:
+    """LanceDB's event loop (its sync API runs on it), imported only when LanceDB is read."""
+    from lancedb.background_loop import LOOP
 
-
-# ----------------------------------------------------------------------------- full text
-
-
-async def _bm25(tbl: Any, src: TextTable, where: str, terms: str, n: int) -> list[dict[str, Any]]:
-    q = tbl.query().nearest_to_text(terms, columns=src.text).where(where)
-    return (await q.select(src.columns + ["_score"]).limit(n).to_arrow()).to_pylist()  # type: ignore[no-any-return]  # LanceDB's async table is untyped here
+    return LOOP
 
 
 async def _gather(coros: list[Any]) -> list[Any]:
     return list(await asyncio.gather(*coros))
-
-
-def bm25_start(store: MemoryStore, searches: Sequence[tuple[TextTable, str]], terms: str, n: int) -> Future[list[Any]]:
-    """Start one BM25 ranking per (table, filter) on LanceDB's loop and return at once, so the
-    caller can score vectors meanwhile; `.result()` gives one list of rows (with `_score`) per search.
-    Tables are opened here: opening one inside a coroutine would wait on LanceDB's loop from that loop."""
-    coros = [_bm25(_async_table(store, src.table), src, where, terms, n) for src, where in searches]
-    return asyncio.run_coroutine_threadsafe(_gather(coros), _LOOP.loop)
 
 
 def _async_table(store: MemoryStore, table: str) -> Any:
@@ -130,12 +104,17 @@ def _async_table(store: MemoryStore, table: str) -> Any:
 # ----------------------------------------------------------------------------- film vectors
 
 
+# ----------------------------------------------------------------------------- a film's rows
+
+
 @dataclass
-class FilmVectors:
-    """One film's rows of one table (one finished run), with unit vectors, held in memory.
-    The rows are read as an Arrow table and become Python values on the first search."""
+class FilmRows:
+    """One film's rows of one table (one finished run) held in memory, with what ranks them: unit
+    vectors (zero for a row that has none) and, made on the first word search, a BM25 index over
+    the text. The rows are read as an Arrow table and become Python values on the first search."""
 
     rows: pa.Table
+    text: str  # the text column
     start: np.ndarray
     end: np.ndarray
     kind: np.ndarray | None  # caption kinds
@@ -143,10 +122,22 @@ class FilmVectors:
 
     @functools.cached_property
     def nbytes(self) -> int:
-        """Roughly what the entry holds: vectors, times, the Arrow rows and ~200 bytes of Python values a row."""
-        return int(self.matrix.nbytes + self.start.nbytes + self.end.nbytes + 2 * self.rows.nbytes + 200 * len(self.rows))
+        """Roughly what the entry holds: vectors, times, the Arrow rows, ~200 bytes of Python values
+        a row and the word index (whose size is counted as if made: it is made on the first search)."""
+        return int(self.matrix.nbytes + self.start.nbytes + self.end.nbytes + 2 * self.rows.nbytes + 300 * len(self.rows))
+
+    @functools.cached_property
+    def has_vector(self) -> np.ndarray:
+        return np.asarray(np.einsum("ij,ij->i", self.matrix, self.matrix) > 0)
+
+    @functools.cached_property
+    def words(self) -> Bm25Index:
+        """The BM25 index (2-5 ms for a film's 1,500 lines; once per film and run in a process)."""
+        return Bm25Index(self.rows.column(self.text).to_pylist())
 
     def search(self, vec: np.ndarray, mask: np.ndarray, n: int) -> list[tuple[dict[str, Any], float]]:
+        """The n rows nearest to `vec` by cosine among those `mask` shows."""
+        mask = mask & self.has_vector
         visible = int(mask.sum())
         if not visible or n < 1:
             return []
@@ -155,8 +146,15 @@ class FilmVectors:
         sims = np.where(mask, sims, -np.inf)
         top = np.argpartition(-sims, min(n, visible) - 1)[: min(n, visible)]
         top = top[np.argsort(-sims[top], kind="stable")]
+        return self._hits([(int(i), float(sims[i])) for i in top])
+
+    def search_words(self, query: str, mask: np.ndarray, n: int) -> list[tuple[dict[str, Any], float]]:
+        """The n best rows by BM25 among those `mask` shows that hold a word of the query."""
+        return self._hits(self.words.top(query, mask, n))
+
+    def _hits(self, ranked: list[tuple[int, float]]) -> list[tuple[dict[str, Any], float]]:
         cols = self._columns
-        return [({name: values[i] for name, values in cols.items()}, float(sims[i])) for i in top]
+        return [({name: values[i] for name, values in cols.items()}, score) for i, score in ranked]
 
     @functools.cached_property
     def _columns(self) -> dict[str, list[Any]]:
@@ -165,7 +163,7 @@ class FilmVectors:
 
 
 _vec_lock = threading.Lock()
-_vec_cache: OrderedDict[tuple[str, str, str], FilmVectors] = OrderedDict()
+_vec_cache: OrderedDict[tuple[str, str, str], FilmRows] = OrderedDict()
 _vec_bytes = 0
 
 
@@ -181,32 +179,42 @@ def _budget(_env: str | None) -> int:
     return max(0, Settings().vector_cache_mb) * 2**20
 
 
-def _film_vectors(rows: pa.Table, codes: np.ndarray, src: TextTable) -> FilmVectors:
-    kind = rows.column("kind").to_numpy(zero_copy_only=False) if "kind" in src.extra else None
-    return FilmVectors(rows, rows.column("start").to_numpy(), rows.column("end").to_numpy(), kind,
-                       vector_pack.unit_rows(codes))
+def _seconds(rows: pa.Table, name: str) -> np.ndarray:
+    """A float64 column as numpy from its buffer: pyarrow's to_numpy imports pandas (0.15 s), which
+    `moviemem search` otherwise never needs. Times are never null (schema.py)."""
+    col = rows.column(name).combine_chunks().cast(pa.float64())
+    if col.null_count:
+        raise ValueError(f"null {name} in a search table")
+    return np.frombuffer(col.buffers()[1], dtype=np.float64, count=len(col), offset=col.offset * 8)
+
+
+def _film_rows(rows: pa.Table, codes: np.ndarray, src: TextTable) -> FilmRows:
+    kind = np.array(rows.column("kind").to_pylist(), dtype=object) if "kind" in src.extra else None
+    return FilmRows(rows, src.text, _seconds(rows, "start"), _seconds(rows, "end"), kind, vector_pack.unit_rows(codes))
 
 
 async def _read_rows(tbl: Any, src: TextTable, base: str) -> tuple[pa.Table, np.ndarray]:
-    """The run's rows from LanceDB and their vectors as int8 codes (what a pack holds)."""
-    data = await tbl.query().where(base + " AND vector IS NOT NULL").select(src.columns + ["vector"]).to_arrow()
+    """The run's rows from LanceDB and their vectors as int8 codes (what a pack holds; zero for a
+    row without a vector, which word search still finds)."""
+    data = await tbl.query().where(base).select(src.columns + ["vector"]).to_arrow()
     vec_col = data.column("vector").combine_chunks()
-    dim = vec_col.type.list_size if pa.types.is_fixed_size_list(vec_col.type) else 0
+    dim = vec_col.type.list_size if pa.types.is_fixed_size_list(vec_col.type) else 1
+    if vec_col.null_count:
+        vec_col = vec_col.fill_null(pa.scalar([0.0] * dim, type=vec_col.type))
     flat = vec_col.flatten().to_numpy(zero_copy_only=False).astype(np.float32, copy=False)
-    matrix = flat.reshape(len(data), dim) if len(data) else np.zeros((0, max(dim, 1)), dtype=np.float32)
+    matrix = flat.reshape(len(data), dim) if len(data) else np.zeros((0, dim), dtype=np.float32)
     return data.drop_columns(["vector"]).combine_chunks(), vector_pack.quantize(matrix)
 
 
-def film_vectors_many(store: MemoryStore, film_id: str, wanted: Sequence[tuple[TextTable, str]],
-                      meanwhile: Callable[[], object] | None = None) -> list[FilmVectors]:
-    """The vectors of one film's finished run in each table (`base` names film and run, so a rerun
+def film_rows_many(store: MemoryStore, film_id: str, wanted: Sequence[tuple[TextTable, str]],
+                   meanwhile: Callable[[], object] | None = None) -> list[FilmRows]:
+    """The rows of one film's finished run in each table (`base` names film and run, so a rerun
     stage gets a new entry and the old one ages out), from the process cache, else from the film's
     search packs (vector_pack.py: a millisecond), else from LanceDB, read concurrently on its loop
-    alongside any BM25 ranking already started there while `meanwhile()` runs here (the query's
-    embedding, say); what LanceDB gave is then packed for the next process. Must not be called
-    from LanceDB's loop."""
+    while `meanwhile()` runs here (the query's embedding, say); what LanceDB gave is then packed
+    for the next process. Must not be called from LanceDB's loop."""
     keys = [(store.uri, src.table, base) for src, base in wanted]
-    found: dict[tuple[str, str, str], FilmVectors] = {}
+    found: dict[tuple[str, str, str], FilmRows] = {}
     with _vec_lock:
         for key in keys:
             hit = _vec_cache.get(key)
@@ -219,19 +227,22 @@ def film_vectors_many(store: MemoryStore, film_id: str, wanted: Sequence[tuple[T
     unpacked = []
     for key, src, base in missing:
         packed = vector_pack.read(paths[key]) if key in paths else None
-        if packed is None:
+        if packed is not None:
+            found[key] = _film_rows(*packed, src)
+        elif ensure_indexes(store, src):
             unpacked.append((key, src, base))
-        else:
-            found[key] = _film_vectors(*packed, src)
+        else:  # the stage finished without ever making the table (no film wrote such rows yet)
+            found[key] = _film_rows(pa.table({c: pa.array([], type=pa.float64() if c in ("start", "end") else pa.string())
+                                               for c in src.columns}), np.zeros((0, 1), dtype=np.int8), src)
     pending = None
     if unpacked:  # tables are opened here: opening one inside a coroutine would wait on LanceDB's loop from that loop
         coros = [_read_rows(_async_table(store, src.table), src, base) for _, src, base in unpacked]
-        pending = asyncio.run_coroutine_threadsafe(_gather(coros), _LOOP.loop)
+        pending = asyncio.run_coroutine_threadsafe(_gather(coros), _loop().loop)
     if meanwhile is not None:
         meanwhile()
     if pending is not None:
         for (key, src, _), (rows, codes) in zip(unpacked, pending.result(), strict=True):
-            found[key] = _film_vectors(rows, codes, src)
+            found[key] = _film_rows(rows, codes, src)
             if key in paths:
                 vector_pack.write(paths[key], rows, codes)
     if missing:
@@ -264,7 +275,7 @@ def write_packs(store: MemoryStore, film_id: str) -> int:
             todo.append((src, base, path))
     if todo:
         coros = [_read_rows(_async_table(store, src.table), src, base) for src, base, _ in todo]
-        read: list[tuple[pa.Table, np.ndarray]] = _LOOP.run(_gather(coros))  # type: ignore[no-untyped-call]  # LanceDB's loop is unannotated
+        read: list[tuple[pa.Table, np.ndarray]] = _loop().run(_gather(coros))
         for (_, _, path), (rows, codes) in zip(todo, read, strict=True):
             vector_pack.write(path, rows, codes)
     return len(todo)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import hashlib
 import json
 import shutil
@@ -18,7 +19,6 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, cast
 
-import lancedb
 import pyarrow as pa
 from filelock import FileLock
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_random_exponential
@@ -70,9 +70,16 @@ class MemoryStore:
         self.is_local = "://" not in self.uri
         if self.is_local:
             Path(self.uri).mkdir(parents=True, exist_ok=True)
-        self.db = lancedb.connect(self.uri)
         self._tables: dict[str, Any] = {}
         self._evolved: set[str] = set()  # tables checked for columns added since they were made
+
+    @functools.cached_property
+    def db(self) -> Any:
+        """The LanceDB connection, made on first use: importing LanceDB costs over a second, which
+        a command answered from search packs and saved answers (`search`, `films`) never pays."""
+        import lancedb
+
+        return lancedb.connect(self.uri)
 
     # -- paths -------------------------------------------------------------
     @property

@@ -2,7 +2,7 @@
 a film reads it in about a millisecond instead of asking LanceDB (4-6 ms a table, 20-30 ms for a
 film's four text tables on this machine's two cores).
 
-The pack holds the rows' ids, times and text and their vectors as int8 codes (a quarter of
+The pack holds the rows' ids, times and text (what word search indexes) and their vectors as int8 codes (a quarter of
 float32), compressed with zstd: about 0.4 KB a row. Search always scores the codes, whether they came from the pack or were just
 quantized from LanceDB's rows, so a film's first query and its later ones rank alike. The cosine
 error of int8 codes on unit vectors is about 5e-4, far below the gaps between ranked rows that
@@ -28,7 +28,7 @@ import pyarrow.ipc as ipc
 from ..files import atomic_path
 
 log = logging.getLogger(__name__)
-PACK_VERSION = 1
+PACK_VERSION = 2  # 2: every row of the run, a row without a vector holding zero codes (word search finds it)
 FOLDER = "search"
 
 
@@ -65,7 +65,9 @@ def read(path: Path) -> tuple[pa.Table, np.ndarray] | None:
         return None
     codes_col = data.column("codes").combine_chunks()
     dim = codes_col.type.list_size
-    codes = codes_col.flatten().to_numpy(zero_copy_only=False).reshape(len(data), dim)
+    flat = codes_col.flatten()
+    # the buffer itself: Array.to_numpy imports pandas (0.15 s), which `moviemem search` otherwise never needs
+    codes = np.frombuffer(flat.buffers()[1], dtype=np.int8, count=len(flat), offset=flat.offset).reshape(len(data), dim)
     return data.drop_columns(["codes"]).combine_chunks(), codes
 
 

@@ -61,26 +61,42 @@ def turns_of(u: UtteranceRow) -> list[Turn]:
 
 
 class FilmMemory:
-    def __init__(self, store: MemoryStore, film_id: str, *, t0: float = 0.0, t1: float = math.inf, until: bool = False):
+    def __init__(self, store: MemoryStore, film_id: str, *, t0: float = 0.0, t1: float = math.inf, until: bool = False,
+                 state: dict[str, Any] | None = None):
+        """`state`: what `state()` gave, so that the view reads no table to know the film's runs."""
         self.store = store
         self.film_id = check_film_id(film_id)
         self.t0, self.t1, self._until = t0, t1, until
-        self._runs = store.finished_runs(film_id)
-        row = store.film_row(film_id, self._runs)
+        if state is not None:
+            if state.get("film_id") != film_id:
+                raise MovieMemError(f"the saved state is film {state.get('film_id')!r}'s, not {film_id!r}'s")
+            self._runs = {r["stage"]: StageRow.model_validate(r) for r in state["runs"]}
+            row: FilmRow | None = FilmRow.model_validate(state["info"])
+        else:
+            self._runs = store.finished_runs(film_id)
+            row = store.film_row(film_id, self._runs)
         if row is None:
             raise MovieMemError(f"film {film_id!r} is not in the library at {store.uri}")
         self.info: FilmRow = row
 
+    def state(self) -> dict[str, Any]:
+        """The film's finished runs and films row as plain JSON: saved by quick commands beside
+        the library (memory/catalog.py) and given back as `state=`, a view opens no LanceDB table
+        until it reads rows (search reads packs: a command answered from them never imports LanceDB)."""
+        return {"film_id": self.film_id, "runs": [r.model_dump() for r in self._runs.values()],
+                "info": self.info.model_dump()}
+
     # -- views -------------------------------------------------------------
     def window(self, t0: float, t1: float) -> FilmMemory:
-        """Rows overlapping [t0, t1)."""
+        """Rows overlapping [t0, t1), of the same runs as this view."""
         if t1 <= t0:
             raise MovieMemError(f"empty window: {t0} >= {t1}")
-        return type(self)(self.store, self.film_id, t0=max(t0, self.t0), t1=min(t1, self.t1), until=self._until)
+        return type(self)(self.store, self.film_id, t0=max(t0, self.t0), t1=min(t1, self.t1), until=self._until,
+                          state=self.state())
 
     def until(self, t: float) -> FilmMemory:
-        """Only what has been shown by time t (rows that end after t are hidden)."""
-        return type(self)(self.store, self.film_id, t0=self.t0, t1=min(t, self.t1), until=True)
+        """Only what has been shown by time t (rows that end after t are hidden), of the same runs as this view."""
+        return type(self)(self.store, self.film_id, t0=self.t0, t1=min(t, self.t1), until=True, state=self.state())
 
     @property
     def cutoff(self) -> float | None:

@@ -1,11 +1,11 @@
-"""Text retrieval over utterances, captions, on-screen text and events, inside LanceDB.
+"""Text retrieval over utterances, captions, on-screen text, events and passages.
 
-All films share one table per kind. The full-text query uses LanceDB's native BM25 index,
-pre-filtered by the film's visibility filter (film, finished run, window or until-cutoff) on a
-BTree index over `film_id`. Vector search is cosine over the film's own rows, read once per
-(film, run) into an LRU cache (from the film's search packs when they exist) and scored in numpy
-on int8 codes (memory/search.py, memory/vector_pack.py). Hybrid search fuses the vector and the full-text
-rankings of every kind with reciprocal-rank fusion (Cormack et al., SIGIR 2009).
+All films share one LanceDB table per kind. A film's rows of its finished run are read once per
+process (from the film's search packs when they exist) and ranked in numpy: vectors by cosine on
+int8 codes, words by BM25 over the film's own rows (memory/search.py, memory/bm25.py, memory/vector_pack.py),
+both masked to what the film's view shows (window, until-cutoff, caption kinds). Hybrid search
+fuses the vector and the word rankings of every kind with reciprocal-rank fusion (Cormack et al.,
+SIGIR 2009).
 """
 
 from __future__ import annotations
@@ -21,10 +21,9 @@ import numpy as np
 
 from ..errors import MovieMemError
 from ..memory.schema import TABLE_OWNER
-from ..memory.search import TEXT_TABLES, TextTable, bm25_start, ensure_indexes, film_vectors_many, vector_dim
-from ..memory.store import sql_str
+from ..memory.search import TEXT_TABLES, FilmRows, TextTable, film_rows_many
 from ..memory.view import FilmMemory
-from .base import Evidence, Retriever, visible_filter
+from .base import Evidence, Retriever
 
 Mode = Literal["vector", "fts", "hybrid"]
 RRF_K = 60  # the constant of reciprocal-rank fusion
@@ -121,37 +120,41 @@ class TextRetriever(Retriever):
         self.parallel = parallel
         self.name = f"text-{mode}"  # type: ignore[misc]  # a text retriever is named after its mode, per instance
 
-    def _filter(self, film: FilmMemory, src: Source) -> str | None:
-        where = visible_filter(film, src.table)
-        if where is None:
-            return None
-        if src.kind == "caption" and self.caption_kinds:
-            where += " AND kind IN (" + ", ".join(sql_str(k) for k in self.caption_kinds) + ")"
-        return where
-
     def _retrieve(self, film: FilmMemory, query: str, k: int) -> list[Evidence]:
         n = max(k, self.candidates)
-        vector: list[Source] = []
-        fts_where: list[tuple[Source, str]] = []  # BM25 filters in SQL; vector search masks cached rows instead
-        for kind in self.kinds:
-            src = SOURCES[kind]
-            where = self._filter(film, src)
-            if where is None or not ensure_indexes(film.store, src.where):
-                continue
-            if self.mode in ("vector", "hybrid"):
-                vector.append(src)
-            if self.mode in ("fts", "hybrid") and fts_terms(query):
-                fts_where.append((src, where))
-        if not vector and not fts_where:
+        sources = [SOURCES[kind] for kind in self.kinds]
+        bases = [(src, film.run_filter(src.table)) for src in sources]
+        wanted = [(src, base) for src, base in bases if base is not None]
+        terms = fts_terms(query) if self.mode in ("fts", "hybrid") else ""
+        if not wanted or (self.mode == "fts" and not terms):
             return []
-        terms = fts_terms(query)
-        # BM25 runs on LanceDB's loop while the vector rankings are scored here, in numpy
-        pending = bm25_start(film.store, [(src.where, where) for src, where in fts_where], terms, n) if fts_where else None
-        results = self._vector(film, vector, query, n) if vector else []
-        if pending is not None:
-            results += [[(row_evidence(src, r, float(r["_score"])), float(r["_score"])) for r in rows]
-                        for (src, _), rows in zip(fts_where, pending.result())]
+        vecs: dict[str, np.ndarray | None] = {}
+
+        def embed() -> None:
+            if self.mode in ("vector", "hybrid"):
+                for src, _ in wanted:
+                    vecs[src.kind] = self._query_vector(film, src, query)
+
+        loaded = film_rows_many(film.store, film.film_id, [(src.where, base) for src, base in wanted], meanwhile=embed)
+        results: list[list[tuple[Evidence, float]]] = []
+        for (src, _), rows in zip(wanted, loaded, strict=True):
+            mask = self._mask(film, src, rows)
+            vec = vecs.get(src.kind)
+            if vec is not None and len(rows.rows) and rows.matrix.shape[1] != len(vec):
+                raise MovieMemError(f"{src.table} holds {rows.matrix.shape[1]}-d vectors but the query embedder "
+                                    f"{self.embedder or embedder_for(film, src)!r} makes {len(vec)}-d ones")
+            if vec is not None:
+                results.append([(row_evidence(src, r, score), score) for r, score in rows.search(vec, mask, n)])
+            if terms:
+                results.append([(row_evidence(src, r, score), score) for r, score in rows.search_words(terms, mask, n)])
         return self._combine(results)
+
+    def _mask(self, film: FilmMemory, src: Source, rows: FilmRows) -> np.ndarray:
+        """The rows this view shows: its window or until-cutoff, and the caption kinds asked for."""
+        mask = film.time_mask(src.table, rows.start, rows.end)
+        if rows.kind is not None and self.caption_kinds:
+            mask &= np.isin(rows.kind, list(self.caption_kinds))
+        return mask
 
     def _combine(self, results: list[list[tuple[Evidence, float]]]) -> list[Evidence]:
         found: dict[str, Evidence] = {}
@@ -176,34 +179,7 @@ class TextRetriever(Retriever):
         name = self.embedder or embedder_for(film, src)
         if not name:
             return None  # rows carry no recorded embedder (vectors were never computed)
-        vec = embed_query(name, query or " ")
-        dim = vector_dim(film.store, src.table)
-        if dim is not None and dim != len(vec):
-            raise MovieMemError(f"{src.table} holds {dim}-d vectors but embedder {name!r} makes {len(vec)}-d ones")
-        return vec
-
-    def _vector(self, film: FilmMemory, sources: list[Source], query: str, n: int) -> list[list[tuple[Evidence, float]]]:
-        """Exact cosine over the film's cached rows of each source, masked to what this view shows.
-        Rows not cached yet are read while the query is embedded."""
-        bases = [(src, film.run_filter(src.table)) for src in sources]
-        wanted = [(src, base) for src, base in bases if base is not None]
-        vecs: dict[str, np.ndarray | None] = {}
-
-        def embed() -> None:
-            for src, _ in wanted:
-                vecs[src.kind] = self._query_vector(film, src, query)
-
-        loaded = film_vectors_many(film.store, film.film_id, [(src.where, base) for src, base in wanted], meanwhile=embed)
-        out: list[list[tuple[Evidence, float]]] = []
-        for (src, _), fv in zip(wanted, loaded, strict=True):
-            vec = vecs[src.kind]
-            if vec is None:
-                continue
-            mask = film.time_mask(src.table, fv.start, fv.end)
-            if fv.kind is not None and self.caption_kinds:
-                mask &= np.isin(fv.kind, list(self.caption_kinds))
-            out.append([(row_evidence(src, r, score), score) for r, score in fv.search(vec, mask, n)])
-        return out
+        return embed_query(name, query or " ")
 
 
 def row_evidence(src: Source, r: dict[str, Any], score: float = 0.0) -> Evidence:

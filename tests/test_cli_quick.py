@@ -98,3 +98,19 @@ def test_films_and_show_answer_without_lancedb_until_the_library_changes(front, 
     assert {f["film_id"] for f in json.loads(_quick_read(lib_dir, "films")[0])["films"]} == {"front"}
     # a missing film is an error every time, never a saved answer
     assert front("show", "nope").code == 2 and front("show", "nope").code == 2
+
+
+def test_search_answers_from_packs_without_lancedb(front, lib_dir: Path) -> None:
+    """`search` ranks a film's rows in process from its search packs; with the film's runs saved
+    while the library is unchanged, a second call never imports LanceDB and answers the same."""
+    args = ("search", "front", "Where is Williams hiding?", "--k", "3", "--kinds", "utterance,event")
+    first, heavy = _quick_read(lib_dir, *args)
+    again, heavy_again = _quick_read(lib_dir, *args)
+    assert again == first and heavy_again == [] and "lancedb" in heavy
+    assert {e["id"] for e in json.loads(first)["evidence"]} >= {"utterance:0", "utterance:1"}
+    srt = lib_dir.parent / "other.srt"
+    srt.write_text(SRT.replace("Williams", "Hildy"))
+    assert front("ingest", "--text", str(srt), "--film-id", "other").code == 0  # another film: this one ranks the same
+    after, heavy = _quick_read(lib_dir, *args)
+    assert after == first and "lancedb" in heavy
+    assert front("search", "nope", "desk").code == 2 and front("search", "nope", "desk").code == 2
