@@ -201,15 +201,10 @@ def search(
     as_json: JsonOpt = False,
 ) -> None:
     """Search a film's memory with no model, as the MCP search tool does: timestamped evidence, best first."""
-    from ..film_tools import film as open_film
-    from ..film_tools import search_film
-    from ..library import Film
+    from ..film_tools import search as search_film
 
     times = {name: _seconds(v, f"--{name}") if v is not None else None for name, v in (("until", until), ("start", start), ("end", end))}
-    lib = _library(library)
-    # the film's runs as saved while the library is unchanged: with its search packs, no LanceDB at all
-    state = _quick(library, f"film-state {film}", lambda: open_film(lib, film).state())
-    found = search_film(Film(lib.store, film, state=state), query, k=k, kinds=kinds, **times)
+    found = search_film(_library(library), film, query, k=k, kinds=kinds, **times)
     if as_json:
         _print_json(found)
         return
