@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .errors import MovieMemError
 
@@ -36,6 +36,7 @@ RANGE_KINDS = ("utterance", "caption", "onscreen", "event")
 DEFAULT_RANGE_KINDS = ("utterance", "caption", "onscreen")
 GRAPH_OPS = ("events", "causes", "effects", "chain", "flashbacks", "story_order", "neighborhood")
 TIME_SLACK_S = 1e-6
+T = TypeVar("T")
 
 
 def film(lib: Library, film_id: Any) -> Film:
@@ -44,7 +45,6 @@ def film(lib: Library, film_id: Any) -> Film:
     LanceDB costs ~20 ms a call in a library of 1,000 films, and `moviemem search` then needs no
     LanceDB at all (the rows come from the film's search packs)."""
     from .library import Film
-    from .memory.catalog import cached
     from .memory.schema import check_film_id
 
     if not isinstance(film_id, str):
@@ -59,7 +59,15 @@ def film(lib: Library, film_id: Any) -> Film:
 
     if not lib.store.is_local:
         return opened()
-    return Film(lib.store, film_id, state=cached(lib.store.root, f"film-state {film_id}", lambda: opened().state()))
+    return Film(lib.store, film_id, state=saved(lib, f"film-state {film_id}", lambda: opened().state()))
+
+
+def saved(lib: Library, key: str, compute: Callable[[], T]) -> T:
+    """A read's answer (plain JSON), saved beside a local library and reused while no table has
+    changed (memory/catalog.py): tool calls that only read the library skip LanceDB's queries."""
+    from .memory.catalog import cached
+
+    return cached(lib.store.root, key, compute) if lib.store.is_local else compute()
 
 
 def seconds(value: Any, name: str, duration: float, *, low: float = 0.0) -> float:
@@ -124,16 +132,20 @@ def evidence_json(e: Evidence, score: bool = False) -> dict[str, Any]:
 
 
 def list_films(lib: Library) -> dict[str, Any]:
-    return {"films": [{"film_id": f.film_id, "title": f.title, "duration_s": round(f.duration_s, 3)}
-                      for f in lib.films()]}
+    return saved(lib, "list_films", lambda: {"films": [{"film_id": f.film_id, "title": f.title, "duration_s": round(f.duration_s, 3)}
+                                                        for f in lib.films()]})
 
 
 def film_overview(lib: Library, film_id: str) -> dict[str, Any]:
     """Duration, what the memory holds, segments (scenes) and characters when the memory names any.
     Counts and names are read column by column (never whole rows with their vectors)."""
+    f = film(lib, film_id)
+    return saved(lib, f"film_overview {film_id}", lambda: _overview(f))
+
+
+def _overview(f: Film) -> dict[str, Any]:
     from .retrievers.base import visible_filter
 
-    f = film(lib, film_id)
     counts = {}
     for table in ("frames", "shots", "segments", "utterances", "passages", "captions", "onscreen", "events", "relations"):
         where = visible_filter(f, table)

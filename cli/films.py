@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Optional, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.table import Table
 
-from ..config import get_settings
 from ..errors import MovieMemError
 from .common import (
     JsonOpt,
@@ -29,8 +28,6 @@ from .common import (
 
 if TYPE_CHECKING:
     from ..library import Film
-
-T = TypeVar("T")
 
 
 @app.command()
@@ -155,23 +152,14 @@ def import_collection(
         err.print(f"imported {len(items)} films from {root}")
 
 
-def _quick(library: Path | None, key: str, compute: Callable[[], T]) -> T:
-    """A read command's answer, saved while the library is unchanged (memory/catalog.py): without
-    LanceDB's import these commands start in a fraction of a second."""
-    from ..memory.catalog import cached
-
-    root = get_settings(library=library).library_dir
-    return cached(Path(root), key, compute) if "://" not in str(root) else compute()
-
-
 @app.command()
 def films(library: LibraryOpt = None, as_json: JsonOpt = False) -> None:
     """List the films in the library."""
-    def listing() -> list[dict[str, Any]]:
-        return [{"film_id": f.film_id, "title": f.title, "year": f.year, "duration_s": round(f.duration_s, 3)}
-                for f in _library(library).films()]
+    from ..film_tools import saved  # answers saved while the library is unchanged: no LanceDB import
 
-    items = _quick(library, "films", listing)
+    lib = _library(library)
+    items: list[dict[str, Any]] = saved(lib, "films", lambda: [{"film_id": f.film_id, "title": f.title, "year": f.year,
+                                                                "duration_s": round(f.duration_s, 3)} for f in lib.films()])
     if as_json:
         _print_json({"films": items})
         return
@@ -184,7 +172,10 @@ def films(library: LibraryOpt = None, as_json: JsonOpt = False) -> None:
 @app.command()
 def show(film: Annotated[str, typer.Argument(help="Film id.")], library: LibraryOpt = None, as_json: JsonOpt = False) -> None:
     """Summarise one film's memory: counts, frame pools and stage provenance."""
-    summary = _quick(library, f"show {film}", lambda: _library(library).film(film).summary())
+    from ..film_tools import saved
+
+    lib = _library(library)
+    summary = saved(lib, f"show {film}", lambda: lib.film(film).summary())
     _print_json(summary) if as_json else _show_human(summary)
 
 
