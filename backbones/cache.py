@@ -20,6 +20,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, get_args
 
+from tenacity import retry, retry_if_exception, stop_after_delay, wait_random_exponential
+
 from ..errors import MovieMemError
 from .base import Backbone, Wrapper
 from .retry import redact
@@ -53,6 +55,19 @@ def _db_path(path: str | Path | None) -> Path:
     return base if base.suffix in (".sqlite", ".db") else base / DB_NAME
 
 
+@retry(retry=retry_if_exception(lambda e: isinstance(e, sqlite3.OperationalError) and "locked" in str(e)),
+       stop=stop_after_delay(60), wait=wait_random_exponential(multiplier=0.02, max=1.0), reraise=True)
+def _set_up(conn: sqlite3.Connection) -> None:
+    """Pragmas and schema of a new connection. Switching a file that another process is creating
+    to WAL fails at once with "database is locked" (SQLite does not wait on its busy handler for
+    it), so two processes opening one new cache together retry here rather than fail."""
+    conn.execute("PRAGMA busy_timeout=60000")
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, model_id TEXT NOT NULL,"
+                 " reply TEXT NOT NULL, created REAL NOT NULL)")
+
+
 class ReplayCache(Wrapper):
     """A Backbone that answers from its cache first. `stats` counts hits, misses and writes."""
 
@@ -77,11 +92,7 @@ class ReplayCache(Wrapper):
         conn = getattr(self._local, "conn", None)
         if conn is None:
             conn = sqlite3.connect(self.path, timeout=60, isolation_level=None)
-            conn.execute("PRAGMA busy_timeout=60000")
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute("CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, model_id TEXT NOT NULL,"
-                         " reply TEXT NOT NULL, created REAL NOT NULL)")
+            _set_up(conn)
             self._local.conn = conn
         return conn
 

@@ -143,3 +143,21 @@ def test_two_processes_share_one_cache(tmp_path):
     assert replay["stats"]["hits"] == 90 and replay["texts"][89] == "reply to question 89"
     with sqlite3.connect(path) as db:
         assert db.execute("SELECT COUNT(*) FROM replies").fetchone()[0] == 90
+
+
+def test_a_cache_opened_while_another_process_locks_the_new_file_waits(tmp_path):
+    """A new cache file locked by another process: setting up the connection waits for the lock
+    (the busy timeout, and a retry of the set-up for the WAL switch that SQLite sometimes refuses
+    at once, as one CI run showed when two processes created one cache together)."""
+    import threading
+
+    from moviemem.backbones.cache import _set_up
+
+    path = tmp_path / "replies.sqlite"
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN EXCLUSIVE")
+    threading.Timer(0.5, lambda: holder.execute("COMMIT")).start()
+    other = sqlite3.connect(path, timeout=0.05, isolation_level=None, check_same_thread=False)
+    _set_up(other)
+    assert other.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert other.execute("SELECT COUNT(*) FROM replies").fetchone()[0] == 0
