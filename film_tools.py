@@ -65,9 +65,9 @@ def film(lib: Library, film_id: Any) -> Film:
 def saved(lib: Library, key: str, compute: Callable[[], T]) -> T:
     """A read's answer (plain JSON), saved beside a local library and reused while no table has
     changed (memory/catalog.py): tool calls that only read the library skip LanceDB's queries."""
-    from .memory.catalog import cached
+    from .memory.catalog import saved as saved_answer
 
-    return cached(lib.store.root, key, compute) if lib.store.is_local else compute()
+    return saved_answer(lib.path, key, compute)
 
 
 def seconds(value: Any, name: str, duration: float, *, low: float = 0.0) -> float:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 from rich.table import Table
 
+from ..config import get_settings
 from ..errors import MovieMemError
 from .common import (
     JsonOpt,
@@ -155,11 +156,11 @@ def import_collection(
 @app.command()
 def films(library: LibraryOpt = None, as_json: JsonOpt = False) -> None:
     """List the films in the library."""
-    from ..film_tools import saved  # answers saved while the library is unchanged: no LanceDB import
+    from ..memory.catalog import saved  # answers saved while the library is unchanged: no LanceDB import
 
-    lib = _library(library)
-    items: list[dict[str, Any]] = saved(lib, "films", lambda: [{"film_id": f.film_id, "title": f.title, "year": f.year,
-                                                                "duration_s": round(f.duration_s, 3)} for f in lib.films()])
+    items: list[dict[str, Any]] = saved(get_settings(library=library).library_dir, "films", lambda: [
+        {"film_id": f.film_id, "title": f.title, "year": f.year, "duration_s": round(f.duration_s, 3)}
+        for f in _library(library).films()])
     if as_json:
         _print_json({"films": items})
         return
@@ -172,10 +173,9 @@ def films(library: LibraryOpt = None, as_json: JsonOpt = False) -> None:
 @app.command()
 def show(film: Annotated[str, typer.Argument(help="Film id.")], library: LibraryOpt = None, as_json: JsonOpt = False) -> None:
     """Summarise one film's memory: counts, frame pools and stage provenance."""
-    from ..film_tools import saved
+    from ..memory.catalog import saved
 
-    lib = _library(library)
-    summary = saved(lib, f"show {film}", lambda: lib.film(film).summary())
+    summary = saved(get_settings(library=library).library_dir, f"show {film}", lambda: _library(library).film(film).summary())
     _print_json(summary) if as_json else _show_human(summary)
 
 

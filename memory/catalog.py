@@ -72,3 +72,8 @@ def _save(path: Path, payload: dict[str, Any]) -> None:
         atomic_write_text(path, json.dumps(payload, ensure_ascii=False, default=str), mode=PRIVATE)
     except OSError as exc:  # a read-only library: reads still work, each one computes
         log.debug("catalog answer not saved in %s: %s", path.parent, exc)
+
+
+def saved(uri: str | Path, key: str, compute: Callable[[], T]) -> T:
+    """`cached` for a library given by path or URI: an object store's library computes every time."""
+    return cached(Path(uri), key, compute) if "://" not in str(uri) else compute()
