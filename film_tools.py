@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from .errors import MovieMemError
+from .memory.catalog import saved  # answers saved while the library is unchanged (no LanceDB imports)
 
 if TYPE_CHECKING:
     from .library import Film, Library
@@ -36,7 +37,6 @@ RANGE_KINDS = ("utterance", "caption", "onscreen", "event")
 DEFAULT_RANGE_KINDS = ("utterance", "caption", "onscreen")
 GRAPH_OPS = ("events", "causes", "effects", "chain", "flashbacks", "story_order", "neighborhood")
 TIME_SLACK_S = 1e-6
-T = TypeVar("T")
 
 
 def film(lib: Library, film_id: Any) -> Film:
@@ -59,15 +59,7 @@ def film(lib: Library, film_id: Any) -> Film:
 
     if not lib.store.is_local:
         return opened()
-    return Film(lib.store, film_id, state=saved(lib, f"film-state {film_id}", lambda: opened().state()))
-
-
-def saved(lib: Library, key: str, compute: Callable[[], T]) -> T:
-    """A read's answer (plain JSON), saved beside a local library and reused while no table has
-    changed (memory/catalog.py): tool calls that only read the library skip LanceDB's queries."""
-    from .memory.catalog import saved as saved_answer
-
-    return saved_answer(lib.path, key, compute)
+    return Film(lib.store, film_id, state=saved(lib.path, f"film-state {film_id}", lambda: opened().state()))
 
 
 def seconds(value: Any, name: str, duration: float, *, low: float = 0.0) -> float:
@@ -132,7 +124,7 @@ def evidence_json(e: Evidence, score: bool = False) -> dict[str, Any]:
 
 
 def list_films(lib: Library) -> dict[str, Any]:
-    return saved(lib, "list_films", lambda: {"films": [{"film_id": f.film_id, "title": f.title, "duration_s": round(f.duration_s, 3)}
+    return saved(lib.path, "list_films", lambda: {"films": [{"film_id": f.film_id, "title": f.title, "duration_s": round(f.duration_s, 3)}
                                                         for f in lib.films()]})
 
 
@@ -140,7 +132,7 @@ def film_overview(lib: Library, film_id: str) -> dict[str, Any]:
     """Duration, what the memory holds, segments (scenes) and characters when the memory names any.
     Counts and names are read column by column (never whole rows with their vectors)."""
     f = film(lib, film_id)
-    return saved(lib, f"film_overview {film_id}", lambda: _overview(f))
+    return saved(lib.path, f"film_overview {film_id}", lambda: _overview(f))
 
 
 def _overview(f: Film) -> dict[str, Any]:

@@ -118,11 +118,6 @@ class Bm25Index:
         self._start = np.searchsorted(pairs // max(self.size, 1), np.arange(len(vocab) + 1))
         self._norm = K1 * (1.0 - B + B * self.lengths / self.mean_length)
 
-    @property
-    def nbytes(self) -> int:
-        return int(self._rows.nbytes + self._tf.nbytes + self._start.nbytes + self._norm.nbytes + self.lengths.nbytes
-                   + 80 * len(self._vocab))
-
     def scores(self, query: str) -> np.ndarray:
         """Every row's BM25 score for the query's terms; 0 where none occurs."""
         out = np.zeros(self.size, dtype=np.float32)
@@ -135,6 +130,7 @@ class Bm25Index:
             idf = np.log(1.0 + (self.counted - (b - a) + 0.5) / ((b - a) + 0.5))
             out[rows] += idf * tf * (K1 + 1.0) / (tf + self._norm[rows])
         return out
+
     def top(self, query: str, mask: np.ndarray, n: int) -> list[tuple[int, float]]:
         """The n best rows among those `mask` shows that hold a query term, best first (ties by row)."""
         scores = np.where(mask, self.scores(query), 0.0)

@@ -180,12 +180,8 @@ def _budget(_env: str | None) -> int:
 
 
 def _seconds(rows: pa.Table, name: str) -> np.ndarray:
-    """A float64 column as numpy from its buffer: pyarrow's to_numpy imports pandas (0.15 s), which
-    `moviemem search` otherwise never needs. Times are never null (schema.py)."""
-    col = rows.column(name).combine_chunks().cast(pa.float64())
-    if col.null_count:
-        raise ValueError(f"null {name} in a search table")
-    return np.frombuffer(col.buffers()[1], dtype=np.float64, count=len(col), offset=col.offset * 8)
+    """A time column as float64 numpy (times are never null: schema.py)."""
+    return vector_pack.buffer_view(rows.column(name).combine_chunks().cast(pa.float64()), np.float64)
 
 
 def _film_rows(rows: pa.Table, codes: np.ndarray, src: TextTable) -> FilmRows:

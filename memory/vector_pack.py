@@ -47,6 +47,14 @@ def unit_rows(codes: np.ndarray) -> np.ndarray:
     return matrix
 
 
+def buffer_view(arr: pa.Array, dtype: type[np.number]) -> np.ndarray:
+    """A null-free primitive Arrow array as numpy, on its own buffer: Array.to_numpy imports pandas
+    (0.15 s), which `moviemem search` otherwise never needs."""
+    if arr.null_count:
+        raise ValueError(f"a search pack column of {arr.type} holds nulls")
+    return np.frombuffer(arr.buffers()[1], dtype=dtype, count=len(arr), offset=arr.offset * np.dtype(dtype).itemsize)
+
+
 def pack_path(media_dir: Path, table: str, base: str) -> Path:
     digest = hashlib.sha256(f"{PACK_VERSION}|{table}|{base}".encode()).hexdigest()[:20]
     return media_dir / FOLDER / f"{table}-{digest}.arrow"
@@ -65,9 +73,7 @@ def read(path: Path) -> tuple[pa.Table, np.ndarray] | None:
         return None
     codes_col = data.column("codes").combine_chunks()
     dim = codes_col.type.list_size
-    flat = codes_col.flatten()
-    # the buffer itself: Array.to_numpy imports pandas (0.15 s), which `moviemem search` otherwise never needs
-    codes = np.frombuffer(flat.buffers()[1], dtype=np.int8, count=len(flat), offset=flat.offset).reshape(len(data), dim)
+    codes = buffer_view(codes_col.flatten(), np.int8).reshape(len(data), dim)
     return data.drop_columns(["codes"]).combine_chunks(), codes
 
 
