@@ -132,7 +132,7 @@ class FilmRows:
 
     @functools.cached_property
     def words(self) -> Bm25Index:
-        """The BM25 index (2-5 ms for a film's 1,500 lines; once per film and run in a process)."""
+        """The BM25 index (2-4 ms for a film's 1,500 lines; once per film and run in a process)."""
         return Bm25Index(self.rows.column(self.text).to_pylist())
 
     def search(self, vec: np.ndarray, mask: np.ndarray, n: int) -> list[tuple[dict[str, Any], float]]:

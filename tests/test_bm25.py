@@ -96,3 +96,17 @@ def test_a_row_without_a_vector_is_found_by_its_words_only(tmp_path: Path) -> No
     everything = np.ones(2, dtype=bool)
     assert [r["idx"] for r, _ in film_rows.search_words("storm lighthouse", everything, 5)] == [1, 0]
     assert [r["idx"] for r, _ in film_rows.search(np.array(unit, dtype=np.float32), everything, 5)] == [0]
+
+
+def test_a_films_text_split_at_once_gives_each_texts_own_terms() -> None:
+    """The index splits all texts in one operation; rows must keep exactly their own terms, for ASCII,
+    accented and other scripts, empty texts and a text that holds the row mark itself."""
+    texts = [*LINES, "", "Zoë\x00café and the caféteria", "日本語 テスト money", "İstanbul…naïve—ﬁne", "x_y money_money",
+             "", "Ships…ships, SHIPS"]
+    for rows in (texts, [t for t in texts if "\x00" not in t], [t for t in texts if t.isascii() and "\x00" not in t], [""], []):
+        index = Bm25Index(rows)
+        assert index.lengths.tolist() == [len(analyze(t)) for t in rows]
+        for term, t in index._vocab.items():
+            a, b = index._start[t], index._start[t + 1]
+            expected = {i: analyze(text).count(term) for i, text in enumerate(rows) if term in analyze(text)}
+            assert dict(zip(index._rows[a:b].tolist(), index._tf[a:b].tolist())) == expected, term
