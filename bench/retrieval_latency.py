@@ -18,6 +18,7 @@ the figures are the search itself.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import os
 import random
@@ -26,6 +27,7 @@ import string
 import sys
 import time
 import uuid
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -134,7 +136,9 @@ def build(path: Path, films: int, batch: int = 20, seed: int = 0) -> float:
         print(f"\r  built {min(films, b + batch)}/{films} films ({time.perf_counter() - started:.0f} s)", end="",
               file=sys.stderr, flush=True)
     print(file=sys.stderr)
-    store.optimize()
+    with warnings.catch_warnings():  # LanceDB warns that readers of older versions would fail: there are none
+        warnings.simplefilter("ignore", UserWarning)
+        store.optimize(keep_versions=dt.timedelta(0))  # sizes are of the tables as read, not of old versions
     from moviemem.memory.search import ensure_indexes
     from moviemem.retrievers.text import SOURCES
 
@@ -165,7 +169,6 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--queries", type=int, default=300)
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--rebuild", action="store_true")
-    ap.add_argument("--sequential", action="store_true", help="run the 8 sub-queries one after another")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
 
@@ -197,7 +200,7 @@ def main(argv: list[str] | None = None) -> dict:
     for q in queries:
         embed_query("minilm", q)
     embed_ms = (time.perf_counter() - t0) / len(queries) * 1000
-    retriever = TextRetriever("hybrid", parallel=not args.sequential)
+    retriever = TextRetriever("hybrid")
     films = [FilmMemory(store, f"film{rng.randrange(args.films):05d}") for _ in range(min(20, args.films))]
     for f in films[:3]:  # warm-up: open tables, load index metadata
         retriever.retrieve(f, queries[0], k=args.k)
@@ -237,7 +240,7 @@ def main(argv: list[str] | None = None) -> dict:
               "pack_gb": round(pack_bytes / 1e9, 3), "pack_share_of_library": round(pack_bytes / max(1, size - pack_bytes), 4),
               "packs_build_s": None if packs_s is None else round(packs_s, 1),
               "load_avg": [round(load_before, 2), round(os.getloadavg()[0], 2)],
-              "query_embedding_ms": round(embed_ms, 2), "parallel": not args.sequential}
+              "query_embedding_ms": round(embed_ms, 2)}
     if args.json:
         print(json.dumps(result))
     else:

@@ -11,7 +11,7 @@ import re
 import types
 import typing
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -29,9 +29,17 @@ def check_film_id(film_id: str) -> str:
     return film_id
 
 
-def VectorField(**kw: Any) -> Any:  # noqa: N802 - reads like a type in the row models
-    """A float32 vector column whose width is fixed when the table is created."""
-    return Field(default=None, json_schema_extra={"vector": True}, **kw)
+VECTOR_TYPES = {"float32": pa.float32(), "float16": pa.float16()}
+
+
+def VectorField(dtype: str = "float32", **kw: Any) -> Any:  # noqa: N802 - reads like a type in the row models
+    """A vector column whose width is fixed when the table is created. Text embeddings are stored as
+    float16: search scores them as int8 codes (vector_pack.py), which float16 gives to within one code
+    step where float32 would take twice the space. Tables made as float32 keep their type (store.py)."""
+    return Field(default=None, json_schema_extra={"vector": True, "dtype": dtype}, **kw)
+
+
+TEXT_VECTOR = "float16"
 
 
 class Row(BaseModel):
@@ -131,7 +139,7 @@ class UtteranceRow(Row):
     speaker_name: str = ""  # the character's name when the film's text names them, else ""
     words: str = "[]"  # json list of {start, end, word, probability}
     turns: str = ""  # once the characters stage split the line by voice: json [{start, end, speaker, speaker_name, text}]
-    vector: list[float] | None = VectorField()
+    vector: list[float] | None = VectorField(TEXT_VECTOR)
 
 
 class CaptionRow(Row):
@@ -144,7 +152,7 @@ class CaptionRow(Row):
     characters: list[str] = Field(default_factory=list)
     model: str = ""
     prompt_id: str = ""
-    vector: list[float] | None = VectorField()
+    vector: list[float] | None = VectorField(TEXT_VECTOR)
 
 
 class OnscreenRow(Row):
@@ -154,7 +162,7 @@ class OnscreenRow(Row):
     end: float
     text: str
     confidence: float = 0.0
-    vector: list[float] | None = VectorField()
+    vector: list[float] | None = VectorField(TEXT_VECTOR)
 
 
 class EventRow(Row):
@@ -169,7 +177,7 @@ class EventRow(Row):
     story_order: int = -1
     source: str = ""  # rules | model: what made the event
     lines: list[str] = Field(default_factory=list)  # the memory rows it was read from ("utterances:12")
-    vector: list[float] | None = VectorField()
+    vector: list[float] | None = VectorField(TEXT_VECTOR)
 
 
 class PassageRow(Row):
@@ -185,7 +193,7 @@ class PassageRow(Row):
     text: str
     first_row: int = 0
     last_row: int = 0
-    vector: list[float] | None = VectorField()
+    vector: list[float] | None = VectorField(TEXT_VECTOR)
 
 
 class RelationRow(Row):
@@ -331,21 +339,31 @@ def vector_columns(model: type[Row]) -> list[str]:
     return [n for n, f in model.model_fields.items() if _is_vector(f.json_schema_extra)]
 
 
-def arrow_schema(model: type[Row], dim: int | None = None) -> pa.Schema:
+def vector_value_type(model: type[Row]) -> pa.DataType | None:
+    """The type a new table stores its vectors' values as (None: the rows have no vector)."""
+    for f in model.model_fields.values():
+        if _is_vector(f.json_schema_extra):
+            return VECTOR_TYPES[cast(dict[str, Any], f.json_schema_extra).get("dtype", "float32")]
+    return None
+
+
+def arrow_schema(model: type[Row], dim: int | None = None, value_type: pa.DataType | None = None) -> pa.Schema:
+    """The table's Arrow schema; vectors of `dim` values of `value_type` (default: the model's)."""
     fields = []
     for name, f in model.model_fields.items():
         if _is_vector(f.json_schema_extra):
             if not dim:
                 raise ValueError(f"{model.table}.{name} needs a vector width")
-            fields.append(pa.field(name, pa.list_(pa.float32(), dim), nullable=True))
+            fields.append(pa.field(name, pa.list_(value_type or vector_value_type(model), dim), nullable=True))
             continue
         typ, nullable = _arrow_type(f.annotation)
         fields.append(pa.field(name, typ, nullable=nullable))
     return pa.schema(fields)
 
 
-def to_arrow(rows: Sequence[Row], model: type[Row], dim: int | None = None) -> pa.Table:
-    schema = arrow_schema(model, dim)
+def to_arrow(rows: Sequence[Row], model: type[Row], dim: int | None = None,
+             value_type: pa.DataType | None = None) -> pa.Table:
+    schema = arrow_schema(model, dim, value_type)
     cols: dict[str, list[Any]] = {n: [] for n in schema.names}
     for r in rows:
         d = r.model_dump()

@@ -107,14 +107,18 @@ class MemoryStore:
         self._tables[name] = tbl
         return tbl
 
-    def vector_dim(self, name: str) -> int | None:
+    def _vector_type(self, name: str) -> pa.FixedSizeListType | None:
+        """The stored vector column's type (None: no such table, or its rows have no vector)."""
         tbl = self.table(name)
         if tbl is None:
             return None
         for col in vector_columns(ROW_MODELS[name]):
-            size: int = tbl.schema.field(col).type.list_size
-            return size
+            return cast(pa.FixedSizeListType, tbl.schema.field(col).type)
         return None
+
+    def vector_dim(self, name: str) -> int | None:
+        typ = self._vector_type(name)
+        return None if typ is None else int(typ.list_size)
 
     def _ensure(self, name: str, dim: int | None) -> Any:
         tbl = self.table(name) or self._create(name, dim)
@@ -169,9 +173,8 @@ class MemoryStore:
         if vector_columns(model) and dim is None:
             dim = self.vector_dim(model.table) or len(next((cast(Any, r).vector for r in rows if getattr(r, "vector", None)), []) or [0])
         tbl = self._ensure(model.table, dim if vector_columns(model) else None)
-        if vector_columns(model):
-            dim = self.vector_dim(model.table)
-        tbl.add(to_arrow(rows, model, dim))
+        typ = self._vector_type(model.table)  # a table made before vectors were float16 keeps float32
+        tbl.add(to_arrow(rows, model, *((typ.list_size, typ.value_type) if typ is not None else (dim, None))))
         return len(rows)
 
     @_retry_conflicts
@@ -299,12 +302,13 @@ class MemoryStore:
         if self.is_local:
             shutil.rmtree(self.media_dir(film_id), ignore_errors=True)
 
-    def optimize(self, names: Iterable[str] | None = None) -> None:
-        """Compact the small fragments that many appends leave (keeps reads fast); all tables by default."""
+    def optimize(self, names: Iterable[str] | None = None, keep_versions: dt.timedelta = dt.timedelta(minutes=10)) -> None:
+        """Compact the small fragments that many appends leave (keeps reads fast) and drop table
+        versions older than `keep_versions` (a reader may still be on a recent one); all tables by default."""
         for name in ROW_MODELS if names is None else names:
             tbl = self.table(name)
             if tbl is not None:
                 try:
-                    tbl.optimize(cleanup_older_than=dt.timedelta(minutes=10))
+                    tbl.optimize(cleanup_older_than=keep_versions)
                 except Exception:  # noqa: BLE001 - compaction is an optimisation; a conflict just skips it
                     pass

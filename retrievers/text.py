@@ -106,7 +106,7 @@ class TextRetriever(Retriever):
 
     def __init__(self, mode: Mode = "hybrid", kinds: Sequence[str] = KINDS, *,
                  caption_kinds: Sequence[str] | None = None, embedder: str | None = None,
-                 candidates: int = 20, parallel: bool = True):
+                 candidates: int = 20):
         if mode not in ("vector", "fts", "hybrid"):
             raise MovieMemError(f"unknown text retrieval mode {mode!r}; use vector, fts or hybrid")
         unknown = [k for k in kinds if k not in SOURCES]
@@ -117,7 +117,6 @@ class TextRetriever(Retriever):
         self.caption_kinds = tuple(caption_kinds) if caption_kinds else None
         self.embedder = embedder
         self.candidates = candidates
-        self.parallel = parallel
         self.name = f"text-{mode}"  # type: ignore[misc]  # a text retriever is named after its mode, per instance
 
     def _retrieve(self, film: FilmMemory, query: str, k: int) -> list[Evidence]:

@@ -115,3 +115,36 @@ def test_an_ingest_writes_the_packs_so_even_the_first_query_reads_no_lancedb(tmp
     hits = TextRetriever("vector", ["utterance"]).retrieve(lib.film("letter"), QUERY, k=1)
     assert [h.id for h in hits] == ["utterance:0"]
     assert search.write_packs(film.store, "letter") == 0  # nothing left to write
+
+
+def test_text_vectors_are_stored_as_float16_and_older_float32_tables_keep_their_type(tmp_path) -> None:
+    """float16 storage halves the text vectors; search reads them as int8 codes, which come out the
+    same to within one step, so no ranking moves by more than the codes' own error."""
+    import pyarrow as pa
+
+    from moviemem.memory.schema import ClipRow, UtteranceRow, arrow_schema
+    from moviemem.memory.store import MemoryStore
+
+    rng = np.random.default_rng(1)
+    vecs = rng.standard_normal((64, 384)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    rows = [UtteranceRow(film_id="f", run_id="r", idx=i, start=float(i), end=i + 1.0, text=f"line {i}", vector=v.tolist())
+            for i, v in enumerate(vecs)]
+    store = MemoryStore(tmp_path / "new")
+    store.append(rows)
+    data = store.query("utterances")
+    assert data.schema.field("vector").type == pa.list_(pa.float16(), 384)
+    stored = np.asarray(data.column("vector").to_pylist(), dtype=np.float32)
+    assert np.abs(vector_pack.quantize(stored).astype(int) - vector_pack.quantize(vecs).astype(int)).max() <= 1
+    q = vecs[0] + 0.5 * vecs[1]
+    exact, coded = vecs @ q / np.linalg.norm(q), vector_pack.unit_rows(vector_pack.quantize(stored)) @ q / np.linalg.norm(q)
+    assert np.abs(exact - coded).max() < 2e-3
+    store.append([ClipRow(film_id="f", run_id="r", frame_idx=0, t=0.0, model="m", vector=[0.1] * 8)])
+    assert store.query("clip").schema.field("vector").type == pa.list_(pa.float32(), 8)  # image vectors stay float32
+
+    old = MemoryStore(tmp_path / "old")  # a library whose table was made when text vectors were float32
+    old.db.create_table("utterances", schema=arrow_schema(UtteranceRow, 384, pa.float32()))
+    old.append(rows)
+    kept = old.query("utterances")
+    assert kept.schema.field("vector").type == pa.list_(pa.float32(), 384)
+    assert np.array_equal(np.asarray(kept.column("vector").to_pylist(), dtype=np.float32), vecs)
