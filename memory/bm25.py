@@ -75,8 +75,9 @@ def _learn(tokens: set[str]) -> dict[str, str]:
 # at once as bytes (_split_rows); either way every ASCII character that is not a letter or digit
 # separates tokens, as in the regex
 _ASCII_BREAKS = str.maketrans({c: " " for c in map(chr, range(128)) if not c.isalnum()})
-_ROW = " \x00 "  # between rows when a film's texts are split at once: its mark is a token of its own
-_BYTE_BREAKS = bytes(c if c == 0 or chr(c).isalnum() or c >= 128 else ord(" ") for c in range(256))
+_MARK = "\x00"  # the row mark when a film's texts are split at once: no token holds it
+_ROW = f" {_MARK} "  # between rows, so that the mark is a token of its own
+_BYTE_BREAKS = bytes(c if c == ord(_MARK) or chr(c).isalnum() or c >= 128 else ord(" ") for c in range(256))
 
 
 def _tokens(text: str) -> list[str]:
@@ -91,8 +92,8 @@ def _split_rows(texts: Sequence[str]) -> list[bytes]:
     its first query); a piece holding other than ASCII is split again by the regex, which gives the
     same tokens, since ASCII marks and spaces never belong to a token."""
     joined = _ROW.join(texts).lower()
-    if joined.count("\x00") != max(0, len(texts) - 1):  # a text holds the mark itself: one text at a time
-        return [token.encode() for t in texts for token in [*_tokens(t), "\x00"]][:-1]
+    if joined.count(_MARK) != max(0, len(texts) - 1):  # a text holds the mark itself: one text at a time
+        return [token.encode() for t in texts for token in [*_tokens(t), _MARK]][:-1]
     spaced = joined.encode().translate(_BYTE_BREAKS)
     pieces = spaced.split()
     if not joined.isascii():  # split the few pieces that hold other than ASCII again, by the regex
@@ -104,15 +105,11 @@ def _split_rows(texts: Sequence[str]) -> list[bytes]:
     return pieces
 
 
-def analyze_many(texts: Sequence[str]) -> list[list[str]]:
-    """Each text's index terms, in order."""
-    split = [_tokens(t) for t in texts]
-    terms = _learn({t for tokens in split for t in tokens})
-    return [[term for term in map(terms.__getitem__, tokens) if term] for tokens in split]
-
-
 def analyze(text: str) -> list[str]:
-    return analyze_many([text])[0]
+    """A text's index terms, in order (a query's; a film's rows are analysed together by Bm25Index)."""
+    tokens = _tokens(text)
+    terms = _learn(set(tokens))
+    return [term for term in map(terms.__getitem__, tokens) if term]
 
 
 class Bm25Index:
@@ -124,9 +121,9 @@ class Bm25Index:
         distinct = list(set(marked))
         at = dict(zip(distinct, range(len(distinct))))
         texts_of = [token.decode() for token in distinct]
-        learned = _learn(set(texts_of) - {"\x00"})
+        learned = _learn(set(texts_of) - {_MARK})
         vocab: dict[str, int] = {}
-        term_ids = np.array([-2 if text == "\x00" else vocab.setdefault(term, len(vocab)) if (term := learned[text]) else -1
+        term_ids = np.array([-2 if text == _MARK else vocab.setdefault(term, len(vocab)) if (term := learned[text]) else -1
                              for text in texts_of], dtype=np.int64)
         ids = term_ids[np.fromiter(map(at.__getitem__, marked), dtype=np.int64, count=len(marked))]
         mark = ids == -2

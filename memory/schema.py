@@ -339,22 +339,15 @@ def vector_columns(model: type[Row]) -> list[str]:
     return [n for n, f in model.model_fields.items() if _is_vector(f.json_schema_extra)]
 
 
-def vector_value_type(model: type[Row]) -> pa.DataType | None:
-    """The type a new table stores its vectors' values as (None: the rows have no vector)."""
-    for f in model.model_fields.values():
-        if _is_vector(f.json_schema_extra):
-            return VECTOR_TYPES[cast(dict[str, Any], f.json_schema_extra).get("dtype", "float32")]
-    return None
-
-
 def arrow_schema(model: type[Row], dim: int | None = None, value_type: pa.DataType | None = None) -> pa.Schema:
-    """The table's Arrow schema; vectors of `dim` values of `value_type` (default: the model's)."""
+    """The table's Arrow schema; vectors of `dim` values of `value_type` (default: the field's dtype)."""
     fields = []
     for name, f in model.model_fields.items():
         if _is_vector(f.json_schema_extra):
             if not dim:
                 raise ValueError(f"{model.table}.{name} needs a vector width")
-            fields.append(pa.field(name, pa.list_(value_type or vector_value_type(model), dim), nullable=True))
+            declared = VECTOR_TYPES[cast(dict[str, Any], f.json_schema_extra).get("dtype", "float32")]
+            fields.append(pa.field(name, pa.list_(value_type or declared, dim), nullable=True))
             continue
         typ, nullable = _arrow_type(f.annotation)
         fields.append(pa.field(name, typ, nullable=nullable))
