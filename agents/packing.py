@@ -103,36 +103,75 @@ class Lines:
         return self._rows[source]
 
 
-def fit_budget(ranked: Sequence[Evidence], budget: int, lines: Lines | None = None) -> list[Evidence]:
+class _Packer:
+    """Shown evidence and what it costs: each row of the transcript or captions is charged once."""
+
+    def __init__(self, lines: Lines | None):
+        self.lines = lines
+        self.seen: set[str] = set()
+        self.covered: dict[str, set[int]] = {}
+        self.out: list[Evidence] = []
+        self.used = 0
+
+    def _new_rows(self, rows: tuple[str, int, int]) -> tuple[int, list[int]]:
+        """The token cost and indices of the rows in a span not yet shown."""
+        source, a, b = rows
+        have = self.lines.of(source)  # type: ignore[union-attr]  # only called with lines
+        new = [i for i in range(a, b + 1) if i in have and i not in self.covered.get(source, set())]
+        return sum(estimate_tokens(have[i][2]) + 1 for i in new), new
+
+    def add(self, e: Evidence, budget: int) -> None:
+        """Show a hit if its new text fits; duplicates (same row, or the same text at the same time) are dropped."""
+        key2 = f"{e.kind}:{round(e.start)}:{e.text.strip().lower()}"
+        if e.key in self.seen or key2 in self.seen:
+            return
+        new: list[int] = []
+        if e.rows is not None and self.lines is not None:
+            cost, new = self._new_rows(e.rows)
+            if not new:
+                return
+            cost += 8
+        else:
+            cost = estimate_tokens(e.text) + 8  # the id, times and label
+        if self.used + cost > budget:
+            return
+        self.seen.update((e.key, key2))
+        if new:
+            self.covered.setdefault(e.rows[0], set()).update(new)  # type: ignore[index]  # new implies rows
+        self.out.append(e)
+        self.used += cost
+
+    def widen(self, budget: int) -> None:
+        """One more neighbouring line on each side of every shown line hit, best-ranked hit first, while they fit."""
+        for n, e in enumerate(self.out):
+            if e.kind not in ("utterance", "caption") or e.rows is None:
+                continue
+            source, a, b = e.rows
+            rows = (source, max(0, a - 1), b + 1)
+            cost, new = self._new_rows(rows)
+            if new and self.used + cost <= budget:
+                self.covered.setdefault(source, set()).update(new)
+                self.out[n] = replace(e, rows=rows)
+                self.used += cost
+
+
+def fit_budget(ranked: Sequence[Evidence], budget: int, lines: Lines | None = None,
+               core_share: float = 1.0, rings: int = 0) -> list[Evidence]:
     """Keep hits in rank order while their new text fits `budget` tokens; duplicates (same row, or the
     same text at the same time) are dropped, and passages are charged only for lines not yet shown.
-    With `lines`, overlapping passages of one source are then merged into single blocks."""
-    seen: set[str] = set()
-    covered: dict[str, set[int]] = {}
-    out: list[Evidence] = []
-    used = 0
+    With `rings`, small to big: hits alone fill `core_share` of the budget, then each line hit gains up
+    to `rings` neighbours on either side (nearest first, best-ranked hit first), and any budget left
+    takes further hits. With `lines`, overlapping passages of one source are then merged into single blocks."""
+    packer = _Packer(lines)
+    grow = rings > 0 and lines is not None
     for e in ranked:
-        key2 = f"{e.kind}:{round(e.start)}:{e.text.strip().lower()}"
-        if e.key in seen or key2 in seen:
-            continue
-        if e.rows is not None and lines is not None:
-            source, a, b = e.rows
-            have = lines.of(source)
-            new = [i for i in range(a, b + 1) if i in have and i not in covered.get(source, set())]
-            if not new:
-                continue
-            cost = sum(estimate_tokens(have[i][2]) + 1 for i in new) + 8
-        else:
-            new = []
-            cost = estimate_tokens(e.text) + 8  # the id, times and label
-        if used + cost > budget:
-            continue
-        seen.update((e.key, key2))
-        if e.rows is not None and lines is not None:
-            covered.setdefault(e.rows[0], set()).update(new)
-        out.append(e)
-        used += cost
-    return merge_passages(out, lines) if lines is not None else out
+        packer.add(e, int(budget * core_share) if grow else budget)
+    if grow:
+        for _ in range(rings):
+            packer.widen(budget)
+        for e in ranked:
+            packer.add(e, budget)
+    return merge_passages(packer.out, lines) if lines is not None else packer.out
 
 
 def merge_passages(shown: Sequence[Evidence], lines: Lines) -> list[Evidence]:
@@ -147,11 +186,15 @@ def merge_passages(shown: Sequence[Evidence], lines: Lines) -> list[Evidence]:
         have = lines.of(source)
         group.sort(key=lambda e: e.rows[1])  # type: ignore[index]  # passages carry rows
         blocks: list[list[Evidence]] = []
+        end = 0  # the block's last row so far: a span can lie inside an earlier, longer one
         for e in group:
-            if blocks and e.rows[1] <= blocks[-1][-1].rows[2] + 1:  # type: ignore[index]  # passages carry rows
+            a, b = e.rows[1], e.rows[2]  # type: ignore[index]  # passages carry rows
+            if blocks and a <= end + 1:
                 blocks[-1].append(e)
+                end = max(end, b)
             else:
                 blocks.append([e])
+                end = b
         for block in blocks:
             a = min(e.rows[1] for e in block)  # type: ignore[index]  # passages carry rows
             b = max(e.rows[2] for e in block)  # type: ignore[index]  # passages carry rows

@@ -15,8 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..agents.packing import Lines, fit_budget
-from ..agents.policies.hybrid import CHANNELS, GatherSettings, Hybrid, gather
+from ..agents.packing import Lines
+from ..agents.policies.hybrid import CHANNELS, GatherSettings, Hybrid, gather, pack
 from ..agents.types import Question
 from ..errors import MovieMemError
 from ..memory.view import FilmMemory
@@ -56,12 +56,19 @@ RETRIEVERS: dict[str, tuple[str, Callable[[], GatherSettings]]] = {
                           _transcript(units="passages", search="fts", per_option=0, context_lines=0)),
     "lines": ("single lines, vector + BM25, fused, informative lines first", _transcript(units="lines", search="hybrid", context_lines=0)),
     "lines-context1": ("single lines (vector + BM25) shown with 1 neighbour either side",
-                       _transcript(units="lines", search="hybrid", context_lines=1)),
+                       _transcript(units="lines", search="hybrid", context_lines=1, context="fixed")),
     "lines-context2": ("single lines (vector + BM25) shown with 2 neighbours either side",
-                       _transcript(units="lines", search="hybrid", context_lines=2)),
-    "mixed1": ("passages and single lines (1 neighbour either side) fused, BM25", _transcript(units="mixed", search="fts", context_lines=1)),
+                       _transcript(units="lines", search="hybrid", context_lines=2, context="fixed")),
+    "lines-grow": ("single lines (vector + BM25), then up to 2 neighbours either side as the budget allows",
+                   _transcript(units="lines", search="hybrid", context_lines=2, context="budget")),
+    "mixed1": ("passages and single lines (1 neighbour either side) fused, BM25",
+               _transcript(units="mixed", search="fts", context_lines=1, context="fixed")),
     "mixed2-hybrid": ("passages and single lines (2 neighbours either side) fused, vector + BM25",
-                      _transcript(units="mixed", context_lines=2, search="hybrid")),
+                      _transcript(units="mixed", context_lines=2, search="hybrid", context="fixed")),
+    "hybrid-grow": ("the hybrid policy's gathering, line hits widened as the budget allows (context=budget)",
+                    lambda: replace(_hybrid_default(), context="budget")),
+    "hybrid-lines-grow": ("the hybrid policy's routing over single lines, widened as the budget allows",
+                          lambda: replace(_hybrid_default(), units="lines", context="budget")),
 }
 
 
@@ -102,7 +109,7 @@ def score_probe(film: FilmMemory, lines: Lines, probe: Probe, settings: GatherSe
     out: dict[str, Any] = {"rr": 1.0 / first if first else 0.0,
                            "recall_at_k": {str(k): ev.recall(probe.gold, spans[:k]) for k in AT_K}}
     for b in budgets:
-        shown = [(e.start, e.end) for e in fit_budget(ranked, b, lines)]
+        shown = [(e.start, e.end) for e in pack(ranked, b, lines, settings)]
         out.setdefault("recall_at_budget", {})[str(b)] = ev.recall(probe.gold, shown)
         out.setdefault("coverage_at_budget", {})[str(b)] = ev.coverage(probe.gold, shown)
     return out

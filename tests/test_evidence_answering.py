@@ -5,6 +5,7 @@ Everything here builds its own small film and items; nothing reads ../shared."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,9 +14,11 @@ from moviemem import Library
 from moviemem.agents import ask
 from moviemem.agents.base import Run
 from moviemem.agents.packing import Lines, content_words, fit_budget, fuse, informative_first
-from moviemem.agents.policies.hybrid import GatherSettings, Hybrid, gather, queries_for
+from moviemem.agents.policies.hybrid import GatherSettings, Hybrid, gather, pack, queries_for
 from moviemem.agents.types import Question
 from moviemem.backbones import Reply, ScriptedBackbone
+from moviemem.backbones.base import estimate_tokens
+from moviemem.errors import MovieMemError
 from moviemem.eval import evidence as ev
 from moviemem.eval.formats import load_benchmark
 from moviemem.eval.retrieval_eval import retrieval_eval
@@ -134,6 +137,46 @@ def test_overlapping_passages_are_charged_once_and_merged(textfilm) -> None:
     alone = fit_budget(hits[:1], 10_000, Lines(film))[0]
     tight = fit_budget(hits, len(alone.text) // 4 + 20, Lines(film))  # room for the first only
     assert [e.id for e in tight] == ["passage:0"]
+
+
+def test_a_span_inside_a_longer_one_does_not_split_the_block_it_touches(textfilm) -> None:
+    _, film, _ = textfilm
+    text = Lines(film).of("utterance")
+    spans = [(2, 4), (0, 6), (7, 9)]  # the best hit lies inside the next; sorted by first row, it ends first
+    hits = [Evidence("utterance", "cliffs", text[a][0], text[b][1], text[a][2], id=f"utterance:{a}-{b}", rows=("utterance", a, b))
+            for a, b in spans]
+    shown = fit_budget(hits, 10_000, Lines(film))
+    assert len(shown) == 1 and shown[0].rows == ("utterance", 0, 9)
+    assert shown[0].text.splitlines() == [text[i][2] for i in range(10)]
+
+
+def test_small_to_big_shows_more_hits_first_and_widens_the_best_ranked_with_what_is_left(textfilm) -> None:
+    _, film, _ = textfilm
+    lines = Lines(film)
+    text = lines.of("utterance")
+    picks = [5, 20, 40, 50]  # ranked hits, far apart: widening never makes two of them touch
+    hits = [Evidence("utterance", "cliffs", text[i][0], text[i][1], text[i][2], id=f"utterance:{i}", rows=("utterance", i, i))
+            for i in picks]
+
+    def charge(i: int) -> int:
+        return estimate_tokens(text[i][2]) + 1
+
+    budget = sum(charge(i) + 8 for i in picks) + charge(4) + charge(6)  # every hit alone, then the best one's neighbours
+    fixed = fit_budget([replace(h, rows=("utterance", i - 2, i + 2)) for h, i in zip(hits, picks)], budget, lines)
+    grown = fit_budget(hits, budget, lines, core_share=1.0, rings=2)
+    assert len(fixed) < len(picks)  # two neighbours up front: fewer hits fit
+    assert sorted(e.id for e in grown) == sorted(f"utterance:{i}" for i in picks)  # every hit shown ...
+    best = next(e for e in grown if e.id == "utterance:5")
+    assert best.rows == ("utterance", 4, 6) and best.text.splitlines() == [text[i][2] for i in (4, 5, 6)]  # ... the best widened
+    assert all(e.rows[1] == e.rows[2] for e in grown if e is not best)  # type: ignore[index]  # nothing left for the rest
+    roomy = fit_budget(hits, 10_000, lines, core_share=0.6, rings=2)
+    assert sorted(e.rows for e in roomy) == sorted(("utterance", i - 2, i + 2) for i in picks)  # type: ignore[type-var]
+    settings = GatherSettings(units="lines", context="budget")
+    ranked = gather(film, Question.make("Where does Sara's uncle work?", OPTIONS), settings)
+    assert ranked and all(e.rows[1] == e.rows[2] for e in ranked)  # type: ignore[index]  # hits alone ...
+    assert all(e.rows[2] > e.rows[1] for e in pack(ranked, 10_000, lines, settings))  # type: ignore[index]  # ... widened by pack
+    with pytest.raises(MovieMemError, match="unknown context"):
+        gather(film, Question.make("Where?", OPTIONS), GatherSettings(context="wide"))
 
 
 # ----------------------------------------------------------------------------- retrieval-eval
