@@ -3,8 +3,13 @@
 Film sound mixes dialogue with music and effects, which breaks Whisper's defaults in two
 ways: Silero VAD at 0.5 drops quiet lines spoken over a score, and Whisper invents words
 ("Thank you.", repeated phrases) over music. So we run the VAD with a low threshold to keep
-speech over music, decode only the speech it found (laid end to end), and then drop
-lines that look invented, recording each drop with its reason.
+speech over music, decode the speech it found (laid end to end), and then drop lines that
+look invented, recording each drop with its reason. Even at a low threshold Silero hears
+nothing in some lines said over a loud score (the Sintel trailer's "A dangerous quest for a
+lone hunter": VAD probability under 0.05 throughout), so the stretches it rejected are decoded
+too, and a line heard there must also pass Whisper's own confidence rule (no-speech
+probability at most 0.6 and mean log-probability at least -1.0, the thresholds Whisper's
+`transcribe` uses by default) on top of the filters every line passes.
 The language is voted over several speech windows spread across the film, because one
 window of old or noisy audio is often misjudged.
 """
@@ -77,6 +82,8 @@ GAP_S = 0.4  # silence laid between speech chunks in the decoded track
 MIN_RETRY_S = 0.5  # speech chunks at least this long that got no word are decoded again
 MAX_WORD_GAP_S = 1.5  # words further apart than this on the film timeline are separate lines
 LANG_WINDOWS = 5  # speech windows (30 s each) voted on for language detection
+MIN_QUIET_S = 1.0  # stretches the VAD rejected that are at least this long are decoded in the gap pass
+GAP_PASS = 2  # the attempt number of lines heard where the VAD heard no speech (0: first pass, 1: retry)
 
 # Phrases Whisper produces over music and silence because its training data (web video
 # captions) ends that way. ALWAYS ones (credits and outros, matched anywhere in a line)
@@ -115,6 +122,7 @@ def transcribe(
     compute_type: str = "int8",
     threads: int = 0,
     beam_size: int = 1,
+    gaps: bool = True,
     progress: Progress | None = None,
 ) -> Transcript:
     """Transcribe the first audio stream of `media` (any container PyAV reads).
@@ -122,7 +130,7 @@ def transcribe(
     `model` is an offline model name ("base", "tiny.en", see `moviemem models`) or a
     local faster-whisper folder; nothing is downloaded. `language=None` detects it by
     vote; a code ("en") skips detection. `threads=0` uses every core this process may
-    run on. `progress(done_s, total_s)` counts decoded seconds of the speech track.
+    run on. `gaps` also decodes what the VAD rejected (lines from there pass a stricter rule). `progress(done_s, total_s)` counts decoded seconds of the speech track.
     Raises MovieMemError for media without an audio stream or a model that is not there.
     """
     clock = _Clock()
@@ -136,16 +144,18 @@ def transcribe(
     track = SpeechTrack(audio, chunks)
     clock.lap("vad")
     settings = {"model": str(folder), "compute_type": compute_type, "beam_size": beam_size,
-                "vad": dict(vars(VAD)), "decode": dict(DECODE), "gap_s": GAP_S}
+                "vad": dict(vars(VAD)), "decode": dict(DECODE), "gap_s": GAP_S, "gaps": gaps}
     language, language_probability, lang_note = _language(whisper, track, language)
     clock.lap("language")
     notes = [lang_note]
     if bad_packets:
         notes.append(f"skipped {bad_packets} undecodable audio packet(s)")
-    total = max(1, round(track.audio.size / SAMPLE_RATE))
+    quiet = quiet_stretches(chunks, audio.size) if gaps else []
+    rest = SpeechTrack(audio, quiet)
+    total = max(1, round((track.audio.size + rest.audio.size) / SAMPLE_RATE))
     decoded: list[tuple[tuple[int, int], Segment, list[dict[str, Any]]]] = []
     if not chunks:
-        notes.append("the VAD found no speech: nothing was decoded")
+        notes.append("the VAD found no speech" + ("" if gaps else ": nothing was decoded"))
     else:
         heard = _decode(whisper, track, language, beam_size, 0, decoded, progress, total)
         clock.lap("whisper")
@@ -157,9 +167,15 @@ def transcribe(
             _decode(whisper, retry, language, beam_size, 1, decoded, None, total)
             notes.append(f"decoded again {len(missed)} speech chunk(s) ({retry.speech_s:.0f} s) that the first pass skipped")
             clock.lap("whisper_retry")
+    if quiet:
+        _decode(whisper, rest, language, beam_size, GAP_PASS, decoded, progress, total, offset=round(track.audio.size / SAMPLE_RATE))
+        clock.lap("whisper_gaps")
     lines = _LineFilter()
     for window, segment, words in sorted(decoded, key=lambda item: item[2][0]["start"]):
         lines.add(window, segment, words)
+    if quiet:
+        notes.append(f"decoded the {rest.speech_s:.0f} s the VAD heard as no speech: kept {lines.from_gaps} line(s) "
+                     "that also pass Whisper's own confidence rule")
     if lines.dropped:
         notes.append(f"suppressed {len(lines.dropped)} of {len(decoded)} decoded line(s) as likely hallucinations")
     if progress is not None:
@@ -167,6 +183,19 @@ def transcribe(
     return Transcript(
         lines.kept, language, language_probability, duration_s, track.speech_s, lines.dropped, notes, settings, clock.laps
     )
+
+
+def quiet_stretches(chunks: list[dict[str, int]], n_samples: int) -> list[dict[str, int]]:
+    """The stretches between the VAD's speech chunks (and before the first, after the last) of at
+    least MIN_QUIET_S, cut into pieces of at most one Whisper window, like the speech chunks."""
+    out: list[dict[str, int]] = []
+    window = round(VAD.max_speech_duration_s * SAMPLE_RATE)
+    last = 0
+    for chunk in [*chunks, {"start": n_samples, "end": n_samples}]:
+        if chunk["start"] - last >= MIN_QUIET_S * SAMPLE_RATE:
+            out += [{"start": a, "end": min(a + window, chunk["start"])} for a in range(last, chunk["start"], window)]
+        last = max(last, chunk["end"])
+    return out
 
 
 def _decode(
@@ -178,10 +207,12 @@ def _decode(
     out: list[tuple[tuple[int, int], Segment, list[dict[str, Any]]]],
     progress: Progress | None,
     total: int,
+    offset: int = 0,
 ) -> set[int]:
     """Decode `track`, appending ((attempt, window), segment, line words) to `out`.
 
-    Returns the indices of the track's chunks that got at least one word.
+    Progress counts `offset` seconds as already done. Returns the indices of the track's
+    chunks that got at least one word.
     """
     heard: set[int] = set()
     segments, _ = whisper.transcribe(track.audio, language=language, beam_size=beam_size, vad_filter=False, **DECODE)
@@ -190,7 +221,7 @@ def _decode(
             out.append(((attempt, segment.seek), segment, words))
             heard |= chunks
         if progress is not None:
-            progress(min(total, int(segment.end)), total)
+            progress(min(total, offset + int(segment.end)), total)
     return heard
 
 
@@ -350,11 +381,13 @@ def _why_suppressed(
     words: list[dict[str, Any]],
     previous: dict[str, Any] | None = None,
     earlier_in_window: Collection[str] = (),
+    vad_heard: bool = True,
 ) -> str | None:
     """Reason to drop one line (`text`, `words`) decoded in `segment`, or None to keep it.
 
     `previous` is the line decoded just before; `earlier_in_window` the normalised lines
-    already decoded from the same 30 s Whisper window.
+    already decoded from the same 30 s Whisper window; `vad_heard` False for a line from
+    a stretch the VAD heard as no speech.
     """
     norm = _norm(text)
     n_words = len(words)
@@ -364,6 +397,9 @@ def _why_suppressed(
         return "no words"
     if segment.no_speech_prob > NO_SPEECH_PROB and segment.avg_logprob < AVG_LOGPROB:
         return f"no speech (no_speech_prob {segment.no_speech_prob:.2f}, avg_logprob {segment.avg_logprob:.2f})"
+    if not vad_heard and (segment.no_speech_prob > NO_SPEECH_PROB or segment.avg_logprob < AVG_LOGPROB):
+        return (f"heard where the VAD heard no speech, below Whisper's own confidence rule "
+                f"(no_speech_prob {segment.no_speech_prob:.2f}, avg_logprob {segment.avg_logprob:.2f})")
     if any(phrase in norm for phrase in ALWAYS_HALLUCINATED):
         return "known hallucination phrase"
     if norm in STOCK_PHRASES and (mean_prob < 0.7 or segment.no_speech_prob > 0.3):
@@ -412,13 +448,14 @@ class _LineFilter:
         self.kept: list[dict[str, Any]] = []
         self.dropped: list[dict[str, Any]] = []
         self._window_lines: dict[tuple[int, int], set[str]] = defaultdict(set)
+        self.from_gaps = 0  # kept lines heard where the VAD heard no speech
 
     def add(self, window: tuple[int, int], segment: Segment, words: list[dict[str, Any]]) -> None:
         start, end = words[0]["start"], words[-1]["end"]
         text = "".join(w["word"] for w in words).strip()
         previous = max([*self.kept[-1:], *self.dropped[-1:]], key=lambda line: line["end"], default=None)
         earlier = self._window_lines[window]
-        reason = _why_suppressed(segment, text, words, previous, earlier)
+        reason = _why_suppressed(segment, text, words, previous, earlier, vad_heard=window[0] != GAP_PASS)
         earlier.add(_norm(text))
         if reason is not None:
             self.dropped.append({"start": start, "end": end, "text": text, "reason": reason})
@@ -426,3 +463,4 @@ class _LineFilter:
         for w in words:
             w["word"] = w["word"].strip()
         self.kept.append({"start": start, "end": end, "text": text, "words": words})
+        self.from_gaps += window[0] == GAP_PASS

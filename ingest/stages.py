@@ -120,7 +120,7 @@ class TranscriptStage(Stage):
         if self.source(ctx) != "asr":
             return {"source": self.source(ctx), "sha256": ctx.inputs.subtitles_sha, "embedder": s.embedder}
         return {"source": "asr", "model": s.asr_model, "language": s.asr_language, "compute_type": s.asr_compute_type,
-                "beam_size": s.asr_beam_size, "embedder": s.embedder}
+                "beam_size": s.asr_beam_size, "gaps": s.asr_gaps, "embedder": s.embedder}
 
     def skip_reason(self, ctx: Ctx) -> str | None:
         if self.source(ctx) == "asr" and not ctx.inputs.film.has_audio:
@@ -148,7 +148,7 @@ class TranscriptStage(Stage):
                 offline = resolve_name(name) or resolve_name(f"whisper-{name}")
                 model_ref = model_path(offline.name, s) if offline else name
             tr = transcribe(ctx.inputs.video, model=model_ref, language=s.asr_language, compute_type=s.asr_compute_type,  # type: ignore[arg-type]  # ASR runs on films with an audio track, so a video file
-                            threads=s.asr_threads, beam_size=s.asr_beam_size, progress=ctx.progress)
+                            threads=s.asr_threads, beam_size=s.asr_beam_size, gaps=s.asr_gaps, progress=ctx.progress)
             items = [dict(u, speaker=u.get("speaker", "")) for u in tr.utterances]
             model = f"faster-whisper:{name}"
             note = "; ".join([f"{len(items)} utterances, language {tr.language} ({tr.language_probability:.2f})", *tr.notes])

@@ -225,6 +225,27 @@ def test_asr_keeps_speech_over_music_in_a_film_container(tmp_path: Path) -> None
     assert wer(" ".join(SENTENCES), text) <= 0.35, text
 
 
+MEDIA = Path(__file__).resolve().parents[2] / "shared" / "media"
+
+
+@pytest.mark.slow
+def test_asr_keeps_a_real_line_said_over_a_loud_score_and_invents_none_over_battle_noise() -> None:
+    """Real footage: the Sintel trailer's "A dangerous quest for a lone hunter" gets no VAD speech
+    probability above 0.05, so only the gap pass hears it; the Tears of Steel battle clip has shouts
+    and explosions, and Whisper's guesses there ("I'm going to kill you!") must not become lines."""
+    sintel, battle = MEDIA / "sintel_trailer.mp4", MEDIA / "tears_of_steel_battle_clip.webm"
+    if not (sintel.exists() and battle.exists()):
+        pytest.skip(f"real clips are absent from {MEDIA} (real footage lives in ../shared/media)")
+    base = whisper("whisper-base")
+    heard = " ".join(u["text"] for u in transcribe(sintel, model=base, language="en").utterances).lower()
+    missed = " ".join(u["text"] for u in transcribe(sintel, model=base, language="en", gaps=False).utterances).lower()
+    assert "quest" in heard and "hunter" in heard and "alone" in heard and "gatekeepers" in heard, heard
+    assert "quest" not in missed  # the VAD alone loses it
+    noise = transcribe(battle, model=base, language="en")
+    assert noise.utterances == [], noise.utterances
+    assert any("VAD heard no speech" in d["reason"] for d in noise.suppressed)
+
+
 def _vocalise(seconds: float, seed: int) -> np.ndarray:
     """Sung "ah" notes with vibrato over the tonal bed: voice-like enough to pass the VAD."""
     rng = np.random.default_rng(seed)
@@ -246,7 +267,8 @@ def test_asr_music_only_yields_nothing(tmp_path: Path) -> None:
     for name, audio in [("tones", _music(20.0, seed=1)), ("sung", _vocalise(20.0, seed=2))]:
         tr = transcribe(_write_wav(tmp_path / f"{name}.wav", audio), model=base, language="en")
         assert tr.utterances == [], (name, tr.utterances)
-        assert tr.notes[-1].startswith(("the VAD found no speech", "suppressed")), (name, tr.notes)
+        assert tr.notes[-1].startswith(("the VAD found no speech", "suppressed", "decoded the")), (name, tr.notes)
+        assert any(n.startswith("decoded the") and "kept 0 line(s)" in n for n in tr.notes), tr.notes  # the gap pass ran
         assert all(line["reason"] for line in tr.suppressed)
 
 
@@ -316,6 +338,22 @@ def test_asr_hallucination_filter() -> None:
     for w in crammed[2]:
         w["start"] = w["end"] = 1.0
     assert "faster than anyone speaks" in why(*crammed)
+    # a line from a stretch the VAD heard as no speech must pass Whisper's own rule as well
+    shouted = _segment(line, [0.9] * 11, no_speech=0.5, logprob=-1.4)
+    assert why(*shouted) is None and "VAD heard no speech" in why(*shouted, vad_heard=False)
+    assert why(*_segment(line, [0.9] * 11, no_speech=0.15, logprob=-0.9), vad_heard=False) is None
+
+
+def test_asr_gap_pass_covers_what_the_vad_rejected_in_window_sized_pieces() -> None:
+    second = SR
+    chunks = [{"start": 2 * second, "end": 4 * second}, {"start": 4 * second + SR // 2, "end": 6 * second}]
+    quiet = asr_mod.quiet_stretches(chunks, 80 * second)
+    assert quiet[0] == {"start": 0, "end": 2 * second}  # half a second between the chunks is too short to decode
+    assert all(q["end"] - q["start"] <= 30 * second for q in quiet)
+    assert quiet[1]["start"] == 6 * second and quiet[-1]["end"] == 80 * second
+    assert sum(q["end"] - q["start"] for q in quiet[1:]) == 74 * second
+    assert asr_mod.quiet_stretches([], 80 * second)[0] == {"start": 0, "end": 30 * second}
+    assert asr_mod.quiet_stretches([{"start": 0, "end": 80 * second}], 80 * second) == []
 
 
 def test_asr_refuses_what_it_cannot_do(tmp_path: Path) -> None:
