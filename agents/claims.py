@@ -95,6 +95,9 @@ _OPENING = re.compile(r"(?:^|(?<!\bMr)(?<!\bMrs)(?<!\bMs)(?<!\bDr)(?<!\bSt)[.!?â
                       r"([A-Za-z][A-Za-z'-]*)", re.MULTILINE)
 
 
+_TITLES = {"Mr", "Mrs", "Ms", "Dr", "St"}
+
+
 def sentence_openers(text: str) -> set[str]:
     """Words a text writes only where a sentence or line opens: there a capital says nothing of a
     name ('Hi, Pop.', 'Maybe.', 'Look here.'), while 'Pop' written mid-sentence is one."""
@@ -107,18 +110,27 @@ def specifics(text: str, lowercase: set[str], openers: AbstractSet[str] = frozen
     """The names and numbers of a text, in order, as (kind, words): a name is a run of capitalised
     words that the text (or `lowercase`, words seen uncapitalised elsewhere) never writes in lower
     case, and none of `openers` (words seen only opening a sentence); a contraction of a stop word
-    ("I've", "He's") is none; evidence ids and times are not numbers of the story."""
+    ("I've", "He's") is none, nor a word in capitals only (subtitles for the deaf write sounds that
+    way: SINGING, FRENCH, DOOR SLAMS); evidence ids and times are not numbers of the story."""
     stop = dialogue_stop_words()
-    words = _TOKEN.findall(_TIME.sub(" ", text))
+    plain = _TIME.sub(" ", text)
+    found = list(_TOKEN.finditer(plain))
+    words = [m.group() for m in found]
+    # a name's words are separated by spaces alone ("Paris, Marion" is two names), or follow a title ("Mr. Carney")
+    joined = [bool(re.fullmatch(r"[ \t]+", sep) or a.group() in _TITLES and re.fullmatch(r"\.[ \t]+", sep))
+              for a, b in zip(found, found[1:]) for sep in [plain[a.end():b.start()]]] + [False]
     seen_lower = lowercase | {w for w in words if w.islower()}
     out: list[tuple[str, str]] = []
     run: list[str] = []
-    for w in [*words, ""]:
+    for w, glued in [*zip(words, joined), ("", False)]:
         number = _number(w) is not None if w else False
         base = w.lower().removesuffix("'s").removesuffix("'")
         if (w and not number and w[0].isupper() and len(base) > 1 and base not in stop and base.split("'")[0] not in stop
-                and w.lower() not in seen_lower and w not in openers):
+                and w.lower() not in seen_lower and w not in openers and not w.isupper()):
             run.append(w)
+            if not glued:
+                out.append(("name", " ".join(run)))
+                run = []
             continue
         if run:
             out.append(("name", " ".join(run)))

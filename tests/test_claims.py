@@ -176,6 +176,18 @@ def test_words_that_only_open_sentences_are_not_swapped_in_as_names() -> None:
     assert "Carney met the train." in out
 
 
+def test_names_part_at_punctuation_and_sound_descriptions_in_capitals_are_none() -> None:
+    said = """[E1] 00:01:00-00:01:30 (said):
+    THEY CONVERSE IN FRENCH
+    Back in Paris, Marion waited for Charles at the station.
+    HE LAUGHS"""
+    assert [w for _, w in specifics(said, set())] == ["Paris", "Marion", "Charles"]  # a comma parts two names
+    assert [w for _, w in specifics("Charles Boyer met Mr. Carney and Dr. Lennex\nMarion", set())] == [
+        "Charles Boyer", "Carney", "Dr Lennex", "Marion"]  # a title joins its name, a line break parts two
+    out = foils("Tom met Marion at the station.", said)
+    assert out and not any(w in v for v in out for w in ("FRENCH", "LAUGHS", "CONVERSE"))
+
+
 def test_a_restated_cloze_keeps_only_the_cause() -> None:
     b = ScriptedBackbone(["He leaves because he missed the train."])
     assert cause_foil(Run(b), "Tom leaves town because the butler hid the letter.", TIMELINE) == (
