@@ -177,6 +177,8 @@ def test_small_to_big_shows_more_hits_first_and_widens_the_best_ranked_with_what
     assert all(e.rows[2] > e.rows[1] for e in pack(ranked, 10_000, lines, settings))  # type: ignore[index]  # ... widened by pack
     with pytest.raises(MovieMemError, match="unknown context"):
         gather(film, Question.make("Where?", OPTIONS), GatherSettings(context="wide"))
+    with pytest.raises(MovieMemError, match="core_share"):
+        gather(film, Question.make("Where?", OPTIONS), GatherSettings(context="budget", core_share=2.0))
 
 
 # ----------------------------------------------------------------------------- retrieval-eval

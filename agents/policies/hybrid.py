@@ -126,6 +126,8 @@ def gather(film: FilmMemory, question: Question, s: GatherSettings, run: Run | N
     """Every channel searched with every query, fused into one ranking, informative hits first."""
     if s.context not in ("budget", "fixed"):
         raise MovieMemError(f"unknown context {s.context!r}; use budget or fixed")
+    if not 0 < s.core_share <= 1:
+        raise MovieMemError(f"core_share must be in (0, 1], not {s.core_share}")
     qtype, channels = channels_for(film, question, s, run)
     if run is not None:
         run.trace.append(Step("route", {"type": qtype, "channels": [list(c) for c in channels]}))
