@@ -49,12 +49,13 @@ NUMBER_WORDS = {w: i for i, w in enumerate(
 _TOKEN = re.compile(r"[A-Za-z][A-Za-z'-]*|\d+(?:[.,]\d+)?")
 
 
-def read_claim(run: Run, q: Question, context: str, how: str = "calibrated") -> Parsed:
-    """A claim's verdict from `context`, judged the way `how` names."""
+def read_claim(run: Run, q: Question, context: str, how: str = "calibrated", common: AbstractSet[str] = frozenset()) -> Parsed:
+    """A claim's verdict from `context`, judged the way `how` names; `common`: words the film's own text
+    writes in lower case, which are no names where a claim capitalises them ("Waiting at the inn, Tom ...")."""
     if how == "calibrated":
         return done(run, calibrated(run, q, context))
     if how == "foils":
-        return done(run, _read_foils(run, q, context))
+        return done(run, _read_foils(run, q, context, common))
     if how == "qa":
         return done(run, _read_qa(run, q, context))
     raise MovieMemError(f"unknown claim reader {how!r}; use one of {', '.join(CLAIM_READERS)}")
@@ -140,13 +141,13 @@ def specifics(text: str, lowercase: set[str], openers: AbstractSet[str] = frozen
     return out
 
 
-def foils(claim: str, context: str, most: int = MAX_FOILS) -> list[str]:
+def foils(claim: str, context: str, most: int = MAX_FOILS, common: AbstractSet[str] = frozenset()) -> list[str]:
     """Versions of the claim with one of its names or numbers that the evidence never mentions
     swapped for one the evidence holds and the claim does not (most frequent first). Details the
     evidence mentions are not challenged: a true claim's details are usually in the evidence found
     for it, a changed detail often is not."""
     lowercase = {w for w in _TOKEN.findall(context) if w.islower()}
-    mine = list(dict.fromkeys(specifics(claim, lowercase)))
+    mine = list(dict.fromkeys(specifics(claim, lowercase | set(common))))
     found = specifics(context, lowercase, sentence_openers(context))  # what may be swapped in: names, not openers
 
     def value(kind: str, w: str) -> object:
@@ -276,7 +277,7 @@ def cause_foil(run: Run, claim: str, context: str) -> str | None:
     return f"{head} {connective} {written}{end}"
 
 
-def _read_foils(run: Run, q: Question, context: str) -> Parsed:
+def _read_foils(run: Run, q: Question, context: str, common: AbstractSet[str] = frozenset()) -> Parsed:
     swapped = order_swapped(q.text, context)
     in_order = timeline_order(q.text, context) if swapped else None
     if in_order is not None:
@@ -286,7 +287,7 @@ def _read_foils(run: Run, q: Question, context: str) -> Parsed:
             return Parsed("FALSE", "FALSE", None, False, how="timeline")
         swapped = None  # the order is settled; other details are still challenged
     kinds = {"order": swapped, "cause": cause_foil(run, q.text, context)}
-    versions = [v for v in kinds.values() if v] + foils(q.text, context)
+    versions = [v for v in kinds.values() if v] + foils(q.text, context, common=common)
     if not versions and in_order:
         return Parsed("TRUE", "TRUE", None, False, how="timeline")
     if not versions:

@@ -176,6 +176,15 @@ def test_words_that_only_open_sentences_are_not_swapped_in_as_names() -> None:
     assert "Carney met the train." in out
 
 
+def test_a_word_the_film_writes_in_lower_case_is_no_name_where_a_claim_opens_with_it() -> None:
+    said = """[E1] 00:01:00-00:01:30 (said):
+    I've seen Pop Benson at the station with Mr. Carney."""
+    claim = "Waiting at the inn, Tom Jones met the train."
+    assert any(v.startswith(("Carney at", "Pop Benson at")) for v in foils(claim, said))  # "Waiting" taken for a name
+    film_wide = foils(claim, said, common={"waiting", "met"})
+    assert film_wide and all(v.startswith("Waiting at the inn, ") for v in film_wide)  # only Tom Jones is challenged
+
+
 def test_names_part_at_punctuation_and_sound_descriptions_in_capitals_are_none() -> None:
     said = """[E1] 00:01:00-00:01:30 (said):
     THEY CONVERSE IN FRENCH

@@ -217,7 +217,7 @@ class Hybrid(BasePolicy):
             run.note("reader: answer-token log-probabilities")
             run.show(shown)
             if question.kind == "claim":
-                return read_claim(run, question, context or "(nothing found)", s.claims)
+                return read_claim(run, question, context or "(nothing found)", s.claims, common=lines.common_words())
             return read_letter(run, question, context or "(nothing found)", words=s.option_words)
         parsed = answer_once(run, HYBRID, question, body(HYBRID, question, cite=True, context=context or "(nothing found)"),
                              cite=True, max_tokens=s.max_tokens, temperature=s.temperature)
