@@ -130,7 +130,8 @@ def transcribe(
     `model` is an offline model name ("base", "tiny.en", see `moviemem models`) or a
     local faster-whisper folder; nothing is downloaded. `language=None` detects it by
     vote; a code ("en") skips detection. `threads=0` uses every core this process may
-    run on. `gaps` also decodes what the VAD rejected (lines from there pass a stricter rule). `progress(done_s, total_s)` counts decoded seconds of the speech track.
+    run on. `gaps` also decodes what the VAD rejected (lines from there pass a stricter
+    rule). `progress(done_s, total_s)` counts decoded seconds of both.
     Raises MovieMemError for media without an audio stream or a model that is not there.
     """
     clock = _Clock()
