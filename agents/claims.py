@@ -49,6 +49,11 @@ NUMBER_WORDS = {w: i for i, w in enumerate(
 _TOKEN = re.compile(r"[A-Za-z][A-Za-z'-]*|\d+(?:[.,]\d+)?")
 
 
+def lowercase_words(text: str) -> set[str]:
+    """The words a text writes in lower case somewhere: ordinary words, whatever a sentence start does to them."""
+    return {w for w in _TOKEN.findall(text) if w.islower()}
+
+
 def read_claim(run: Run, q: Question, context: str, how: str = "calibrated", common: AbstractSet[str] = frozenset()) -> Parsed:
     """A claim's verdict from `context`, judged the way `how` names; `common`: words the film's own text
     writes in lower case, which are no names where a claim capitalises them ("Waiting at the inn, Tom ...")."""
@@ -146,7 +151,7 @@ def foils(claim: str, context: str, most: int = MAX_FOILS, common: AbstractSet[s
     swapped for one the evidence holds and the claim does not (most frequent first). Details the
     evidence mentions are not challenged: a true claim's details are usually in the evidence found
     for it, a changed detail often is not."""
-    lowercase = {w for w in _TOKEN.findall(context) if w.islower()}
+    lowercase = lowercase_words(context)
     mine = list(dict.fromkeys(specifics(claim, lowercase | set(common))))
     found = specifics(context, lowercase, sentence_openers(context))  # what may be swapped in: names, not openers
 
@@ -196,7 +201,7 @@ def order_swapped(claim: str, context: str = "") -> str | None:
         return None
     a, word, b, end = split
     first, _, rest = a.partition(" ")
-    if first.lower() in {w.lower() for w in _TOKEN.findall(f"{claim} {context}") if w.islower()} | dialogue_stop_words():
+    if first.lower() in lowercase_words(f"{claim} {context}") | dialogue_stop_words():
         first = first.lower()
     return f"{b[0].upper()}{b[1:]} {word} {first} {rest}{end}"
 

@@ -93,10 +93,9 @@ class Lines:
         """Estimated tokens of the film's visible transcript and captions."""
         return sum(estimate_tokens(t) + 1 for source in ("utterance", "caption") for _, _, t in self.of(source).values())
 
-    def common_words(self) -> set[str]:
-        """The words the film's transcript and captions write in lower case somewhere."""
-        return {w for source in ("utterance", "caption") for _, _, t in self.of(source).values()
-                for w in _WORD.findall(t) if w.islower()}
+    def text(self) -> str:
+        """The film's visible transcript and captions, a row a line."""
+        return "\n".join(t for source in ("utterance", "caption") for _, _, t in self.of(source).values())
 
     def of(self, source: str) -> dict[int, tuple[float, float, str]]:
         if source not in self._rows:

@@ -22,7 +22,7 @@ from ...retrievers.text import TextRetriever
 from ...timefmt import hms
 from ..base import BasePolicy, Run
 from ..calls import answer_once, body
-from ..claims import read_claim
+from ..claims import lowercase_words, read_claim
 from ..packing import Lines, fit_budget, fuse, informative_first, interleave, passage_sources
 from ..parsing import Parsed
 from ..prompts import HYBRID
@@ -217,7 +217,7 @@ class Hybrid(BasePolicy):
             run.note("reader: answer-token log-probabilities")
             run.show(shown)
             if question.kind == "claim":
-                return read_claim(run, question, context or "(nothing found)", s.claims, common=lines.common_words())
+                return read_claim(run, question, context or "(nothing found)", s.claims, common=lowercase_words(lines.text()))
             return read_letter(run, question, context or "(nothing found)", words=s.option_words)
         parsed = answer_once(run, HYBRID, question, body(HYBRID, question, cite=True, context=context or "(nothing found)"),
                              cite=True, max_tokens=s.max_tokens, temperature=s.temperature)
