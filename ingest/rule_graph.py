@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from .flashbacks import MARK, Span, TimedEvent, story_time
 from .scenes import STOP, Scene, TextLine, content_words, known_names, line_names
 
-RULES_VERSION = 8  # bump when a rule changes: the events stage's params hash then changes and it reruns
+RULES_VERSION = 9  # bump when a rule changes: the events stage's params hash then changes and it reruns
 EVENTS_PER_MINUTE = 8.0  # at most, per scene (at least 3 a scene)
 REPEAT_S = 15.0  # a line repeated within this many seconds is the same event
 NEAR_S = 120.0  # how far apart two events sharing participants may be to be linked as cause and effect
@@ -182,18 +182,40 @@ def _sentences(line: TextLine) -> list[TextLine]:
     return [TextLine(line.start, line.end, line.kind, p, line.ref, line.speaker, line.characters) for p in parts]
 
 
+DESCRIPTION_CHARS = 220  # an event's description: a caption and a few lines, short enough to list many
+
+
 def _describe(lines: list[TextLine]) -> str:
     """What is shown, then what is said: 'Anna opens the gate. Anna: "Wait here."'."""
     shown = " ".join(" ".join(ln.text.split()) for ln in lines if ln.kind != "dialogue")
     said = [ln for ln in lines if ln.kind == "dialogue"]
     if not shown:
         quote = f'"{" ".join(" ".join(ln.text.split()) for ln in said)}"'
-        return _short(f"{said[0].speaker} says: {quote}" if said[0].speaker else quote, 220)
+        return _short(f"{said[0].speaker} says: {quote}" if said[0].speaker else quote, DESCRIPTION_CHARS)
     if said:
-        best = max(said, key=lambda ln: (eventful(ln), len(content_words(ln.text))))
-        quote = f'{best.speaker}: "{" ".join(best.text.split())}"' if best.speaker else f'"{" ".join(best.text.split())}"'
-        return _short(f"{shown} {quote}", 220)
-    return _short(shown, 220)
+        return _short(f"{shown} {_quotes(said, DESCRIPTION_CHARS - len(shown) - 1)}", DESCRIPTION_CHARS)
+    return _short(shown, DESCRIPTION_CHARS)
+
+
+def _quote(line: TextLine) -> str:
+    text = " ".join(line.text.split())
+    return f'{line.speaker}: "{text}"' if line.speaker else f'"{text}"'
+
+
+def _quotes(said: list[TextLine], room: int) -> str:
+    """The most telling lines that fit in `room` characters, in screen order: one line rarely
+    tells a shot's event ('Years ago, I worked with your grandmother.' needs the next line,
+    'She showed me where she put the gold ring.'). The most telling line is always kept."""
+    ranked = sorted(range(len(said)), key=lambda i: (eventful(said[i]), len(content_words(said[i].text))), reverse=True)
+    kept: list[int] = []
+    used = 0
+    for i in ranked:
+        size = len(_quote(said[i])) + (1 if kept else 0)
+        if kept and used + size > room:
+            continue
+        kept.append(i)
+        used += size
+    return " ".join(_quote(said[i]) for i in sorted(kept))
 
 
 def _jaccard(a: set[str], b: set[str]) -> float:

@@ -330,3 +330,15 @@ def test_a_duration_in_the_past_is_no_flashback_mark() -> None:
     assert not MARK.search("Smoked a pack of cigarettes in the past two hours.")
     assert not MARK.search("He has been here twice in the past few days.")
     assert MARK.search("In the past, the village was quiet.") and MARK.search("Two years earlier.")
+
+
+def test_an_event_quotes_every_line_of_its_shot_that_fits_in_screen_order() -> None:
+    from moviemem.ingest.rule_graph import DESCRIPTION_CHARS, _describe
+
+    shot = [see(0, "Close-up of Tom looking down.", 0, dur=9), say(1, "Years ago, I worked with your grandmother.", "Tom", 0),
+            say(5, "She showed me where she put the gold ring.", "Tom", 1)]
+    assert _describe(shot) == ('Close-up of Tom looking down. Tom: "Years ago, I worked with your grandmother." '
+                               'Tom: "She showed me where she put the gold ring."')
+    chatter = [say(7 + i, f"Line {i} where we talked about the lighthouse stairs and the ring.", "", 2 + i) for i in range(6)]
+    long = _describe([shot[0], say(6, "I took the gold ring from the lighthouse last night.", "Tom", 9), *chatter])
+    assert len(long) <= DESCRIPTION_CHARS and '"I took the gold ring from the lighthouse last night."' in long
