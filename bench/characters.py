@@ -1,7 +1,8 @@
 """Who speaks and who is on screen: diarization error, naming accuracy, speaker and face counts,
 and the cost of the speakers, faces and characters stages.
 
-Usage: python bench/characters.py [--minutes 10] [--seed 7] [--work DIR] [--asr | --merge-cues] [--media DIR] [--no-real]
+Usage: python bench/characters.py [--minutes 10] [--seed 7] [--work DIR] [--asr | --merge-cues] [--captions] [--media DIR]
+       [--no-real]
 
 Synthetic film (truth.json names each line's speaker): ingested with its truth subtitles (or
 with ASR, --asr), then
@@ -10,7 +11,9 @@ with ASR, --asr), then
   (missed speech + false alarm + confusion) / reference speech;
   with --merge-cues the subtitles are as real files often are: each pair of adjacent truth cues
   spoken by different characters less than 1.5 s apart is one cue, with no dialogue dash, so only
-  the voice can split it;
+  the voice can split it; with --captions the film's audio description (captions.srt, who does
+  what on screen, as Movie101 narration or a captioner gives) is imported too, so voices no line
+  names can be named by who is on screen while they speak;
 - naming: share of true lines whose speaker turn (most overlap) carries the right speaker_name;
 - cost: seconds per stage and their sum as a share of the film's length (target <= 0.05x).
 Real clips under ../shared/media (skipped when absent): speakers, face identities, thumbnails.
@@ -117,12 +120,12 @@ def _print_film(film, label: str) -> None:
         print(f"  thumbnail {film.store.root / t}")
 
 
-def synthetic(work: Path, minutes: float, asr: bool, seed: int = 7, merge: bool = False) -> None:
+def synthetic(work: Path, minutes: float, asr: bool, seed: int = 7, merge: bool = False, captions: bool = False) -> None:
     film_dir = work / f"synth-{minutes:g}m-seed{seed}"
     if not (film_dir / "truth.json").exists():
         render(film_dir, minutes=minutes, seed=seed)
     truth = json.loads((film_dir / "truth.json").read_text())
-    source = "-asr" if asr else "-merged" if merge else ""
+    source = ("-asr" if asr else "-merged" if merge else "") + ("-captions" if captions else "")
     lib_dir = work / f"lib-seed{seed}{source}"  # one library per film and transcript source
     lib = Library(lib_dir, get_settings(library=lib_dir))
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
@@ -130,12 +133,14 @@ def synthetic(work: Path, minutes: float, asr: bool, seed: int = 7, merge: bool 
 
     cues = {**truth, "utterances": merged_cues(truth["utterances"])} if merge else truth
     subs = None if asr else truth_srt(cues, film_dir / f"subtitles{'-merged' if merge else ''}.srt")
-    lib.ingest(film_dir / "film.mp4", film_id="synth", subtitles=subs, stages=["transcript"])
-    film = lib.ingest(film_dir / "film.mp4", film_id="synth", subtitles=subs, stages=STAGES)
+    told = film_dir / "captions.srt" if captions else None
+    lib.ingest(film_dir / "film.mp4", film_id="synth", subtitles=subs, captions=told, stages=["transcript"])
+    film = lib.ingest(film_dir / "film.mp4", film_id="synth", subtitles=subs, captions=told, stages=STAGES)
     hyp = [(v.start, v.end, v.cluster) for v in film.store.rows("voices", film.run_filter("voices"))]  # voice parts
     ref = [(u["start"], u["end"], u["speaker"]) for u in truth["utterances"]]
     result = der(ref, hyp)
-    label = "ASR" if asr else f"truth subtitles, {len(cues['utterances'])} cues{' merged' if merge else ''}"
+    label = ("ASR" if asr else f"truth subtitles, {len(cues['utterances'])} cues{' merged' if merge else ''}") + (
+        ", captions" if captions else "")
     costs = _stage_costs(film)
     total = sum(costs.values())
     print(f"synthetic {minutes:g} min, seed {seed} ({label}): DER {result['der']:.1%} "
@@ -173,13 +178,14 @@ def main() -> None:
     ap.add_argument("--asr", action="store_true", help="diarize ASR lines instead of the truth subtitles' lines")
     ap.add_argument("--merge-cues", action="store_true",
                     help="subtitles with adjacent cues by different speakers (< 1.5 s apart) merged, no dash")
+    ap.add_argument("--captions", action="store_true", help="import the film's audio description (captions.srt) too")
     ap.add_argument("--media", type=Path, default=MEDIA)
     ap.add_argument("--no-real", action="store_true")
     args = ap.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="moviemem-characters-"))
     if args.asr and args.merge_cues:
         ap.error("--merge-cues changes the subtitles; --asr uses none")
-    synthetic(work, args.minutes, args.asr, args.seed, args.merge_cues)
+    synthetic(work, args.minutes, args.asr, args.seed, args.merge_cues, args.captions)
     if not args.no_real:
         real(work, args.media)
 

@@ -1,7 +1,7 @@
 """The characters stage: the registry linking voice clusters, face clusters and names.
 
 It reads the transcript (with any subtitle speaker tags), the speakers stage's voice clusters,
-the faces stage's identities and the captions' [Name] tags, builds the registry with
+the faces stage's identities and the captions (who they name on screen, their [Name] tags), builds the registry with
 ingest/names.py, and writes who speaks each line (`speaker_lines`) and one row per character.
 Film views overlay `speaker_lines` on the transcript, so every reader sees `speaker` and
 `speaker_name` without the transcript being rewritten.
@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..memory.schema import CharacterRow, SpeakerRow, UtteranceRow, VoiceRow
-from .names import Character, Line, build_registry, link_faces
+from .names import Character, Line, Shown, build_registry, link_faces
 from .stage import Ctx, Outcome, Stage
 
 STRIP_STEP_S = 2.0  # one strip frame stands for this much screen time (0.5 fps)
-NAME_RULES = 2  # version of ingest/names.py's rules: a change re-runs the stage on the next ingest
+NAME_RULES = 3  # version of ingest/names.py's rules: a change re-runs the stage on the next ingest
 
 
 class CharactersStage(Stage):
@@ -37,7 +37,7 @@ class CharactersStage(Stage):
         lines = [t.line for t in turns]
         by_key = {t.line.idx: t for t in turns}
         captions = ctx.rows("captions")
-        chars, line_char = build_registry(lines, [c.text for c in captions])
+        chars, line_char = build_registry(lines, shown=[Shown(c.start, c.end, c.text) for c in captions])
 
         faces = ctx.rows("faces")
         face_times: dict[int, list[float]] = defaultdict(list)

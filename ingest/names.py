@@ -4,7 +4,9 @@ Evidence comes only from what the film says or shows in text:
 - a speaker tag on a line ("CLAUDE: ...", a subtitle's [Name]) names that line's speaker;
 - a self-introduction ("I'm Sara", "My name is Sara", "Call me Sara") names its speaker;
 - an address term ("Sara, come here", "Thank you, Sara.") names the next speaker with another
-  voice (and, more weakly, the previous one), and says its own speaker is NOT Sara.
+  voice (and, more weakly, the previous one), and says its own speaker is NOT Sara;
+- a voice no line names takes the one person that captions or narration name on screen while it
+  speaks, when one clearly stands out (weaker evidence, half the confidence).
 A word counts as a name only if the film's text capitalises it inside a sentence and never writes
 it in lower case, so "Look, ..." or "Well, ..." are not addresses. Votes are summed per voice
 cluster; a cluster gets a name only with enough support and a clear margin, else it stays
@@ -163,15 +165,57 @@ def _evidence(vs: Sequence[Vote], text: dict[int, str], line: dict[int, int], li
     return [f"line {line.get(v.source, v.source)} ({v.kind}): {text.get(v.source, '')}" for v in vs[:limit]]
 
 
+@dataclass(frozen=True)
+class Shown:
+    """A timed description of what is on screen (a caption, a narration line): who it names is
+    who is in the picture then."""
+
+    start: float
+    end: float
+    text: str
+
+
+PRESENCE_SHARE = 0.5  # share of a voice's lines during which a description must name the same person
+PRESENCE_WEIGHT = 0.5  # being on screen while a voice speaks is weaker evidence than being called by name
+
+
+def _named_by_presence(lines: Sequence[Line], shown: Sequence[Shown], lexicon: set[str], voice: int,
+                       barred: set[str], margin: float) -> tuple[str, float, list[str]] | None:
+    """The one person the film's descriptions name on screen during most of a voice's lines (as
+    M3-Agent ties a voice to the face seen while it speaks): at least PRESENCE_SHARE of them and
+    `margin` times as many as the runner-up. `barred`: names taken by other voices, or that this
+    voice calls someone else. None when no one stands out."""
+    mine = [ln for ln in lines if ln.voice == voice]
+    seen: Counter[str] = Counter()
+    where: dict[str, list[str]] = defaultdict(list)
+    for ln in mine:
+        present = {w: d.text for d in shown if d.start < ln.end and ln.start < d.end
+                   for w in _WORD.findall(d.text) if w in lexicon and w not in barred}
+        seen.update(present.keys())
+        for w, text in present.items():
+            where[w].append(f"line {ln.line}: on screen, '{text}'")
+    ranked = seen.most_common(2)
+    if not mine or not ranked:
+        return None
+    (best, n1), n2 = ranked[0], (ranked[1][1] if len(ranked) > 1 else 0)
+    share = n1 / len(mine)
+    if share < PRESENCE_SHARE or n1 < margin * n2:
+        return None
+    return best, round(PRESENCE_WEIGHT * share, 3), where[best][:5]
+
+
 def build_registry(lines: Sequence[Line], extra_texts: Sequence[str] = (), min_score: float = 1.0,
-                   margin: float = 2.0) -> tuple[list[Character], dict[int, tuple[str, float]]]:
+                   margin: float = 2.0, shown: Sequence[Shown] = ()) -> tuple[list[Character], dict[int, tuple[str, float]]]:
     """Characters from voice clusters and names, and each line's (char_id, confidence).
 
     A voice cluster is named when its best name's summed votes reach `min_score` and beat the
-    runner-up by `margin` times; a name goes to one cluster only (strongest first). Lines without
-    a voice get a character only from their own tag or self-introduction."""
+    runner-up by `margin` times; a name goes to one cluster only (strongest first). A voice the
+    lines name no one for takes the person that the descriptions in `shown` put on screen while
+    it speaks (_named_by_presence), with less confidence. Lines without a voice get a character
+    only from their own tag or self-introduction."""
     lines = [ln if is_name_tag(ln.tag) else replace(ln, tag="") for ln in lines]
-    lexicon = name_lexicon([ln.text for ln in lines] + list(extra_texts), [ln.tag for ln in lines])
+    lexicon = name_lexicon([ln.text for ln in lines] + list(extra_texts) + [d.text for d in shown],
+                           [ln.tag for ln in lines])
     vs = votes(lines, lexicon)
     text = {ln.idx: ln.text for ln in lines}
     line_of = {ln.idx: ln.line for ln in lines}
@@ -203,17 +247,27 @@ def build_registry(lines: Sequence[Line], extra_texts: Sequence[str] = (), min_s
             voice_name[voice] = (name, conf)
             taken.add(name)
 
-    chars: dict[str, Character] = {}
-    line_char: dict[int, tuple[str, float]] = {}
     voices = sorted({ln.voice for ln in lines if ln.voice >= 0},
                     key=lambda c: min(ln.start for ln in lines if ln.voice == c))
+    seen_on_screen: dict[int, list[str]] = {}
+    for voice in voices:
+        if voice in voice_name or not shown:
+            continue
+        barred = taken | {n for n, s in score[voice].items() if s < 0}
+        found = _named_by_presence(lines, shown, lexicon, voice, barred, margin)
+        if found is not None:
+            voice_name[voice], seen_on_screen[voice] = (found[0], found[1]), found[2]
+            taken.add(found[0])
+
+    chars: dict[str, Character] = {}
+    line_char: dict[int, tuple[str, float]] = {}
     for voice in voices:
         name, conf = voice_name.get(voice, ("", 0.0))
         ch = Character(f"v{voice}", name or f"speaker {voice + 1}", [name] if name else [], voice=voice, confidence=conf)
         ch.links.append({"kind": "voice", "value": voice, "confidence": 1.0, "evidence": []})
         if name:
             ch.links.append({"kind": "name", "value": name, "confidence": conf,
-                             "evidence": _evidence(support[(voice, name)], text, line_of)})
+                             "evidence": seen_on_screen.get(voice) or _evidence(support[(voice, name)], text, line_of)})
         chars[ch.char_id] = ch
     by_name = {c.name: c for c in chars.values() if c.names}
     for ln in sorted(lines, key=lambda x: (x.start, x.idx)):

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from moviemem.ingest.faces import FaceParams, cluster_faces, dlib_missing, representative
-from moviemem.ingest.names import Line, build_registry, name_lexicon, votes
+from moviemem.ingest.names import Line, Shown, build_registry, name_lexicon, votes
 from moviemem.ingest.turns import split_dialogue, split_prefix, split_turns
 from moviemem.ingest.voices import SpeakerParams, cluster_voices, resemblyzer_missing
 
@@ -105,6 +105,28 @@ def test_a_name_goes_to_one_cluster_only() -> None:
     chars, _ = build_registry(lines)
     named = [c for c in chars if c.names == ["Sara"]]
     assert len(named) == 1 and named[0].voice == 1  # two votes beat one
+
+
+def test_a_voice_no_line_names_takes_the_one_person_captions_show_while_it_speaks() -> None:
+    # voice 0 is never called by name; voice 1 is Peter. Captions name Anna and Peter on screen with voice 0.
+    lines = [Line(0, 1, 3, "A letter came for you today.", voice=0), Line(1, 4, 6, "Who is it from?", voice=1),
+             Line(2, 7, 9, "Open it and see.", voice=0), Line(3, 10, 12, "Thank you, Peter.", voice=0),
+             Line(4, 12.5, 14, "It is from my grandmother.", voice=1), Line(5, 30, 32, "Look at the river.", voice=0)]
+    shown = [Shown(0, 10, "Anna holds out an envelope to Peter in the bakery."),
+             Shown(29, 33, "Peter and Anna walk along the river.")]
+    chars, _ = build_registry(lines, shown=shown)
+    by_voice = {c.voice: c for c in chars}
+    assert by_voice[1].name == "Peter" and by_voice[0].name == "Anna"
+    link = next(lk for lk in by_voice[0].links if lk["kind"] == "name")
+    assert link["confidence"] <= 0.5 and any("on screen" in e and "Anna holds out" in e for e in link["evidence"])
+    # two people shown as often: no one stands out, the voice stays unnamed
+    tied = [Shown(0, 10, "Anna and Lucy sit in the bakery."), Shown(29, 33, "Lucy and Anna walk along the river.")]
+    chars, _ = build_registry(lines, shown=tied)
+    assert {c.voice: c.name for c in chars}[0] == "speaker 1"
+    # a voice that calls someone Anna is not Anna
+    calls = [*lines[:5], Line(5, 30, 32, "Look at the river, Anna.", voice=0)]
+    chars, _ = build_registry(calls, shown=shown)
+    assert {c.voice: c.name for c in chars}[0] == "speaker 1"
 
 
 def _blobs(centres: list[np.ndarray], per: int, noise: float, seed: int = 0) -> tuple[np.ndarray, list[int]]:
