@@ -146,11 +146,19 @@ def specifics(text: str, lowercase: set[str], openers: AbstractSet[str] = frozen
     return out
 
 
+def _name_words(name: str) -> set[str]:
+    """A name's words without titles or the possessive: 'Mr Carney's' -> {'Carney'}."""
+    return {w.removesuffix("'s").removesuffix("'") for w in name.split() if w not in _TITLES}
+
+
 def foils(claim: str, context: str, most: int = MAX_FOILS, common: AbstractSet[str] = frozenset()) -> list[str]:
     """Versions of the claim with one of its names or numbers that the evidence never mentions
     swapped for one the evidence holds and the claim does not (most frequent first). Details the
     evidence mentions are not challenged: a true claim's details are usually in the evidence found
-    for it, a changed detail often is not."""
+    for it, a changed detail often is not. A name counts as mentioned where the evidence names the
+    same one by part of it ('Pop Benson' as 'Mr. Benson', 'Helen's' as 'Helen'; 'East River' is no
+    part of 'Hudson River'), and a name made only of a claim's own name words is no substitute
+    ('Benson' for 'Pop Benson' says the same; 'Secret' from 'Secret Service' says nothing)."""
     lowercase = lowercase_words(context)
     mine = list(dict.fromkeys(specifics(claim, lowercase | set(common))))
     found = specifics(context, lowercase, sentence_openers(context))  # what may be swapped in: names, not openers
@@ -159,13 +167,15 @@ def foils(claim: str, context: str, most: int = MAX_FOILS, common: AbstractSet[s
         return (kind, _number(w) if kind == "number" else w)
 
     mentioned = {value(k, w) for k, w in found}
+    named = [words for k, w in found if k == "name" and (words := _name_words(w))]
     claimed = {value(k, w) for k, w in mine}
+    claim_names = set().union(*(_name_words(w) for k, w in mine if k == "name"))
     theirs: dict[str, Counter[str]] = {"name": Counter(), "number": Counter()}
     for kind, w in found:
-        if value(kind, w) not in claimed:
+        if value(kind, w) not in claimed and not (kind == "name" and _name_words(w) <= claim_names):
             theirs[kind][w] += 1
     queues = [(w, [c for c, _ in theirs[kind].most_common(most)]) for kind, w in mine
-              if value(kind, w) not in mentioned]
+              if value(kind, w) not in mentioned and not (kind == "name" and any(n <= _name_words(w) for n in named))]
     out: list[str] = []
     for rank in range(most):
         for word, candidates in queues:

@@ -45,6 +45,19 @@ def test_foils_challenge_only_what_the_evidence_never_mentions() -> None:
     assert foils("Seven men came.", "[E1] 00:00:01-00:00:02 (said) seven men") == []  # the same value, in words
 
 
+def test_a_name_the_evidence_gives_in_part_is_mentioned_and_no_substitute_repeats_the_claims_own_names() -> None:
+    evidence = ("[E1] 00:10:00-00:10:05 (said) Mr. Benson used to be in the Secret Service.\n"
+                "[E2] 00:11:00-00:11:04 (said) Helen went out with Charles to the East River.\n"
+                "[E3] 00:12:00-00:12:04 (said) We saw Helen and Marion at the dance.")
+    assert foils("Pop Benson left the Secret Service.", evidence) == []  # 'Mr. Benson' names him; 'Benson' is no foil
+    assert foils("Charles blamed himself for Helen's illness.", evidence) == []  # the possessive is the same name
+    # 'Hudson River' shares only 'River' with 'East River': challenged, and its substitutes are the evidence's
+    # other names, never 'Charles' alone standing for 'Charles' (it is the claim's own)
+    out = foils("Charles drove Helen to the Hudson River.", evidence)
+    assert "Charles drove Helen to the East River." in out
+    assert all(not o.endswith("to the Charles.") and not o.endswith("to the Helen.") for o in out)
+
+
 def test_foils_reader_picks_the_supported_version_in_every_rotation() -> None:
     claim = "Baron won the Silver Star for killing 72 soldiers."
     q = Question(claim, kind="claim")
