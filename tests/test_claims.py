@@ -84,14 +84,23 @@ def test_foils_reader_picks_the_supported_version_in_every_rotation() -> None:
     assert read_claim(Run(b), q, EVIDENCE, "foils").choice == "TRUE"
 
 
-def test_foils_reader_without_anything_to_swap_says_so_and_reads_yes_no() -> None:
-    b = ScriptedBackbone([_lp(yes=0.3, no=0.7), _lp(yes=0.5, no=0.5)], capabilities={"logprobs": True})
+def test_foils_reader_without_anything_to_swap_sets_the_claim_against_its_negation() -> None:
+    claim = "The milk was left at the door."
+    # the negation gets the most wherever it is shown (B first, then A): FALSE, in two calls
+    b = ScriptedBackbone([_lp(A=0.4, B=0.6), _lp(A=0.6, B=0.4)], capabilities={"logprobs": True})
     run = Run(b)
-    parsed = read_claim(run, Question("The milk was left at the door.", kind="claim"), EVIDENCE, "foils")
-    assert parsed.choice == "FALSE" and len(b.calls) == 2
-    assert any("calibrated yes/no instead" in s.data.get("text", "") for s in run.trace if s.kind == "note")
-    b = ScriptedBackbone([_lp(yes=0.3, no=0.7), _lp(yes=0.5, no=0.5)], capabilities={"logprobs": True})
-    assert read_claim(Run(b), Question("Willy Harris left the milk.", kind="claim"), EVIDENCE, "foils").choice == "FALSE"
+    parsed = read_claim(run, Question(claim, kind="claim"), EVIDENCE, "foils")
+    assert (parsed.choice, parsed.invalid) == ("FALSE", False) and len(b.calls) == 2
+    assert any("set against its negation" in s.data.get("text", "") for s in run.trace if s.kind == "note")
+    scores = next(s for s in run.trace if s.kind == "scores").data
+    assert scores["statements"] == [claim, "It is not true that the milk was left at the door."]
+    assert scores["kinds"] == ["negation"] and scores["p"] == [pytest.approx(0.4), pytest.approx(0.6)]
+    # the claim gets the most: TRUE; a name opening the claim keeps its capital
+    b = ScriptedBackbone([_lp(A=0.7, B=0.3), _lp(A=0.3, B=0.7)], capabilities={"logprobs": True})
+    run = Run(b)
+    assert read_claim(run, Question("Willy Harris left the milk.", kind="claim"), EVIDENCE, "foils").choice == "TRUE"
+    assert next(s for s in run.trace if s.kind == "scores").data["statements"][1] == (
+        "It is not true that Willy Harris left the milk.")
     assert len(b.calls) == 2 and b.calls[0].logprobs == 20
     with pytest.raises(MovieMemError, match="unknown claim reader"):
         read_claim(Run(b), Question("x", kind="claim"), EVIDENCE, "vibes")
