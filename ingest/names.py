@@ -15,6 +15,7 @@ cluster; a cluster gets a name only with enough support and a clear margin, else
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections import Counter, defaultdict
 from collections.abc import Sequence
@@ -186,11 +187,15 @@ def _named_by_presence(lines: Sequence[Line], shown: Sequence[Shown], lexicon: s
     `margin` times as many as the runner-up. `barred`: names taken by other voices, or that this
     voice calls someone else. None when no one stands out."""
     mine = [ln for ln in lines if ln.voice == voice]
+    told = sorted(shown, key=lambda d: d.start)
+    starts = [d.start for d in told]
+    longest = max((d.end - d.start for d in told), default=0.0)
+    names = [[w for w in _WORD.findall(d.text) if w in lexicon and w not in barred] for d in told]
     seen: Counter[str] = Counter()
     where: dict[str, list[str]] = defaultdict(list)
-    for ln in mine:
-        present = {w: d.text for d in shown if d.start < ln.end and ln.start < d.end
-                   for w in _WORD.findall(d.text) if w in lexicon and w not in barred}
+    for ln in mine:  # the descriptions overlapping the line start between (its start - the longest) and its end
+        near = range(bisect.bisect_right(starts, ln.start - longest), bisect.bisect_left(starts, ln.end))
+        present = {w: told[i].text for i in near if ln.start < told[i].end for w in names[i]}
         seen.update(present.keys())
         for w, text in present.items():
             where[w].append(f"line {ln.line}: on screen, '{text}'")
