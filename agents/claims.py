@@ -320,8 +320,9 @@ def _read_foils(run: Run, q: Question, context: str, common: AbstractSet[str] = 
     if not versions:  # a yes/no question here gets "yes" whatever the claim (calibrated: 49 of 49 dev claims)
         run.note("claim reader: no order or cause to set against the claim, and every name and number of it is in "
                  "the evidence (or the evidence offers no other): the claim is set against its negation")
-        kinds["negation"] = negated(q.text, context)
-        versions = [kinds["negation"]]
+        negation = negated(q.text, context)
+        kinds["negation"] = negation
+        versions = [negation]
     statements = list(dict.fromkeys([q.text, *versions]))[: len(LETTERS)]
     mean = _choose(run, "Which of these statements about the film is true?", statements, context)
     if isinstance(mean, str):
