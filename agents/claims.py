@@ -98,11 +98,9 @@ def _number(word: str) -> float | None:
 _TIME = re.compile(r"\[E\d+\]|\d{1,2}:\d{2}(?::\d{2})?(?:-\d{1,2}:\d{2}(?::\d{2})?)?")  # evidence ids and times
 
 
-_OPENING = re.compile(r"(?:^|(?<!\bMr)(?<!\bMrs)(?<!\bMs)(?<!\bDr)(?<!\bSt)[.!?…:;]|[\"“(\[]|\s-)\s*"
+_TITLES = ("Mr", "Mrs", "Ms", "Dr", "St")  # a full stop after one of these ends no sentence and parts no name
+_OPENING = re.compile(r"(?:^|" + "".join(rf"(?<!\b{t})" for t in _TITLES) + r"[.!?…:;]|[\"“(\[]|\s-)\s*"
                       r"([A-Za-z][A-Za-z'-]*)", re.MULTILINE)
-
-
-_TITLES = {"Mr", "Mrs", "Ms", "Dr", "St"}
 
 
 def sentence_openers(text: str) -> set[str]:

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..memory.schema import CharacterRow, SpeakerRow, UtteranceRow, VoiceRow
-from .names import Character, Line, Shown, build_registry, link_faces
+from .flashbacks import Span
+from .names import Character, Line, build_registry, link_faces
 from .stage import Ctx, Outcome, Stage
 
 STRIP_STEP_S = 2.0  # one strip frame stands for this much screen time (0.5 fps)
@@ -37,7 +38,7 @@ class CharactersStage(Stage):
         lines = [t.line for t in turns]
         by_key = {t.line.idx: t for t in turns}
         captions = ctx.rows("captions")
-        chars, line_char = build_registry(lines, shown=[Shown(c.start, c.end, c.text) for c in captions])
+        chars, line_char = build_registry(lines, shown=[Span(c.start, c.end, c.text, "caption") for c in captions])
 
         faces = ctx.rows("faces")
         face_times: dict[int, list[float]] = defaultdict(list)

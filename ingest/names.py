@@ -22,6 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from .flashbacks import Span
+
 _WORD = re.compile(r"[A-Za-z][A-Za-z'\-]*")
 _NAME = r"((?:(?:Mr|Mrs|Ms|Dr|Miss)\.?\s)?[A-Z][a-z][A-Za-z'\-]*)"
 _SELF = [(re.compile(r"\b[Mm]y name(?:'s| is)\s+" + _NAME), 2.0),
@@ -166,36 +168,38 @@ def _evidence(vs: Sequence[Vote], text: dict[int, str], line: dict[int, int], li
     return [f"line {line.get(v.source, v.source)} ({v.kind}): {text.get(v.source, '')}" for v in vs[:limit]]
 
 
-@dataclass(frozen=True)
-class Shown:
-    """A timed description of what is on screen (a caption, a narration line): who it names is
-    who is in the picture then."""
-
-    start: float
-    end: float
-    text: str
-
-
 PRESENCE_SHARE = 0.5  # share of a voice's lines during which a description must name the same person
 PRESENCE_WEIGHT = 0.5  # being on screen while a voice speaks is weaker evidence than being called by name
 
 
-def _named_by_presence(lines: Sequence[Line], shown: Sequence[Shown], lexicon: set[str], voice: int,
-                       barred: set[str], margin: float) -> tuple[str, float, list[str]] | None:
+class _OnScreen:
+    """Who the film's descriptions (captions, narration: who they name is who is in the picture)
+    name at each moment, indexed once for every voice that needs it."""
+
+    def __init__(self, shown: Sequence[Span], lexicon: set[str]):
+        self.told = sorted(shown, key=lambda d: d.start)
+        self.starts = [d.start for d in self.told]
+        self.longest = max((d.end - d.start for d in self.told), default=0.0)
+        self.names = [[w for w in _WORD.findall(d.text) if w in lexicon] for d in self.told]
+
+    def during(self, ln: Line) -> dict[str, str]:
+        """Each name on screen during the line, with the description that names it: those overlapping
+        the line start between (its start - the longest description) and its end."""
+        near = range(bisect.bisect_right(self.starts, ln.start - self.longest), bisect.bisect_left(self.starts, ln.end))
+        return {w: self.told[i].text for i in near if ln.start < self.told[i].end for w in self.names[i]}
+
+
+def _named_by_presence(lines: Sequence[Line], screen: _OnScreen, voice: int, barred: set[str],
+                       margin: float) -> tuple[str, float, list[str]] | None:
     """The one person the film's descriptions name on screen during most of a voice's lines (as
     M3-Agent ties a voice to the face seen while it speaks): at least PRESENCE_SHARE of them and
     `margin` times as many as the runner-up. `barred`: names taken by other voices, or that this
     voice calls someone else. None when no one stands out."""
     mine = [ln for ln in lines if ln.voice == voice]
-    told = sorted(shown, key=lambda d: d.start)
-    starts = [d.start for d in told]
-    longest = max((d.end - d.start for d in told), default=0.0)
-    names = [[w for w in _WORD.findall(d.text) if w in lexicon and w not in barred] for d in told]
     seen: Counter[str] = Counter()
     where: dict[str, list[str]] = defaultdict(list)
-    for ln in mine:  # the descriptions overlapping the line start between (its start - the longest) and its end
-        near = range(bisect.bisect_right(starts, ln.start - longest), bisect.bisect_left(starts, ln.end))
-        present = {w: told[i].text for i in near if ln.start < told[i].end for w in names[i]}
+    for ln in mine:
+        present = {w: text for w, text in screen.during(ln).items() if w not in barred}
         seen.update(present.keys())
         for w, text in present.items():
             where[w].append(f"line {ln.line}: on screen, '{text}'")
@@ -209,8 +213,8 @@ def _named_by_presence(lines: Sequence[Line], shown: Sequence[Shown], lexicon: s
     return best, round(PRESENCE_WEIGHT * share, 3), where[best][:5]
 
 
-def build_registry(lines: Sequence[Line], extra_texts: Sequence[str] = (), min_score: float = 1.0,
-                   margin: float = 2.0, shown: Sequence[Shown] = ()) -> tuple[list[Character], dict[int, tuple[str, float]]]:
+def build_registry(lines: Sequence[Line], min_score: float = 1.0, margin: float = 2.0,
+                   shown: Sequence[Span] = ()) -> tuple[list[Character], dict[int, tuple[str, float]]]:
     """Characters from voice clusters and names, and each line's (char_id, confidence).
 
     A voice cluster is named when its best name's summed votes reach `min_score` and beat the
@@ -219,8 +223,7 @@ def build_registry(lines: Sequence[Line], extra_texts: Sequence[str] = (), min_s
     it speaks (_named_by_presence), with less confidence. Lines without a voice get a character
     only from their own tag or self-introduction."""
     lines = [ln if is_name_tag(ln.tag) else replace(ln, tag="") for ln in lines]
-    lexicon = name_lexicon([ln.text for ln in lines] + list(extra_texts) + [d.text for d in shown],
-                           [ln.tag for ln in lines])
+    lexicon = name_lexicon([ln.text for ln in lines] + [d.text for d in shown], [ln.tag for ln in lines])
     vs = votes(lines, lexicon)
     text = {ln.idx: ln.text for ln in lines}
     line_of = {ln.idx: ln.line for ln in lines}
@@ -255,14 +258,14 @@ def build_registry(lines: Sequence[Line], extra_texts: Sequence[str] = (), min_s
     voices = sorted({ln.voice for ln in lines if ln.voice >= 0},
                     key=lambda c: min(ln.start for ln in lines if ln.voice == c))
     seen_on_screen: dict[int, list[str]] = {}
-    for voice in voices:
-        if voice in voice_name or not shown:
-            continue
-        barred = taken | {n for n, s in score[voice].items() if s < 0}
-        found = _named_by_presence(lines, shown, lexicon, voice, barred, margin)
-        if found is not None:
-            voice_name[voice], seen_on_screen[voice] = (found[0], found[1]), found[2]
-            taken.add(found[0])
+    if shown:
+        screen = _OnScreen(shown, lexicon)
+        for voice in [v for v in voices if v not in voice_name]:
+            barred = taken | {n for n, s in score[voice].items() if s < 0}
+            found = _named_by_presence(lines, screen, voice, barred, margin)
+            if found is not None:
+                voice_name[voice], seen_on_screen[voice] = (found[0], found[1]), found[2]
+                taken.add(found[0])
 
     chars: dict[str, Character] = {}
     line_char: dict[int, tuple[str, float]] = {}

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from moviemem.ingest.faces import FaceParams, cluster_faces, dlib_missing, representative
-from moviemem.ingest.names import Line, Shown, build_registry, name_lexicon, votes
+from moviemem.ingest.flashbacks import Span
+from moviemem.ingest.names import Line, build_registry, name_lexicon, votes
 from moviemem.ingest.turns import split_dialogue, split_prefix, split_turns
 from moviemem.ingest.voices import SpeakerParams, cluster_voices, resemblyzer_missing
 
@@ -112,15 +113,15 @@ def test_a_voice_no_line_names_takes_the_one_person_captions_show_while_it_speak
     lines = [Line(0, 1, 3, "A letter came for you today.", voice=0), Line(1, 4, 6, "Who is it from?", voice=1),
              Line(2, 7, 9, "Open it and see.", voice=0), Line(3, 10, 12, "Thank you, Peter.", voice=0),
              Line(4, 12.5, 14, "It is from my grandmother.", voice=1), Line(5, 30, 32, "Look at the river.", voice=0)]
-    shown = [Shown(0, 10, "Anna holds out an envelope to Peter in the bakery."),
-             Shown(29, 33, "Peter and Anna walk along the river.")]
+    shown = [Span(0, 10, "Anna holds out an envelope to Peter in the bakery.", "caption"),
+             Span(29, 33, "Peter and Anna walk along the river.", "caption")]
     chars, _ = build_registry(lines, shown=shown)
     by_voice = {c.voice: c for c in chars}
     assert by_voice[1].name == "Peter" and by_voice[0].name == "Anna"
     link = next(lk for lk in by_voice[0].links if lk["kind"] == "name")
     assert link["confidence"] <= 0.5 and any("on screen" in e and "Anna holds out" in e for e in link["evidence"])
     # two people shown as often: no one stands out, the voice stays unnamed
-    tied = [Shown(0, 10, "Anna and Lucy sit in the bakery."), Shown(29, 33, "Lucy and Anna walk along the river.")]
+    tied = [Span(0, 10, "Anna and Lucy sit in the bakery.", "caption"), Span(29, 33, "Lucy and Anna walk along the river.", "caption")]
     chars, _ = build_registry(lines, shown=tied)
     assert {c.voice: c.name for c in chars}[0] == "speaker 1"
     # a voice that calls someone Anna is not Anna

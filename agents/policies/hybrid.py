@@ -217,7 +217,8 @@ class Hybrid(BasePolicy):
             run.note("reader: answer-token log-probabilities")
             run.show(shown)
             if question.kind == "claim":
-                return read_claim(run, question, context or "(nothing found)", s.claims, common=lowercase_words(lines.text()))
+                common = lowercase_words(lines.text()) if s.claims == "foils" else frozenset()  # only foils reads it
+                return read_claim(run, question, context or "(nothing found)", s.claims, common=common)
             return read_letter(run, question, context or "(nothing found)", words=s.option_words)
         parsed = answer_once(run, HYBRID, question, body(HYBRID, question, cite=True, context=context or "(nothing found)"),
                              cite=True, max_tokens=s.max_tokens, temperature=s.temperature)
