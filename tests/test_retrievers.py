@@ -65,6 +65,15 @@ def test_hybrid_fuses_rankings_across_kinds(film):
     assert {h.kind for h in hits} > {"utterance"} and len({h.id for h in hits}) == len(hits)
     caps = TextRetriever("hybrid", ["caption"]).retrieve(film, film.captions()[2].text, k=4)
     assert caps and {h.kind for h in caps} == {"caption"} and caps[0].id == f"caption:{film.captions()[2].idx}"
+    # pooled, kinds are ranked together: one vector ranking and one word ranking of all the kinds' rows
+    # (ranked kind by kind, as by default, every kind's best hit ties, however poor)
+    kinds, query = ["utterance", "caption"], "Anna holds up something blue"
+    by = {mode: [h.id for h in TextRetriever(mode, kinds).retrieve(film, query, k=40)] for mode in ("vector", "fts")}
+    fused = sorted(rrf(list(by.values())).items(), key=lambda kv: -kv[1])
+    both = TextRetriever("hybrid", kinds, pool=True).retrieve(film, query, k=3)
+    assert [(h.id, round(h.score, 9)) for h in both] == [(i, round(s, 9)) for i, s in fused[:3]]
+    apart = TextRetriever("hybrid", kinds).retrieve(film, query, k=2)
+    assert {h.kind for h in apart} == set(kinds)  # each kind's best hit on top
     assert rrf([["a", "b"], ["b", "c"]])["b"] == pytest.approx(1 / 62 + 1 / 61)
 
 

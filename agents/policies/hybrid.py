@@ -23,6 +23,7 @@ from ...timefmt import hms
 from ..base import BasePolicy, Run
 from ..calls import answer_once, body
 from ..claims import lowercase_words, read_claim
+from ..order import parse_order, read_order
 from ..packing import Lines, fit_budget, fuse, informative_first, interleave, passage_sources
 from ..parsing import Parsed
 from ..prompts import HYBRID
@@ -198,11 +199,20 @@ class Hybrid(BasePolicy):
         reader: str = "auto"  # json | logprobs | auto (logprobs where the backbone gives them, for mcq and claims)
         claims: str = "foils"  # how the logprobs reader judges a claim: foils | calibrated | qa (agents/claims.py)
         option_words: bool = False  # short options scored as the answer's first word, not by letter (reader.word_probs)
+        # order questions ("which happens first", "... right after X"): locate | read. locate places each option
+        # by its best line and answers from their order where it is decisive (agents/order.py); read leaves them to the model
+        order: str = "locate"
         max_tokens: int | None = None
         temperature: float = 0.0
 
     def _answer(self, film: FilmMemory, question: Question, run: Run) -> Parsed:
         s = self.settings
+        if s.order not in ("locate", "read"):
+            raise MovieMemError(f"unknown order reader {s.order!r}; use locate or read")
+        asked = parse_order(question) if s.order == "locate" else None
+        located = read_order(run, film, question, asked) if asked else None
+        if located is not None:
+            return located
         ranked = gather(film, question, s, run)
         lines = Lines(film)
         budget = effective_budget(s.budget_tokens, s.budget_share, lines.total_tokens())

@@ -1,0 +1,142 @@
+"""Order questions ("Which of these happens first?", "... comes right after X?") answered by
+locating each option in the film, with no model call.
+
+The answer to an order question is a fact the memory holds: where each option happens. A small
+reader shown the options' lines does not compare their times (on the synthetic film, `local`
+missed every such question with the right lines in its evidence). So each option (and the X of
+"right after X") is located as its best-matching single line or caption, whose times are exact;
+screen order is the order of those times, story order the story rank of the event around each
+(or the last event before it), which puts flashbacks where ingest/flashbacks.py placed them.
+
+The reader answers only when the located order is decisive: the chosen option's place differs
+from every other option's (no shared line, no overlap on screen, no shared event in the story).
+Otherwise it says why in the trace and the question goes to the usual reader. Localisation is by
+text alone, so an option worded far from the film's lines can be placed wrongly: the trace shows
+each option's line and time, and `order=read` turns this reader off.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from dataclasses import dataclass
+from typing import Literal
+
+from ..memory.view import FilmMemory
+from ..retrievers.base import Evidence
+from ..retrievers.text import TextRetriever
+from ..timefmt import hms
+from .base import Run
+from .parsing import Parsed
+from .reader import done
+from .types import Question, Step
+
+LOCATE_KINDS = ("utterance", "caption")  # single rows: a passage spans half a minute and blurs the order
+_WHICH = r"^\s*(?:which|what)\b"
+_VERB = r"\b(?:happens?|happened|comes?|came|occurs?|occurred|takes? place|took place|is shown|are shown)\b"
+_EXTREME = re.compile(_WHICH + r".*" + _VERB + r".*\b(?P<word>first|earliest|last|latest|final)\b", re.I)
+_RELATIVE = re.compile(_WHICH + r".*" + _VERB + r"\s+(?:right |just |immediately |directly )?(?P<word>after|before)\s+"
+                       r"(?P<ref>[^?]+?)\s*\??\s*$", re.I)
+_SCREEN = re.compile(r"\b(?:in the film|in the movie|on screen|is shown|are shown|shown)\b", re.I)
+_STORY = re.compile(r"\b(?:in the story|story|chronologic\w*)\b", re.I)
+
+
+@dataclass(frozen=True)
+class OrderQuestion:
+    """What an order question asks: the option placed `want` (first/last, or nearest after/before
+    `ref`) on the `clock` (screen: when it is shown; story: when it happens)."""
+
+    want: Literal["first", "last", "after", "before"]
+    clock: Literal["screen", "story"]
+    ref: str = ""
+
+
+def parse_order(q: Question) -> OrderQuestion | None:
+    """The order a multiple-choice question asks about, or None. Unqualified ("happens first")
+    reads story order, since events happen in story time; "in the film" / "shown" reads screen order."""
+    if q.kind != "mcq":
+        return None
+    clock: Literal["screen", "story"] = "story" if _STORY.search(q.text) or not _SCREEN.search(q.text) else "screen"
+    rel = _RELATIVE.search(q.text)
+    if rel:
+        ref = _SCREEN.sub("", _STORY.sub("", rel.group("ref"))).strip(" ,.")
+        want_rel: Literal["after", "before"] = "after" if rel.group("word").lower() == "after" else "before"
+        return OrderQuestion(want_rel, clock, ref) if ref else None
+    m = _EXTREME.search(q.text)
+    if not m:
+        return None
+    return OrderQuestion("first" if m.group("word").lower() in ("first", "earliest") else "last", clock)
+
+
+class _StoryClock:
+    """Story rank of a moment: that of the event shown around it, or else of the last event shown before it."""
+
+    def __init__(self, film: FilmMemory):
+        events = sorted((e for e in film.events() if e.story_order >= 0), key=lambda e: (e.start, e.end))
+        self.starts = [e.start for e in events]
+        self.events = events
+
+    def __bool__(self) -> bool:
+        return bool(self.events)
+
+    def rank(self, hit: Evidence) -> int:
+        mid = (hit.start + hit.end) / 2
+        around = [e for e in self.events if e.start <= mid <= e.end]
+        if around:
+            return min(e.story_order for e in around)
+        i = bisect_right(self.starts, mid) - 1
+        return self.events[i].story_order if i >= 0 else -1
+
+
+def _place(hit: Evidence, clock: _StoryClock | None) -> tuple[float, float]:
+    return (float(clock.rank(hit)), hit.start) if clock else (hit.start, hit.start)
+
+
+def _apart(a: Evidence, b: Evidence, clock: _StoryClock | None) -> bool:
+    """Two located options can be told apart: different lines, not overlapping, and (story) different events."""
+    if a.key == b.key or (a.start < b.end and b.start < a.end):
+        return False
+    return not clock or clock.rank(a) != clock.rank(b)
+
+
+def read_order(run: Run, film: FilmMemory, q: Question, order: OrderQuestion) -> Parsed | None:
+    """The option the located order picks, or None (said in the trace) when it does not decide."""
+    story = _StoryClock(film) if order.clock == "story" else None
+    if order.clock == "story" and not story:
+        run.note("order question on the story clock, but the film has no events with a story order: screen order used")
+        story = None
+    locate = TextRetriever("hybrid", LOCATE_KINDS, pool=True)  # the one best line of any kind
+    texts = list(q.options) + ([order.ref] if order.ref else [])
+    hits: list[Evidence | None] = []
+    for text in texts:
+        found = run.retrieved(f"locate:{'+'.join(LOCATE_KINDS)}", text, locate.retrieve(film, text, k=1))
+        hits.append(found[0] if found else None)
+    placed = {letter: hit for letter, hit in zip(q.letters, hits) if hit is not None}
+    run.trace.append(Step("locate", {"clock": order.clock, "want": order.want, "ref": order.ref,
+                                     "options": {k: {"id": h.id, "at": hms(h.start), "place": list(_place(h, story))}
+                                                 for k, h in placed.items()},
+                                     "ref_at": hms(hits[-1].start) if order.ref and hits[-1] else None}))
+    if len(placed) < len(q.options):
+        run.note(f"order not read by locating: {len(q.options) - len(placed)} option(s) found nowhere in the memory")
+        return None
+    candidates = dict(placed)
+    if order.ref:
+        ref = hits[-1]
+        if ref is None:
+            run.note(f"order not read by locating: {order.ref!r} found nowhere in the memory")
+            return None
+        ref_place, after = _place(ref, story), order.want == "after"
+        candidates = {k: h for k, h in placed.items() if _apart(h, ref, story) and (_place(h, story) > ref_place) == after}
+        if not candidates:
+            run.note(f"order not read by locating: no option is placed {order.want} {order.ref!r}")
+            return None
+    best = sorted(candidates, key=lambda k: _place(candidates[k], story), reverse=order.want in ("last", "before"))[0]
+    if any(not _apart(placed[best], placed[k], story) for k in placed if k != best):
+        run.note(f"order not read by locating: option {best}'s place is not told apart from another option's")
+        return None
+    shown = [placed[k] for k in q.letters] + ([hits[-1]] if order.ref and hits[-1] else [])
+    run.show([h for h in shown if h is not None])
+    placed[best].cited = True
+    run.note(f"order read by locating each option ({order.clock} order): {best} is {order.want}"
+             + (f" {order.ref!r}" if order.ref else ""))
+    return done(run, Parsed(best, q.options[q.letters.index(best)], None, False, how="located"))
