@@ -67,6 +67,8 @@ RETRIEVERS: dict[str, tuple[str, Callable[[], GatherSettings]]] = {
                       _transcript(units="mixed", context_lines=2, search="hybrid", context="fixed")),
     "hybrid-grow": ("the hybrid policy's gathering, line hits widened as the budget allows (context=budget)",
                     lambda: replace(_hybrid_default(), context="budget")),
+    "hybrid-option-lines": ("the hybrid policy's gathering, each option's own best line first (option_lines=1)",
+                            lambda: replace(_hybrid_default(), option_lines=1)),
     "hybrid-lines-grow": ("the hybrid policy's routing over single lines, widened as the budget allows",
                           lambda: replace(_hybrid_default(), units="lines", context="budget")),
 }

@@ -215,6 +215,23 @@ def test_each_option_is_searched_joined_to_the_question_and_alone(textfilm) -> N
     assert set(OPTIONS) <= asked
 
 
+def test_option_lines_put_each_options_own_best_line_first(textfilm) -> None:
+    """option_lines=1: each option's best line of its own leads, in option order; the rest is the fused ranking."""
+    from moviemem.retrievers.text import TextRetriever
+
+    _, film, _ = textfilm
+    q = Question.make("Where does Sara's uncle work?", OPTIONS)
+    plain = gather(film, q, GatherSettings(units="lines", context_lines=0))
+    led = gather(film, q, GatherSettings(units="lines", context_lines=0, option_lines=1))
+    own = list(dict.fromkeys(TextRetriever("hybrid", ["utterance"]).retrieve(film, o, k=1)[0].id for o in OPTIONS))
+    lighthouse = next(u for u in film.utterances() if "lighthouse" in u.text)
+    assert own[0] == f"utterance:{lighthouse.idx}"  # "a lighthouse" alone finds its line
+    informative = [i for i in own if content_words(next(e.text for e in led if e.id == i)) >= 2]
+    assert [e.id for e in led[: len(informative)]] == informative
+    assert [e.id for e in led if e.id not in own] == [e.id for e in plain if e.id not in own]
+    assert Hybrid.Settings().option_lines == 0  # off by default: see GatherSettings
+
+
 # ----------------------------------------------------------------------------- reader
 
 
