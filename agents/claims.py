@@ -8,10 +8,11 @@ turns the claim into a choice the evidence can settle:
   which is TRUE when the evidence supports it over every version. Three kinds, all general rules:
   a name or number the evidence found for the claim never mentions, swapped for one the evidence
   holds; the two events of "A before/after B" swapped (an order edit swaps exactly these; where
-  the evidence's lines clearly tell both events, their screen order settles the claim with no
-  model call); and the cause of "A because B" (or purpose, "in order to", "so that") rewritten by
-  the model from the evidence with the claim's own cause hidden (a cloze, so it cannot copy it)
-  when its words differ from the claim's. A claim with none of these is set against its negation
+  the evidence's lines clearly tell both events, or else their best lines in the film, found by the
+  caller, are told apart, their screen order settles the claim with no model call); and the cause
+  of "A because B" (or purpose, "in order to", "so that") rewritten by the model from the evidence
+  with the claim's own cause hidden (a cloze, so it cannot copy it) when its words differ from the
+  claim's. A claim with none of these is set against its negation
   ("It is not true that ..."; said in the trace): asked yes or no instead, even calibrated, the
   model said yes to every one of the 49 such dev claims, false ones too. On the MF² dev set's 60
   pairs with `local`: see README, "Answering on real films".
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Callable
 from collections.abc import Set as AbstractSet
 from typing import Any
 
@@ -55,13 +57,16 @@ def lowercase_words(text: str) -> set[str]:
     return {w for w in _TOKEN.findall(text) if w.islower()}
 
 
-def read_claim(run: Run, q: Question, context: str, how: str = "calibrated", common: AbstractSet[str] = frozenset()) -> Parsed:
+def read_claim(run: Run, q: Question, context: str, how: str = "calibrated", common: AbstractSet[str] = frozenset(),
+               located: Callable[[], bool | None] | None = None) -> Parsed:
     """A claim's verdict from `context`, judged the way `how` names; `common`: words the film's own text
-    writes in lower case, which are no names where a claim capitalises them ("Waiting at the inn, Tom ...")."""
+    writes in lower case, which are no names where a claim capitalises them ("Waiting at the inn, Tom ...");
+    `located`: whether the claim's order of two events agrees with where the film shows them (foils asks
+    it only when the evidence's own lines do not place both events)."""
     if how == "calibrated":
         return done(run, calibrated(run, q, context))
     if how == "foils":
-        return done(run, _read_foils(run, q, context, common))
+        return done(run, _read_foils(run, q, context, common, located))
     if how == "qa":
         return done(run, _read_qa(run, q, context))
     raise MovieMemError(f"unknown claim reader {how!r}; use one of {', '.join(CLAIM_READERS)}")
@@ -201,6 +206,12 @@ def _clauses(claim: str, pattern: re.Pattern[str], least: int) -> tuple[str, str
     return parts[0].rstrip(" ,;"), parts[1].lower(), parts[2].strip(), end
 
 
+def ordered_events(claim: str) -> tuple[str, str, str] | None:
+    """(A, 'before' | 'after', B) for a claim that orders two events, or None."""
+    split = _clauses(claim, _ORDER, 3)
+    return None if split is None else split[:3]
+
+
 def order_swapped(claim: str, context: str = "") -> str | None:
     """'A before B.' as 'B before A.' (and 'after' alike): an order edit swaps exactly these two
     events, so the swapped claim is the version the evidence must rule out. The old first word
@@ -302,12 +313,15 @@ def cause_foil(run: Run, claim: str, context: str) -> str | None:
     return f"{head} {connective} {written}{end}"
 
 
-def _read_foils(run: Run, q: Question, context: str, common: AbstractSet[str] = frozenset()) -> Parsed:
+def _read_foils(run: Run, q: Question, context: str, common: AbstractSet[str] = frozenset(),
+                located: Callable[[], bool | None] | None = None) -> Parsed:
     swapped = order_swapped(q.text, context)
     in_order = timeline_order(q.text, context) if swapped else None
+    where = "on the evidence's timeline"
+    if swapped and in_order is None and located is not None:
+        in_order, where = located(), "at their lines in the film"
     if in_order is not None:
-        run.trace.append(Step("scores", {"how": "the claim's two events placed on the evidence's timeline",
-                                         "agrees": in_order}))
+        run.trace.append(Step("scores", {"how": f"the claim's two events placed {where}", "agrees": in_order}))
         if not in_order:
             return Parsed("FALSE", "FALSE", None, False, how="timeline")
         swapped = None  # the order is settled; other details are still challenged

@@ -74,3 +74,28 @@ def test_an_undecided_order_goes_to_the_model(synth_film):
     assert b2.calls and not [s for s in off.trace if s.kind == "locate"]
     with pytest.raises(MovieMemError, match="unknown order reader"):
         _ask(film, "Which of these is shown first?", ["a", "b"], order="guess")
+
+
+def test_a_claims_order_of_two_events_is_checked_where_the_film_shows_them(synth_film):
+    """A claim "A before B" whose events the evidence does not place is settled by their lines in the film."""
+    from moviemem.agents.base import Run
+    from moviemem.agents.claims import read_claim
+    from moviemem.agents.order import claim_order
+
+    film = synth_film.film
+    _, plain = _captions(film)
+    early, late = plain[1].text.rstrip("."), plain[-1].text.rstrip(".")
+    run = Run(ScriptedBackbone([]))
+    assert claim_order(run, film, f"{early} before {late}.") is True
+    assert claim_order(run, film, f"{late} before {early}.") is False
+    assert claim_order(run, film, f"{early} after {late}.") is False
+    assert claim_order(run, film, "Nothing here is ordered at all.") is None
+    assert [s for s in run.trace if s.kind == "locate"][0].data["agrees"] is True
+    # foils: the evidence says nothing, so the film's order decides, with no model call
+    false = Question(f"{late} before {early}.", kind="claim")
+    b = ScriptedBackbone([])
+    verdict = read_claim(Run(b), false, "(nothing found)", "foils", located=lambda: claim_order(Run(b), film, false.text))
+    assert verdict.choice == "FALSE" and b.calls == []
+    reader = ScriptedBackbone([], capabilities={"logprobs": True})  # hybrid reads claims by foils with such a backbone
+    ans = ask(film, f"{late} before {early}.", policy="hybrid", backbone=reader, kind="claim")
+    assert ans.choice == "FALSE" and ans.calls == 0

@@ -23,7 +23,7 @@ from ...timefmt import hms
 from ..base import BasePolicy, Run
 from ..calls import answer_once, body
 from ..claims import lowercase_words, read_claim
-from ..order import parse_order, read_order
+from ..order import claim_order, parse_order, read_order
 from ..packing import Lines, fit_budget, fuse, informative_first, interleave, passage_sources
 from ..parsing import Parsed
 from ..prompts import HYBRID
@@ -212,8 +212,9 @@ class Hybrid(BasePolicy):
         reader: str = "auto"  # json | logprobs | auto (logprobs where the backbone gives them, for mcq and claims)
         claims: str = "foils"  # how the logprobs reader judges a claim: foils | calibrated | qa (agents/claims.py)
         option_words: bool = False  # short options scored as the answer's first word, not by letter (reader.word_probs)
-        # order questions ("which happens first", "... right after X"): locate | read. locate places each option
-        # by its best line and answers from their order where it is decisive (agents/order.py); read leaves them to the model
+        # order questions ("which happens first", "... right after X") and claims ("A before B"): locate | read.
+        # locate places each option (each event) by its best line and answers from their order where it is
+        # decisive (agents/order.py); read leaves them to the model
         order: str = "locate"
         max_tokens: int | None = None
         temperature: float = 0.0
@@ -241,7 +242,8 @@ class Hybrid(BasePolicy):
             run.show(shown)
             if question.kind == "claim":
                 common = lowercase_words(lines.text()) if s.claims == "foils" else frozenset()  # only foils reads it
-                return read_claim(run, question, context or "(nothing found)", s.claims, common=common)
+                in_film = (lambda: claim_order(run, film, question.text)) if s.order == "locate" else None
+                return read_claim(run, question, context or "(nothing found)", s.claims, common=common, located=in_film)
             return read_letter(run, question, context or "(nothing found)", words=s.option_words)
         parsed = answer_once(run, HYBRID, question, body(HYBRID, question, cite=True, context=context or "(nothing found)"),
                              cite=True, max_tokens=s.max_tokens, temperature=s.temperature)
