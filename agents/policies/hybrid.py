@@ -180,8 +180,10 @@ def gather(film: FilmMemory, question: Question, s: GatherSettings, run: Run | N
                 firsts += found[: s.option_lines]
     ranked = fuse(lists) if s.fusion == "rrf" else interleave(lists)
     if firsts:
-        keys = {e.key for e in firsts}
-        ranked = list({e.key: e for e in reversed(firsts)}.values())[::-1] + [e for e in ranked if e.key not in keys]
+        lead: dict[str, Evidence] = {}
+        for e in firsts:
+            lead.setdefault(e.key, e)
+        ranked = list(lead.values()) + [e for e in ranked if e.key not in lead]
     ranked = informative_first(ranked) if s.informative else ranked
     n = s.context_lines if s.context == "fixed" else 0
     return [widen(e, n) for e in ranked] if s.context_lines else ranked
