@@ -269,12 +269,12 @@ def timeline_order(claim: str, context: str) -> bool | None:
     """Whether 'A before/after B' agrees with the order in which the evidence shows the two events:
     each is placed at the stretch of lines that clearly tells it. None when the claim orders no two
     events, either cannot be placed, or both fall on one line (a flashback would mislead it; rare)."""
-    split = _clauses(claim, _ORDER, 3)
+    split = ordered_events(claim)
     lines = _evidence_lines(context)
     if split is None or not lines:
         return None
     words = [_stems(line) for line in lines]
-    a, word, b, _ = split
+    a, word, b = split
     pa, pb = _placed(a, words), _placed(b, words)
     if pa is None or pb is None or pa == pb:
         return None
