@@ -39,7 +39,11 @@ _EXTREME = re.compile(_WHICH + r".*" + _VERB + r".*\b(?P<word>first|earliest|las
 _RELATIVE = re.compile(_WHICH + r".*" + _VERB + r"\s+(?:right |just |immediately |directly )?(?P<word>after|before)\s+"
                        r"(?P<ref>[^?]+?)\s*\??\s*$", re.I)
 _SCREEN = re.compile(r"\b(?:in the film|in the movie|on screen|is shown|are shown|shown)\b", re.I)
-_STORY = re.compile(r"\b(?:in the story|story|chronologic\w*)\b", re.I)
+_STORY = re.compile(r"\b(?:in the story|in story (?:order|time)|chronologic\w*)\b", re.I)
+# a qualifier that closes the X of "right after X" ("... after the fire in the film"): it names the clock,
+# not the event, so it is cut from X; the same words inside X ("Tom tells his story") stay
+_TRAILING = re.compile(r"(?:\s*,?\s*(?:in the (?:film|movie|story)|in story (?:order|time)|on screen|chronologically|"
+                       r"as (?:it is )?shown))+\s*$", re.I)
 
 
 @dataclass(frozen=True)
@@ -57,16 +61,23 @@ def parse_order(q: Question) -> OrderQuestion | None:
     reads story order, since events happen in story time; "in the film" / "shown" reads screen order."""
     if q.kind != "mcq":
         return None
-    clock: Literal["screen", "story"] = "story" if _STORY.search(q.text) or not _SCREEN.search(q.text) else "screen"
     rel = _RELATIVE.search(q.text)
     if rel:
-        ref = _SCREEN.sub("", _STORY.sub("", rel.group("ref"))).strip(" ,.")
+        raw = rel.group("ref")
+        cut = _TRAILING.search(raw)
+        ref = (raw[: cut.start()] if cut else raw).strip(" ,.")
+        # the clock is read outside X: from the question's head and X's closing qualifier only
+        said = q.text[: rel.start("ref")] + (cut.group(0) if cut else "")
         want_rel: Literal["after", "before"] = "after" if rel.group("word").lower() == "after" else "before"
-        return OrderQuestion(want_rel, clock, ref) if ref else None
+        return OrderQuestion(want_rel, _clock(said), ref) if ref else None
     m = _EXTREME.search(q.text)
     if not m:
         return None
-    return OrderQuestion("first" if m.group("word").lower() in ("first", "earliest") else "last", clock)
+    return OrderQuestion("first" if m.group("word").lower() in ("first", "earliest") else "last", _clock(q.text))
+
+
+def _clock(said: str) -> Literal["screen", "story"]:
+    return "story" if _STORY.search(said) or not _SCREEN.search(said) else "screen"
 
 
 class _StoryClock:

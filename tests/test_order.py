@@ -20,6 +20,12 @@ from moviemem.errors import MovieMemError
     ("Which event is shown last?", OrderQuestion("last", "screen")),
     ("What happens right before the fire in the film?", OrderQuestion("before", "screen", "the fire")),
     ("Which of these comes right after Anna finds the scarf?", OrderQuestion("after", "story", "Anna finds the scarf")),
+    # a qualifier closing X names the clock and is cut from X; the same words inside X stay part of it
+    ("Which of these comes right after Tom tells his story?", OrderQuestion("after", "story", "Tom tells his story")),
+    ("What happens right after Tom tells his story in the film?",
+     OrderQuestion("after", "screen", "Tom tells his story")),
+    ("What happens just before the map is shown?", OrderQuestion("before", "story", "the map is shown")),
+    ("Which is shown right after the storm, in story order?", OrderQuestion("after", "story", "the storm")),
     ("When does Tom take the ring?", None),
     ("What does Tom do after the fight?", None),
     ("Which character appears first?", None),
