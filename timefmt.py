@@ -1,4 +1,4 @@
-"""The one way moviemem writes a film time. Timestamps are floored, as a player's timeline shows
+"""The one way moviemem checks a film time where it enters and writes it out. Timestamps are floored, as a player's timeline shows
 them: a line at 12.7 s is in second 12. The short form names the bounds of a stretch of film in
 prompt wording (caption windows, narration ranges) and rounds them to the nearest second, as those
 prompts always have, so their text (and the replay cache's keys) did not change."""
@@ -6,6 +6,18 @@ prompts always have, so their text (and the replay cache's keys) did not change.
 from __future__ import annotations
 
 import math
+
+from .errors import MovieMemError
+
+MAX_FILM_S = 48 * 3600.0  # longer than any film or series episode; a bound that keeps windowing finite
+
+
+def check_time(value: float, what: str) -> float:
+    """The one check every time passes where it enters (cues, --duration, probes, benchmark items):
+    finite, non-negative and at most MAX_FILM_S. `what` names it, e.g. 'cue at line 7: start'."""
+    if not math.isfinite(value) or value < 0 or value > MAX_FILM_S:
+        raise MovieMemError(f"{what} {value!r} is not a time in seconds between 0 and {MAX_FILM_S:.0f} (48 h)")
+    return value
 
 
 def hms(t: float, *, short: bool = False, tenths: bool = False) -> str:

@@ -14,21 +14,38 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..errors import MovieMemError
 from ..files import atomic_write_text
 from ..memory.schema import check_film_id
 from ..plugins import Registry
+from ..timefmt import check_time
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 RELATION_TYPES = ("before", "after", "overlap", "causal", "precondition", "hierarchical", "coreference", "flashback")
 MAX_ERRORS_SHOWN = 5
 MAX_OPTIONS = 10  # answer letters A-J: the most any policy's prompt and agents/parsing.py can take
 
-Span = tuple[float, float]
+
+
+def _film_time(v: float) -> float:
+    try:
+        return check_time(v, "value")
+    except MovieMemError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def _ordered(span: tuple[float, float]) -> tuple[float, float]:
+    if span[1] < span[0]:
+        raise ValueError(f"span end {span[1]} is before its start {span[0]}")
+    return span
+
+
+FilmTime = Annotated[float, AfterValidator(_film_time)]  # every time an item gives passes check_time, once, here
+Span = Annotated[tuple[FilmTime, FilmTime], AfterValidator(_ordered)]
 
 
 class Item(BaseModel):
@@ -125,8 +142,8 @@ class Localization(Item):
 
     format: ClassVar[str] = "localization"
     event: str = Field(min_length=1)
-    start: float = Field(ge=0)
-    end: float
+    start: FilmTime
+    end: FilmTime
     scene: int | None = None
     category: str | None = None
 
@@ -150,8 +167,8 @@ class Narration(Item):
     """Movie101v2-style clip narration: describe [start, end]; judged against `reference`."""
 
     format: ClassVar[str] = "narration"
-    start: float = Field(ge=0)
-    end: float
+    start: FilmTime
+    end: FilmTime
     reference: str = Field(min_length=1)
     characters: list[str] = Field(default_factory=list)
 

@@ -19,11 +19,12 @@ from ..errors import FilmBusyError, MovieMemError
 from ..memory.schema import FilmRow, check_film_id
 from ..memory.store import MemoryStore, params_hash
 from ..progress import QuietReporter, Reporter
+from ..timefmt import check_time
 from .probe import probe
 from .registry import STAGES, ordered_stages
 from .registry import stage as stage_named
 from .stage import Ctx, Inputs, Stage
-from .texttracks import TextTrack, check_time, clip_to, load_track
+from .texttracks import TextTrack, clip_to, load_track
 
 
 def slug_for(path: Path) -> str:

@@ -8,7 +8,6 @@ format checks with a clear error, line numbers for malformed cues and undecodabl
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,21 +17,12 @@ from pathlib import Path
 import pysubs2
 
 from ..errors import MovieMemError
+from ..timefmt import check_time
 
 FORMATS = ("srt", "vtt", "movie101", "json")
 _TAG = re.compile(r"\[([^\[\]]{1,60})\]")
 _M101 = re.compile(r"^\s*(\d+):(\d{1,2}):(\d{1,2}(?:\.\d+)?)\s*\|\s*(\d+):(\d{1,2}):(\d{1,2}(?:\.\d+)?)\s*\|(.*)$")
 _TIMING = re.compile(r"-->")
-MAX_FILM_S = 48 * 3600.0  # longer than any film or series episode; a bound that keeps windowing finite
-
-
-def check_time(value: float, what: str) -> float:
-    """The one check every time passes where it enters (cues, --duration, probes): finite,
-    non-negative and at most MAX_FILM_S. `what` names it, e.g. 'cue at line 7: start'."""
-    if not math.isfinite(value) or value < 0 or value > MAX_FILM_S:
-        raise MovieMemError(f"{what} {value!r} is not a time in seconds between 0 and {MAX_FILM_S:.0f} (48 h)")
-    return value
-
 
 @dataclass
 class Cue:

@@ -4,6 +4,7 @@ shown as written; nothing is half-written."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -114,6 +115,24 @@ def test_more_options_than_policies_take_are_refused_at_load(tmp_path: Path) -> 
     bench.write_text(json.dumps(_item(options=[f"opt {i}" for i in range(10)], answer="J")) + "\n")
     assert load_benchmark(bench).items[0].answer == "J"
 
+
+
+@pytest.mark.parametrize("evidence, why", [
+    ([[1e309, 5]], r"evidence.0.0: value inf is not a time"),  # 1e309 reads as inf
+    ([[0, 1e9]], r"evidence.0.1: value 1000000000.0 is not a time"),
+    ([[-2, 1]], r"evidence.0.0: value -2.0 is not a time"),
+    ([[9, 3]], r"evidence.0: span end 3.0 is before its start 9.0"),
+])
+def test_gold_evidence_spans_are_checked_like_every_other_time(tmp_path: Path, cli, evidence, why: str) -> None:
+    bench = tmp_path / "b.jsonl"
+    bench.write_text(json.dumps(_item(evidence=evidence)) + "\n")
+    r = cli("bench", str(bench), "--backbones", "scripted:A", "--out", str(tmp_path / "run"))
+    assert r.code == 2 and len(r.err.strip().splitlines()) == 1
+    assert re.search(r"b.jsonl:1: " + why, r.err) and not (tmp_path / "run").exists()
+    bench.write_text(json.dumps(_item(evidence=[[1, 2], [3, 3]])) + "\n")  # a zero-length gold span is a moment
+    from moviemem.eval.formats import load_benchmark
+
+    assert load_benchmark(bench).items[0].evidence == [(1.0, 2.0), (3.0, 3.0)]
 
 # --- item 7: synth says its minimum and leaves nothing behind when refused ------------------------
 
