@@ -468,7 +468,15 @@ _FILM = """{% extends "base" %}{% block body %}
 <td><svg class="timeline" viewBox="0 0 1000 24" preserveAspectRatio="none" role="img" aria-label="{{ lane.label }}"><rect x="0" y="10" width="1000" height="4" fill="#eee"/>
 {% for m in lane.marks %}<rect x="{{ m.x }}" y="2" width="{{ m.w }}" height="20" fill="#36c" fill-opacity="0.55" stroke="#fff" stroke-width="0.5"><title>{{ m.label }}</title></rect>{% endfor %}</svg></td></tr>{% endfor %}
 </table>
-{% if f.characters %}<h2>Speakers</h2><p>{% for name, n in f.characters %}{{ name }} ({{ n }}){% if not loop.last %}, {% endif %}{% endfor %}</p>{% endif %}
+{% if f.characters %}<h2>Characters</h2>
+<p class="muted">The character registry: voice and face identities linked to the names the film's own text gives; an unnamed one stays "speaker N" / "face N".</p>
+<table><tr><th></th><th>character</th><th>lines</th><th>on screen</th><th>seen</th><th>voice / face</th><th>first lines</th></tr>
+{% for c in f.characters %}<tr><td>{% if c.thumb %}<img src="../thumbs/{{ c.thumb }}" alt="face {{ c.face + 1 }}" width="64">{% endif %}</td>
+<td id="{{ c.id }}"><b>{{ c.name }}</b>{% if c.names %} <span class="muted">(also {{ c.names|join(", ") }})</span>{% endif %}<br><span class="muted">{{ c.id }}</span></td>
+<td>{{ c.lines }}</td><td>{{ "%.0f"|format(c.screen_time_s) }} s</td><td>{{ hms(c.first_s) }}–{{ hms(c.last_s) }}</td>
+<td>{{ "-" if c.voice is none else c.voice }} / {{ "-" if c.face is none else c.face }}</td>
+<td>{% for t, text in c.said %}[{{ hms(t) }}] {{ text }}{% if not loop.last %}<br>{% endif %}{% endfor %}</td></tr>{% endfor %}
+</table>{% endif %}
 {% if f.events %}<h2>Events</h2><table><tr><th>event</th><th>time</th><th>description</th><th>links</th></tr>
 {% for e in f.events %}<tr><td id="{{ e.id }}">{{ e.id }}</td><td>{{ hms(e.start) }}–{{ hms(e.end) }}</td><td>{{ e.description }}</td><td>{{ e.links|join(", ") }}</td></tr>{% endfor %}
 </table>{% endif %}
@@ -522,6 +530,8 @@ def _film_pages(env: Any, library: str | None, film_ids: list[str], root: Path) 
         data = film_page(library, fid) if library else None
         if data is None:
             continue
+        for card in data["characters"]:
+            card["thumb"] = _thumb(card["thumbnail"], library, root / "thumbs")
         (root / "films").mkdir(exist_ok=True)
         (root / "films" / f"{fid}.html").write_text(env.get_template("film").render(title=f"film {fid}", f=data, hms=_hms),
                                                     encoding="utf-8")

@@ -94,6 +94,7 @@ LANES = (  # table, label, text column (None: a bare span), time columns
     ("events", "events", "description"),
 )
 MAX_MARKS = 4000  # per lane: a feature film has about 1,500 transcript lines
+MAX_CHARACTER_LINES = 5  # lines quoted per character on the film page
 
 
 def film_page(library: str, film_id: str) -> dict[str, Any] | None:
@@ -134,13 +135,32 @@ def film_page(library: str, film_id: str) -> dict[str, Any] | None:
     links: dict[str, list[str]] = {}
     for rel in film.relations():
         links.setdefault(rel.src, []).append(f"{rel.type} {rel.dst}")
-    names: dict[str, int] = {}
-    where = visible_filter(film, "utterances")
-    if where is not None:
-        for s in store.query("utterances", where, columns=["speaker"]).column("speaker").to_pylist():
-            if s and s.strip():
-                names[s.strip()] = names.get(s.strip(), 0) + 1
     return {"film_id": film_id, "title": film.info.title, "duration": film.info.duration_s, "lanes": lanes,
             "events": [{"id": e.event_id, "start": e.start, "end": e.end, "description": e.description,
                         "links": links.get(e.event_id, [])} for e in events],
-            "characters": sorted(names.items(), key=lambda kv: (-kv[1], kv[0]))[:50]}
+            "characters": character_cards(film)}
+
+
+def face_thumbnails(faces: list[Any]) -> dict[int, str]:
+    """Each face identity's representative crop (the faces stage stores it on one row of the cluster)."""
+    return {f.cluster: f.thumbnail for f in sorted(faces, key=lambda f: f.t) if f.cluster >= 0 and f.thumbnail}
+
+
+def character_cards(film: Any, lines_shown: int = MAX_CHARACTER_LINES) -> list[dict[str, Any]]:
+    """The character registry as the inspector shows it: who (name, or "speaker 3" when no line
+    names them), how much (lines, screen time, first and last seen), the face identity's crop, and
+    the first lines each speaks. Reads the film's view, so an until(t) view shows only what is
+    seen or heard by t."""
+    from ..memory.view import turns_of
+
+    said: dict[str, list[tuple[float, str]]] = {}
+    for u in film.utterances():
+        for t in turns_of(u):
+            if t.speaker and len(said.setdefault(t.speaker, [])) < lines_shown:
+                said[t.speaker].append((t.start, t.text))
+    crops = face_thumbnails(film.faces())
+    return [{"id": c.char_id, "name": c.name or c.char_id, "names": [n for n in c.names if n != c.name],
+             "lines": c.lines, "screen_time_s": c.screen_time_s, "first_s": c.first_s, "last_s": c.last_s,
+             "voice": c.voice if c.voice >= 0 else None, "face": c.face if c.face >= 0 else None,
+             "thumbnail": crops.get(c.face, "") if c.face >= 0 else "", "said": said.get(c.char_id, [])}
+            for c in sorted(film.characters(), key=lambda c: (-c.lines, -c.screen_time_s, c.char_id))]

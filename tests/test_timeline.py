@@ -128,3 +128,55 @@ def test_film_page_shows_the_memory_on_a_timeline(run_dir: Path) -> None:
     assert "<rect x=\"25.0\" y=\"2\" width=\"10.0\"" in page  # the line at 5-7 s of a 200 s film
     assert "5.0-7.0 s: Hello there." in page and "<b>" not in page  # (the SRT reader drops the tags)
     assert "<td>causal e2</td>" in page and "Someone says &lt;b&gt;hello&lt;/b&gt;." in page
+
+
+TAGGED = ("1\n00:00:01,000 --> 00:00:04,000\n- Who are you?\n- I'm Sara.\n\n"
+          "2\n00:00:05,000 --> 00:00:07,000\nCEDRIC: I call Mother 'Dearest' because Father did.\n\n"
+          "3\n00:00:11,000 --> 00:00:13,000\nCEDRIC: You're welcome, <b>Sara</b>.\n")
+
+
+def _one_item_run(tmp_path: Path, lib: Library, film_id: str) -> Path:
+    rows = [(1, {"id": "q0", "film_id": film_id, "question": "Who?", "options": ["Sara", "Cedric"], "answer": "B"})]
+    bench = Benchmark("mcq", validate_rows(rows, "mcq", "t.jsonl"), "t.jsonl", "jsonl")
+
+    def answer(film_id, query, policy, backbone):
+        reply = backbone.chat([user(query.question)], max_tokens=4)
+        return Answer(choice="B", text="Cedric", confidence=0.9, invalid=False, policy=policy,
+                      backbone=backbone.name, usage=reply.usage)
+
+    run_bench(bench, ["p"], [ScriptedBackbone(["x"], cycle=True)], tmp_path / "run", answerer=answer, library=lib)
+    return tmp_path / "run"
+
+
+def test_film_page_shows_each_character_with_its_lines_and_face(tmp_path: Path, monkeypatch) -> None:
+    from PIL import Image
+
+    import moviemem.eval.timeline as tl
+    from moviemem.memory.schema import FaceRow
+
+    srt = tmp_path / "t.srt"
+    srt.write_text(TAGGED)
+    lib = Library(tmp_path / "lib")
+    lib.ingest_text(srt, film_id="t1", duration_s=60.0)
+    cards = tl.character_cards(lib.film("t1"))
+    assert [(c["name"], c["lines"]) for c in cards] == [("Cedric", 2), ("Sara", 1)]
+    assert cards[0]["said"] == [(5.0, "I call Mother 'Dearest' because Father did."), (11.0, "You're welcome, Sara.")]
+    assert cards[0]["voice"] is None and cards[0]["face"] is None and cards[0]["thumbnail"] == ""
+    assert [c["name"] for c in tl.character_cards(lib.film("t1").until(4.5))] == ["Sara"]  # Cedric speaks later
+    # a face identity's crop: the cluster's row that carries it; unclustered faces have none
+    faces = [FaceRow(film_id="t1", frame_idx=i, t=float(i), cluster=c, thumbnail=p)
+             for i, (c, p) in enumerate([(-1, "x.jpg"), (0, ""), (0, "media/t1/faces/a/face_1.jpg"), (1, "b.jpg")])]
+    assert tl.face_thumbnails(faces) == {0: "media/t1/faces/a/face_1.jpg", 1: "b.jpg"}
+
+    crop = tmp_path / "lib" / "media" / "t1" / "faces" / "a" / "face_1.jpg"
+    crop.parent.mkdir(parents=True)
+    Image.new("RGB", (40, 40), (200, 150, 120)).save(crop)
+    with_face = [{**cards[0], "face": 0, "thumbnail": "media/t1/faces/a/face_1.jpg"}, cards[1]]
+    monkeypatch.setattr(tl, "character_cards", lambda film: with_face)
+    page = (write_inspector(_one_item_run(tmp_path, lib, "t1")).parent / "films" / "t1.html").read_text()
+    table = page.split("<h2>Characters</h2>", 1)[1].split("</table>", 1)[0]
+    assert table.index("<b>Cedric</b>") < table.index("<b>Sara</b>")
+    assert "[0:00:05.0] I call Mother &#39;Dearest&#39; because Father did." in table
+    thumbs = list((tmp_path / "run" / "inspector" / "thumbs").glob("*.jpg"))
+    assert len(thumbs) == 1 and f'<img src="../thumbs/{thumbs[0].name}" alt="face 1"' in table
+    assert table.count("<img") == 1  # Sara has no face identity
