@@ -15,13 +15,29 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..memory.schema import CharacterRow, SpeakerRow, UtteranceRow, VoiceRow
+from ..memory.schema import CharacterRow, FaceRow, SpeakerRow, UtteranceRow, VoiceRow
 from .flashbacks import Span
 from .names import Character, Line, build_registry, link_faces
 from .stage import Ctx, Outcome, Stage
 
 STRIP_STEP_S = 2.0  # one strip frame stands for this much screen time (0.5 fps)
 NAME_RULES = 3  # version of ingest/names.py's rules: a change re-runs the stage on the next ingest
+
+
+def face_appearances(faces: list[FaceRow]) -> tuple[dict[int, list[float]], dict[int, float], dict[int, str]]:
+    """Per face identity: the times it is seen (strip and key frames), its screen time (strip frames
+    only, each standing for one strip step of film) and its thumbnail."""
+    times: dict[int, list[float]] = defaultdict(list)
+    strip: dict[int, set[float]] = defaultdict(set)
+    thumbs: dict[int, str] = {}
+    for f in faces:
+        if f.cluster >= 0:
+            times[f.cluster].append(f.t)
+            if f.strip:
+                strip[f.cluster].add(f.t)
+            if f.thumbnail:
+                thumbs[f.cluster] = f.thumbnail
+    return dict(times), {c: len(ts) * STRIP_STEP_S for c, ts in strip.items()}, thumbs
 
 
 class CharactersStage(Stage):
@@ -40,14 +56,7 @@ class CharactersStage(Stage):
         captions = ctx.rows("captions")
         chars, line_char = build_registry(lines, shown=[Span(c.start, c.end, c.text, "caption") for c in captions])
 
-        faces = ctx.rows("faces")
-        face_times: dict[int, list[float]] = defaultdict(list)
-        thumbs: dict[int, str] = {}
-        for f in faces:
-            if f.cluster >= 0:
-                face_times[f.cluster].append(f.t)
-                if f.thumbnail:
-                    thumbs[f.cluster] = f.thumbnail
+        face_times, screen_s, thumbs = face_appearances(ctx.rows("faces"))
         speaking = {c.char_id: [(by_key[i].line.start, by_key[i].line.end) for i in c.lines] for c in chars if c.voice >= 0}
         if face_times:
             link_faces(chars, speaking, face_times)
@@ -69,7 +78,7 @@ class CharactersStage(Stage):
             seen = list(face_times.get(ch.face, [])) if ch.face >= 0 else []
             told = [span for n in ch.names for span in mentions.get(n, [])]
             times = [t for span in spoken + told for t in span] + seen
-            screen = len(set(seen)) * STRIP_STEP_S if seen else sum(b - a for a, b in told)
+            screen = screen_s.get(ch.face, 0.0) if seen else sum(b - a for a, b in told)
             links = ch.links + ([{"kind": "thumbnail", "value": thumbs[ch.face], "confidence": 1.0, "evidence": []}]
                                 if ch.face in thumbs else [])
             rows.append(CharacterRow(film_id=ctx.film_id, char_id=ch.char_id, name=ch.name, names=ch.names,

@@ -1,4 +1,5 @@
-"""The faces stage: faces on the 0.5 fps strip, encoded and clustered into identities.
+"""The faces stage: faces on the 0.5 fps strip and on the key frame of every shot the strip
+misses, encoded and clustered into identities.
 
 dlib's HOG face detector, 5-point landmarks and ResNet face encoder (weights from the
 face_recognition_models wheel) give a 128-d encoding per face. dlib's encoder is trained so
@@ -6,10 +7,17 @@ that two faces of one person lie within 0.6 euclidean distance, so identities ar
 average-linkage agglomerative clustering cut at that distance; clusters with fewer than
 `min_faces` faces stay unclustered (-1). Each identity's representative face (the one nearest
 its centroid) is cropped to a thumbnail under the film's media folder.
+
+A strip frame every 2 s misses a shot shorter than that (a reaction shot, a trailer's quick cut),
+and with it maybe the only clear view of a face; such a shot's middle frame is decoded too. Its
+faces join the identities and their appearances, but only strip faces count screen time, since
+each strip frame stands for one strip step of film.
 """
 
 from __future__ import annotations
 
+import shutil
+from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +36,7 @@ class FaceParams:
     distance: float = 0.6  # dlib's same-person threshold for its 128-d encodings
     min_faces: int = 2
     upsample: int = 1  # the strip is downscaled: upsample once to find small faces
+    key_frames: bool = True  # also each shot's middle frame where no strip frame falls in the shot
 
 
 @dataclass
@@ -37,6 +46,18 @@ class Face:
     box: tuple[int, int, int, int]  # top, right, bottom, left
     encoding: np.ndarray
     image: Path
+    strip: bool = True
+
+
+def unseen_shots(shots: list[tuple[float, float]], strip_t: list[float]) -> list[float]:
+    """The middle of each shot that no strip frame falls in: where the strip never looked."""
+    ts = sorted(strip_t)
+    out = []
+    for a, b in shots:
+        i = bisect_left(ts, a)
+        if b > a and not (i < len(ts) and ts[i] < b):
+            out.append(round((a + b) / 2, 3))
+    return out
 
 
 def dlib_missing() -> str | None:
@@ -96,14 +117,14 @@ def representative(enc: np.ndarray, labels: np.ndarray, cluster: int) -> int:
 
 
 def find_faces(stills: list[tuple[int, float, Path]], params: FaceParams = FaceParams(),
-               progress: Callable[[int, int | None], None] | None = None) -> list[Face]:
+               progress: Callable[[int, int | None], None] | None = None, strip: bool = True) -> list[Face]:
     from PIL import Image
 
     encoder = FaceEncoder()
     found: list[Face] = []
     for i, (frame_idx, t, path) in enumerate(stills):
         rgb = np.asarray(Image.open(path).convert("RGB"))
-        found += [Face(frame_idx, t, box, enc, path) for box, enc in encoder.faces(rgb, params.upsample)]
+        found += [Face(frame_idx, t, box, enc, path, strip) for box, enc in encoder.faces(rgb, params.upsample)]
         if progress:
             progress(i + 1, len(stills))
     return found
@@ -111,11 +132,12 @@ def find_faces(stills: list[tuple[int, float, Path]], params: FaceParams = FaceP
 
 class FacesStage(Stage):
     name = "faces"
-    needs = ("probe", "frames")
+    needs = ("probe", "frames", "shots")
 
     def params(self, ctx: Ctx) -> dict[str, Any]:
         p = FaceParams()
-        return {"model": MODEL, "distance": p.distance, "min_faces": p.min_faces, "upsample": p.upsample}
+        return {"model": MODEL, "distance": p.distance, "min_faces": p.min_faces, "upsample": p.upsample,
+                "key_frames": p.key_frames, "max_side": ctx.settings.frame_max_side}
 
     def skip_reason(self, ctx: Ctx) -> str | None:
         if not ctx.inputs.film.has_video:
@@ -126,12 +148,17 @@ class FacesStage(Stage):
         from PIL import Image
 
         root = ctx.store.root
+        out = ctx.run_dir(self.name)
         strip = sorted((f for f in ctx.rows("frames") if f.strip), key=lambda f: f.t)
-        faces = find_faces([(f.frame_idx, f.t, root / f.image) for f in strip], progress=ctx.progress)
+        keys, skipped = self._key_frames(ctx, [f.t for f in strip], out / "key_frames")
+        faces = find_faces([(f.frame_idx, f.t, root / f.image) for f in strip],
+                           progress=lambda i, n: ctx.progress(i, len(strip) + len(keys)))
+        faces += find_faces([(-1, t, path) for t, path in keys], strip=False,
+                            progress=lambda i, n: ctx.progress(len(strip) + i, len(strip) + len(keys)))
+        faces.sort(key=lambda f: f.t)
         enc = np.stack([f.encoding for f in faces]) if faces else np.zeros((0, 128), dtype=np.float32)
         labels = cluster_faces(enc)
         thumbs: dict[int, str] = {}
-        out = ctx.run_dir(self.name)
         for c in sorted(set(labels.tolist()) - {-1}):
             rep = faces[representative(enc, labels, c)]
             top, right, bottom, left = rep.box
@@ -146,8 +173,28 @@ class FacesStage(Stage):
         for f, c in zip(faces, labels.tolist()):
             thumb = thumbs.pop(c, "") if c >= 0 else ""
             rows.append(FaceRow(film_id=ctx.film_id, frame_idx=f.frame_idx, t=f.t, cluster=c, box=list(f.box),
-                                thumbnail=thumb, vector=f.encoding.tolist()))
+                                strip=f.strip, thumbnail=thumb, vector=f.encoding.tolist()))
+        shutil.rmtree(out / "key_frames", ignore_errors=True)  # the crops above are all that is kept of them
         ctx.write(rows, 128)
         k = len(set(labels.tolist()) - {-1})
-        return Outcome(model=MODEL, note=f"{len(faces)} faces on {len(strip)} strip frames, {k} identities")
+        on_keys = sum(1 for f in faces if not f.strip)
+        return Outcome(model=MODEL, note=f"{len(faces)} faces on {len(strip)} strip frames and {len(keys)} key frames "
+                                         f"of shots the strip misses ({on_keys} of the faces), {k} identities{skipped}")
+
+    def _key_frames(self, ctx: Ctx, strip_t: list[float], where: Path) -> tuple[list[tuple[float, Path]], str]:
+        """Stills of the shots the strip misses, and what was skipped of them (said in the stage note)."""
+        shot_run = ctx.upstream.get("shots")
+        if not FaceParams().key_frames or ctx.inputs.video is None:
+            return [], ""
+        if shot_run is None or shot_run.status != "done":
+            return [], "; no key frames: the shots stage has not run"
+        import av
+
+        from .frames import frames_at
+
+        times = unseen_shots([(s.start, s.end) for s in ctx.rows("shots")], strip_t)
+        try:
+            return (frames_at(ctx.inputs.video, times, where, max_side=ctx.settings.frame_max_side) if times else []), ""
+        except (av.FFmpegError, OSError) as exc:
+            return [], f"; no key frames: seeking in the video failed ({type(exc).__name__}: {exc})"
 

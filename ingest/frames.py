@@ -87,3 +87,27 @@ def _fill_short_pools(picks: list[FramePick], wanted: dict[int, list[int]], last
     last = picks[-1]
     extra = sorted({n for _, ns in missing for n in ns} | set(last.pools))
     picks[-1] = FramePick(last.frame_idx, last.t, tuple(extra), last.strip, last.image)
+
+
+def frames_at(video: Path, times: list[float], out_dir: Path, *, max_side: int = 512,
+              quality: int = 85) -> list[tuple[float, Path]]:
+    """The first frame at or after each time, one seek each, saved as JPEG like the strip's: stills
+    for moments the single decoding pass did not keep (a shot shorter than the strip's step)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    got: list[tuple[float, Path]] = []
+    with av.open(str(video)) as container:
+        vs = container.streams.video[0]
+        base = float(vs.time_base) if vs.time_base else 1e-6
+        for n, want in enumerate(sorted(times)):
+            container.seek(max(int(want / base), 0), stream=vs, backward=True)
+            for frame in container.decode(vs):
+                if frame.time is None or frame.time + 1e-6 < want:
+                    continue
+                img = frame.to_image()  # type: ignore[no-untyped-call]  # PyAV's VideoFrame.to_image is unannotated
+                if max(img.size) > max_side:
+                    img.thumbnail((max_side, max_side))
+                path = out_dir / f"{n:06d}.jpg"
+                img.save(path, "JPEG", quality=quality)
+                got.append((float(frame.time), path))
+                break
+    return got

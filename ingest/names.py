@@ -313,7 +313,7 @@ def build_registry(lines: Sequence[Line], min_score: float = 1.0, margin: float 
 def link_faces(chars: Sequence[Character], speaking: dict[str, list[tuple[float, float]]],
                face_times: dict[int, list[float]], min_share: float = 0.5) -> None:
     """Link each voice character to the face cluster most often on screen while it speaks, when
-    that face is seen in at least `min_share` of the strip frames inside its lines and the pair is
+    that face is seen in at least `min_share` of the frames with a face inside its lines and the pair is
     each other's best match. Unlinked face clusters become characters of their own ("face N")."""
     share: dict[tuple[str, int], float] = {}
     for cid, spans in speaking.items():
@@ -332,4 +332,4 @@ def link_faces(chars: Sequence[Character], speaking: dict[str, list[tuple[float,
             ch = by_id[cid]
             ch.face = face
             ch.links.append({"kind": "face", "value": face, "confidence": round(s, 3),
-                             "evidence": [f"face {face} on screen in {s:.0%} of the strip frames during its lines"]})
+                             "evidence": [f"face {face} on screen in {s:.0%} of the frames with faces during its lines"]})

@@ -240,12 +240,14 @@ class VoiceRow(Row):
 
 
 class FaceRow(Row):
-    """One face seen on a strip frame (faces stage), with its identity cluster (-1: unclustered)."""
+    """One face seen on a strip frame, or on the key frame of a shot the strip misses (faces stage),
+    with its identity cluster (-1: unclustered)."""
 
     table: ClassVar[str] = "faces"
-    frame_idx: int
+    frame_idx: int  # the strip frame's; -1 on a key frame, which the frames table does not hold
     t: float
     cluster: int = -1
+    strip: bool = True  # on a strip frame: it stands for one strip step of screen time
     box: list[int] = Field(default_factory=list)  # top, right, bottom, left in the stored frame
     thumbnail: str = ""  # the identity's representative crop, relative to the library root (on one row per cluster)
     vector: list[float] | None = VectorField()

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from moviemem.ingest.faces import FaceParams, cluster_faces, dlib_missing, representative
+from moviemem.ingest.faces import FaceParams, cluster_faces, dlib_missing, representative, unseen_shots
 from moviemem.ingest.flashbacks import Span
 from moviemem.ingest.names import Line, build_registry, name_lexicon, votes
 from moviemem.ingest.turns import split_dialogue, split_prefix, split_turns
@@ -282,6 +282,41 @@ def test_dlib_finds_a_face_on_a_real_frame(tmp_path: Path) -> None:
     top, right, bottom, left = box
     assert bottom > top and right > left
 
+
+
+def test_shots_the_strip_misses_get_a_key_frame_of_their_own() -> None:
+    strip = [0.0, 2.0, 4.0, 6.0, 8.0]  # 0.5 fps
+    shots = [(0.0, 1.5), (1.5, 5.0), (5.0, 5.8), (5.8, 9.0), (9.0, 9.0)]
+    assert unseen_shots(shots, strip) == [5.4]  # the 0.8 s shot between two strip frames; an empty shot has none
+    assert unseen_shots([(0.5, 1.9)], strip) == [1.2] and unseen_shots([(1.0, 2.0)], strip) == [1.5]  # ends are open
+
+
+@pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="needs ffmpeg")
+def test_frames_at_decodes_the_first_frame_at_each_time(tmp_path: Path) -> None:
+    from PIL import Image
+
+    from moviemem.ingest.frames import frames_at
+
+    video = tmp_path / "v.mp4"
+    subprocess.run(["ffmpeg", "-v", "error", "-f", "lavfi", "-i", "testsrc=size=320x240:rate=10:duration=3",
+                    "-pix_fmt", "yuv420p", str(video)], check=True)
+    got = frames_at(video, [2.5, 0.05, 1.23], tmp_path / "keys", max_side=64)
+    assert [round(t, 1) for t, _ in got] == [0.1, 1.3, 2.5]  # in time order, each the first frame at or after
+    assert all(max(Image.open(p).size) == 64 for _, p in got) and len({p for _, p in got}) == 3
+
+
+def test_only_strip_faces_count_screen_time() -> None:
+    from moviemem.ingest.characters import face_appearances
+    from moviemem.memory.schema import FaceRow
+
+    rows = [FaceRow(film_id="f", frame_idx=1, t=2.0, cluster=0, thumbnail="a.jpg"),
+            FaceRow(film_id="f", frame_idx=-1, t=3.4, cluster=0, strip=False),  # a key frame
+            FaceRow(film_id="f", frame_idx=2, t=4.0, cluster=0),
+            FaceRow(film_id="f", frame_idx=-1, t=5.1, cluster=1, strip=False),
+            FaceRow(film_id="f", frame_idx=3, t=6.0, cluster=-1)]
+    times, screen, thumbs = face_appearances(rows)
+    assert times == {0: [2.0, 3.4, 4.0], 1: [5.1]}  # key frames are appearances ...
+    assert screen == {0: 4.0} and thumbs == {0: "a.jpg"}  # ... but two strip frames are 4 s on screen
 
 def test_voices_link_to_the_face_on_screen_while_they_speak() -> None:
     from moviemem.ingest.names import Character, link_faces
