@@ -120,14 +120,16 @@ def _print_film(film, label: str) -> None:
         print(f"  thumbnail {film.store.root / t}")
 
 
-def synthetic(work: Path, minutes: float, asr: bool, seed: int = 7, merge: bool = False, captions: bool = False) -> None:
+def synthetic(work: Path, minutes: float, asr: bool, seed: int = 7, merge: bool = False, captions: bool = False,
+              backbone: str | None = None) -> None:
     film_dir = work / f"synth-{minutes:g}m-seed{seed}"
     if not (film_dir / "truth.json").exists():
         render(film_dir, minutes=minutes, seed=seed)
     truth = json.loads((film_dir / "truth.json").read_text())
     source = ("-asr" if asr else "-merged" if merge else "") + ("-captions" if captions else "")
     lib_dir = work / f"lib-seed{seed}{source}"  # one library per film and transcript source
-    lib = Library(lib_dir, get_settings(library=lib_dir))
+    # with a backbone, the characters stage also asks it to name the voices the rules left unnamed
+    lib = Library(lib_dir, get_settings(library=lib_dir, **({"backbone": backbone} if backbone else {})))
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
     from conftest import truth_srt
 
@@ -140,7 +142,7 @@ def synthetic(work: Path, minutes: float, asr: bool, seed: int = 7, merge: bool 
     ref = [(u["start"], u["end"], u["speaker"]) for u in truth["utterances"]]
     result = der(ref, hyp)
     label = ("ASR" if asr else f"truth subtitles, {len(cues['utterances'])} cues{' merged' if merge else ''}") + (
-        ", captions" if captions else "")
+        ", captions" if captions else "") + (f", names by {backbone}" if backbone else "")
     costs = _stage_costs(film)
     total = sum(costs.values())
     print(f"synthetic {minutes:g} min, seed {seed} ({label}): DER {result['der']:.1%} "
@@ -181,11 +183,12 @@ def main() -> None:
     ap.add_argument("--captions", action="store_true", help="import the film's audio description (captions.srt) too")
     ap.add_argument("--media", type=Path, default=MEDIA)
     ap.add_argument("--no-real", action="store_true")
+    ap.add_argument("--backbone", default=None, help="a text backbone that names the voices the rules left unnamed")
     args = ap.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="moviemem-characters-"))
     if args.asr and args.merge_cues:
         ap.error("--merge-cues changes the subtitles; --asr uses none")
-    synthetic(work, args.minutes, args.asr, args.seed, args.merge_cues, args.captions)
+    synthetic(work, args.minutes, args.asr, args.seed, args.merge_cues, args.captions, args.backbone)
     if not args.no_real:
         real(work, args.media)
 

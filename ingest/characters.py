@@ -17,8 +17,9 @@ from typing import Any
 
 from ..memory.schema import CharacterRow, FaceRow, SpeakerRow, UtteranceRow, VoiceRow
 from .flashbacks import Span
-from .names import Character, Line, build_registry, link_faces
-from .stage import Ctx, Outcome, Stage
+from .name_model import NAME, name_voices
+from .names import Character, Line, build_registry, link_faces, registry_lexicon
+from .stage import Ctx, Outcome, Stage, chosen_backbone, chosen_backbone_label, load_chosen_backbone
 
 STRIP_STEP_S = 2.0  # one strip frame stands for this much screen time (0.5 fps)
 NAME_RULES = 3  # version of ingest/names.py's rules: a change re-runs the stage on the next ingest
@@ -45,8 +46,10 @@ class CharactersStage(Stage):
     needs = ("probe", "transcript", "captions", "speakers", "faces")
 
     def params(self, ctx: Ctx) -> dict[str, Any]:
-        return {"strip_step_s": STRIP_STEP_S, "turns": "one registry line per voice part (a cue's parts: its words)",
-                "name_rules": NAME_RULES}
+        p = {"strip_step_s": STRIP_STEP_S, "turns": "one registry line per voice part (a cue's parts: its words)",
+             "name_rules": NAME_RULES}
+        spec = chosen_backbone_label(ctx)
+        return {**p, "names_backbone": spec, "prompts": [NAME.ref]} if spec else p
 
     def run(self, ctx: Ctx) -> Outcome:
         utts = sorted(ctx.rows("utterances"), key=lambda u: u.idx)
@@ -54,7 +57,16 @@ class CharactersStage(Stage):
         lines = [t.line for t in turns]
         by_key = {t.line.idx: t for t in turns}
         captions = ctx.rows("captions")
-        chars, line_char = build_registry(lines, shown=[Span(c.start, c.end, c.text, "caption") for c in captions])
+        shown = [Span(c.start, c.end, c.text, "caption") for c in captions]
+        chars, line_char = build_registry(lines, shown=shown)
+        by_model, model = "", ""
+        if chosen_backbone(ctx) and not any(c.voice >= 0 and not c.names for c in chars):
+            by_model = "; no unnamed voice: no model asked"
+        elif chosen_backbone(ctx):
+            backbone = load_chosen_backbone(ctx)
+            tally = name_voices(backbone, chars, lines, registry_lexicon(lines, shown), title=ctx.inputs.film.title,
+                                progress=ctx.progress)
+            by_model, model = "; " + tally.note(backbone.model_id), backbone.model_id
 
         face_times, screen_s, thumbs = face_appearances(ctx.rows("faces"))
         speaking = {c.char_id: [(by_key[i].line.start, by_key[i].line.end) for i in c.lines] for c in chars if c.voice >= 0}
@@ -96,8 +108,8 @@ class CharactersStage(Stage):
         attributed = len({by_key[k].line.line for k in line_char})
         n_split = len({t.line.line for t in turns if t.split})
         split = f"; {n_split} lines spoken by two voices or more, {len(turns)} turns" if n_split else ""
-        return Outcome(note=f"{len(rows)} characters ({n_named} named), {attributed} of {len(utts)} lines attributed"
-                            + split)
+        return Outcome(model=model, note=f"{len(rows)} characters ({n_named} named), {attributed} of {len(utts)} "
+                                         f"lines attributed" + split + by_model)
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from ..memory.schema import EventRow, RelationRow, Row, SegmentRow
 from .flashbacks import Span, TimedEvent, story_time
 from .prompts_events import EXTRACT, MAX_EVENTS, RELATE, ROLES, extract_schema
 from .relations import EventView, PairParams, candidate_pairs, classify
-from .stage import Ctx, Outcome, Stage
+from .stage import Ctx, Outcome, Stage, chosen_backbone, chosen_backbone_label, load_chosen_backbone
 
 MAX_LINES = 40  # lines per extraction request; longer segments are split into parts
 
@@ -138,8 +138,7 @@ class EventsStage(Stage):
     pairs = PairParams()
 
     def backbone_spec(self, ctx: Ctx) -> str | None:
-        s = ctx.settings
-        return s.backbone if "backbone" in s.model_fields_set and s.backbone else None
+        return chosen_backbone(ctx)
 
     def mode(self, ctx: Ctx) -> str:
         """rules (no backbone chosen), refine (a backbone checks the rule graph's links) or extract."""
@@ -155,9 +154,9 @@ class EventsStage(Stage):
             rules = {"mode": mode, "rules": RULES_VERSION, "scenes": SCENE_PARAMS, "embedder": ctx.settings.embedder}
             if mode == "rules":
                 return rules
-            return {**rules, "backbone": self.backbone_spec(ctx), "prompts": [REFINE.ref], "attempts": self.attempts,
+            return {**rules, "backbone": chosen_backbone_label(ctx), "prompts": [REFINE.ref], "attempts": self.attempts,
                     "max_pairs": ctx.settings.refine_max_pairs}
-        return {"mode": "model", "backbone": self.backbone_spec(ctx), "prompts": [EXTRACT.ref, RELATE.ref],
+        return {"mode": "model", "backbone": chosen_backbone_label(ctx), "prompts": [EXTRACT.ref, RELATE.ref],
                 "embedder": ctx.settings.embedder, "attempts": self.attempts, "max_events": self.max_events,
                 "extract_tokens": self.extract_tokens,
                 "max_lines": MAX_LINES, "pairs": asdict(self.pairs)}
@@ -178,10 +177,7 @@ class EventsStage(Stage):
         return bool(json.loads(run.params or "{}").get("mode") != "rules")
 
     def load_backbone(self, ctx: Ctx) -> Backbone:
-        from ..backbones import load
-
-        cache = ctx.store.root / "cache" if ctx.store.is_local else True
-        return load(self.backbone_spec(ctx), cache=cache, cache_mode=ctx.settings.cache_mode)  # type: ignore[arg-type]  # skip_reason skips the stage when no backbone is chosen
+        return load_chosen_backbone(ctx)
 
     def run(self, ctx: Ctx) -> Outcome:
         mode = self.mode(ctx)

@@ -213,6 +213,11 @@ def _named_by_presence(lines: Sequence[Line], screen: _OnScreen, voice: int, bar
     return best, round(PRESENCE_WEIGHT * share, 3), where[best][:5]
 
 
+def registry_lexicon(lines: Sequence[Line], shown: Sequence[Span] = ()) -> set[str]:
+    """The names the registry reads: those the lines and on-screen descriptions use, and the speaker tags."""
+    return name_lexicon([ln.text for ln in lines] + [d.text for d in shown], [ln.tag for ln in lines if is_name_tag(ln.tag)])
+
+
 def build_registry(lines: Sequence[Line], min_score: float = 1.0, margin: float = 2.0,
                    shown: Sequence[Span] = ()) -> tuple[list[Character], dict[int, tuple[str, float]]]:
     """Characters from voice clusters and names, and each line's (char_id, confidence).
@@ -223,7 +228,7 @@ def build_registry(lines: Sequence[Line], min_score: float = 1.0, margin: float 
     it speaks (_named_by_presence), with less confidence. Lines without a voice get a character
     only from their own tag or self-introduction."""
     lines = [ln if is_name_tag(ln.tag) else replace(ln, tag="") for ln in lines]
-    lexicon = name_lexicon([ln.text for ln in lines] + [d.text for d in shown], [ln.tag for ln in lines])
+    lexicon = registry_lexicon(lines, shown)
     vs = votes(lines, lexicon)
     text = {ln.idx: ln.text for ln in lines}
     line_of = {ln.idx: ln.line for ln in lines}

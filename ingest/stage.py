@@ -8,12 +8,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..config import Settings
+from ..errors import MovieMemError
 from ..memory.schema import TABLE_OWNER, FilmRow, Row, StageRow, owned_tables
 from ..memory.store import MemoryStore, sql_str
 from ..progress import Reporter
+
+if TYPE_CHECKING:
+    from ..backbones import Backbone
 from .probe import Probe
 from .texttracks import TextTrack
 
@@ -96,6 +100,33 @@ class Stage:
 
     def run(self, ctx: Ctx) -> Outcome:
         raise NotImplementedError
+
+
+def chosen_backbone(ctx: Ctx) -> str | None:
+    """The text backbone the user passed (--backbone), or None: stages that can use a model run it
+    only when asked, never with the settings' default."""
+    s = ctx.settings
+    return s.backbone if "backbone" in s.model_fields_set and s.backbone else None
+
+
+def chosen_backbone_label(ctx: Ctx) -> str | None:
+    """The chosen backbone as stage params record it: a URL's user:password never reaches the library."""
+    from ..backbones.retry import redact_urls
+
+    spec = chosen_backbone(ctx)
+    return redact_urls(spec) if spec else None
+
+
+def load_chosen_backbone(ctx: Ctx) -> Backbone:
+    """The chosen backbone, its replies through the library's replay cache (a rerun asks only
+    what a stopped run had not finished)."""
+    from ..backbones import load
+
+    spec = chosen_backbone(ctx)
+    if spec is None:
+        raise MovieMemError("no text backbone chosen: pass --backbone SPEC")
+    cache = ctx.store.root / "cache" if ctx.store.is_local else True
+    return load(spec, cache=cache, cache_mode=ctx.settings.cache_mode)
 
 
 def embed_texts(ctx: Ctx, texts: list[str]) -> tuple[list[list[float]], int]:
