@@ -46,7 +46,7 @@ def ingest(
     stages: Annotated[Optional[str], typer.Option(help="Comma-separated stages to (re)run.")] = None,
     replace: Annotated[bool, typer.Option("--replace", help="Replace a different source already under this film id.")] = False,
     captioner: Annotated[Optional[str], typer.Option(help="Backbone spec that captions frames and clips (e.g. gemini:gemini-3-flash).")] = None,
-    backbone: Annotated[Optional[str], typer.Option(help="Text backbone for events, relations and narration; with one, the events stage refines the rule graph with it (see --events-mode).")] = None,
+    backbone: Annotated[Optional[str], typer.Option(help="Text backbone for events, relations and narration; with one, the events stage refines the rule graph with it (see --events-mode) and the characters stage asks it to name the voices the rules left unnamed.")] = None,
     events_mode: Annotated[Optional[str], typer.Option("--events-mode", help="With --backbone: 'refine' (default: the model checks the rule graph's candidate links) or 'extract' (the model extracts events and links anew; about an hour a feature film with a local model).")] = None,
     ray: RayOpt = None,
     ray_resources: Annotated[Optional[str], typer.Option("--ray-resources", help='With --ray: JSON of Ray resources per stage, e.g. \'{"transcript": {"num_gpus": 0.5}}\'.')] = None,
