@@ -101,13 +101,13 @@ def frames_at(video: Path, times: list[float], out_dir: Path, *, max_side: int =
         for n, want in enumerate(sorted(times)):
             container.seek(max(int(want / base), 0), stream=vs, backward=True)
             for frame in container.decode(vs):
-                if frame.time is None or frame.time + 1e-6 < want:
-                    continue
+                if frame.time is not None and frame.time + 1e-6 < want:
+                    continue  # (a frame without a time is taken: the seek put the decoder just before `want`)
                 img = frame.to_image()  # type: ignore[no-untyped-call]  # PyAV's VideoFrame.to_image is unannotated
                 if max(img.size) > max_side:
                     img.thumbnail((max_side, max_side))
                 path = out_dir / f"{n:06d}.jpg"
                 img.save(path, "JPEG", quality=quality)
-                got.append((float(frame.time), path))
+                got.append((float(frame.time) if frame.time is not None else want, path))
                 break
     return got
