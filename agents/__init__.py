@@ -12,6 +12,7 @@ from typing import Any
 from ..backbones import Backbone
 from ..errors import MovieMemError
 from ..memory.view import FilmMemory
+from ..timefmt import check_time
 from .base import Policy
 from .registry import PolicyInfo, get_policy, list_policies, register_policy
 from .types import Answer, Question, Step
@@ -28,6 +29,7 @@ def ask(film: FilmMemory, question: str | Question, options: list[str] | None = 
     if until is not None:
         if not isinstance(until, (int, float)) or not math.isfinite(until) or until <= 0:
             raise MovieMemError(f"until must be a positive number of seconds, not {until!r}")
+        check_time(float(until), "until")
         film = film.until(float(until))
     pol = get_policy(policy, **settings)
     if isinstance(backbone, str):

@@ -7,6 +7,8 @@ defaults in a nested `Settings` dataclass; `needs` names the film content it rea
 
 from __future__ import annotations
 
+import math
+import typing
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -80,11 +82,51 @@ def list_policies() -> list[PolicyInfo]:
 
 
 def get_policy(name: str, **settings: Any) -> Policy:
-    """A policy by name with its settings overridden; unknown names and settings are refused."""
+    """A policy by name with its settings overridden; unknown names and settings are refused, and
+    each value is checked against its setting's type (a number finite and not negative), once, here."""
     info = policy_info(name)
     unknown = sorted(set(settings) - set(info.defaults))
     if unknown:
         raise MovieMemError(f"policy {name} has no setting {unknown[0]!r}; settings: {', '.join(info.defaults) or 'none'}")
-    policy = info.factory(**settings)
+    hints = _setting_types(info)
+    policy = info.factory(**{k: _checked(name, k, v, hints.get(k)) for k, v in settings.items()})
     policy.name = name
     return policy
+
+
+def _setting_types(info: PolicyInfo) -> dict[str, Any]:
+    """The Settings fields' declared types; none for a plug-in whose annotations do not resolve."""
+    settings = getattr(info.factory, "Settings", None)
+    try:
+        return typing.get_type_hints(settings) if settings is not None else {}
+    except (NameError, TypeError):
+        return {}
+
+
+def _numbers(value: Any) -> list[int | float]:
+    if isinstance(value, bool):
+        return []
+    if isinstance(value, (int, float)):
+        return [value]
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, (list, tuple)):
+        return [x for v in value for x in _numbers(v)]
+    return []
+
+
+def _checked(policy: str, key: str, value: Any, hint: Any) -> Any:
+    """`value` as the setting's type (lax: 8 for "8", a tuple for a list), or a one-line refusal;
+    every number in it finite and >= 0, since counts, budgets, shares and temperatures all are."""
+    if hint is not None:
+        from pydantic import ConfigDict, TypeAdapter, ValidationError
+
+        try:  # arbitrary types: a setting may take an object from Python (ace's selector: a Backbone)
+            value = TypeAdapter(hint, config=ConfigDict(arbitrary_types_allowed=True)).validate_python(value)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            raise MovieMemError(f"policy {policy} setting {key}={value!r}: {err['msg'].lower()}") from None
+    bad = [x for x in _numbers(value) if not math.isfinite(x) or x < 0]
+    if bad:
+        raise MovieMemError(f"policy {policy} setting {key}={value!r}: {bad[0]} is not a finite number >= 0")
+    return value

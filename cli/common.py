@@ -14,6 +14,7 @@ from rich.text import Text
 
 from ..config import get_settings
 from ..errors import MovieMemError
+from ..timefmt import check_time
 
 if TYPE_CHECKING:
     from ..library import Library
@@ -111,17 +112,17 @@ def _policy_settings(items: list[str] | None) -> dict[str, Any]:
 
 
 def _seconds(value: str, what: str) -> float:
-    """'95', '1:35' or '0:01:35.5' as seconds."""
+    """'95', '1:35' or '0:01:35.5' as seconds (minutes and seconds under 60; a film time, checked once here)."""
     try:
         parts = [float(p) for p in value.strip().split(":")]
     except ValueError:
         parts = []
-    if not parts or len(parts) > 3 or any(p < 0 for p in parts):
+    if not parts or len(parts) > 3 or any(p < 0 for p in parts) or any(p >= 60 for p in parts[1:]):
         raise MovieMemError(f"{what} must be seconds or h:mm:ss, not {value!r}")
     total = 0.0
     for p in parts:
         total = total * 60 + p
-    return total
+    return check_time(total, what)
 
 
 def _csv(value: str | None) -> list[str]:

@@ -43,6 +43,46 @@ def test_duration_option_is_refused_in_one_line(tmp_path: Path, cli, duration: s
     assert films.code == 0 and "NaN" not in films.out and json.loads(films.out) == {"films": []}
 
 
+
+@pytest.mark.parametrize("setting, why", [
+    ("budget_tokens=-5", "budget_tokens=-5: -5 is not a finite number >= 0"),
+    ("core_share=nan", "core_share=nan: nan is not a finite number >= 0"),
+    ("budget_share=1e999", "budget_share=inf: inf is not a finite number >= 0"),  # JSON 1e999 reads as inf
+    ("budget_tokens=12.5", "budget_tokens=12.5: input should be a valid integer"),
+    ("reader=7", "reader=7: input should be a valid string"),
+    ("channels={\"other\": [[\"utterance\", -3]]}", "channels={'other': (('utterance', -3),)}: -3 is not a finite"),
+])
+def test_policy_settings_are_checked_against_their_types(tmp_path: Path, cli, setting: str, why: str) -> None:
+    srt = tmp_path / "a.srt"
+    srt.write_text(SRT)
+    assert cli("ingest", "--text", str(srt), "--film-id", "t1").code == 0
+    res = cli("ask", "t1", "Who is asked about?", "--backbone", "scripted:A", "--set", setting)
+    assert res.code == 2 and len(res.err.strip().splitlines()) == 1
+    assert f"error: policy hybrid setting {why}" in res.err, res.err
+    ok = cli("ask", "t1", "Who is asked about?", "--option", "Williams", "--option", "Nobody", "--backbone", "scripted:A",
+             "--set", "budget_tokens=\"300\"", "--json")  # lax: the text of a number is the number
+    assert ok.code == 0, ok.err
+
+
+def test_a_python_caller_may_still_pass_objects_a_setting_declares() -> None:
+    from moviemem.agents import get_policy
+    from moviemem.backbones import ScriptedBackbone
+
+    ace = get_policy("ace", selector=ScriptedBackbone(["x"]), base_settings={"budget_tokens": 400})
+    assert isinstance(ace.settings.selector, ScriptedBackbone)  # type: ignore[attr-defined]
+    with pytest.raises(MovieMemError, match="candidates=-1"):
+        get_policy("ace", candidates=-1)
+
+
+@pytest.mark.parametrize("until, why", [("99:99:99", "must be seconds or h:mm:ss"), ("0:75", "must be seconds or h:mm:ss"),
+                                        ("1e12", "is not a time in seconds"), ("inf", "is not a time in seconds")])
+def test_until_is_a_bounded_film_time(tmp_path: Path, cli, until: str, why: str) -> None:
+    srt = tmp_path / "a.srt"
+    srt.write_text(SRT)
+    assert cli("ingest", "--text", str(srt), "--film-id", "t1").code == 0
+    res = cli("ask", "t1", "Who?", "--backbone", "scripted:A", "--until", until)
+    assert res.code == 2 and len(res.err.strip().splitlines()) == 1 and why in res.err
+
 # --- item 5: user- and model-written text is never read as Rich markup ----------------------------
 
 def test_titles_with_square_brackets_print_as_written(tmp_path: Path, cli) -> None:

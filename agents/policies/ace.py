@@ -55,7 +55,7 @@ class Ace(BasePolicy):
         base_settings: dict[str, Any] | None = None
         candidates: int = 3
         temperature: float = 0.7
-        selector: str | None = None  # a backbone spec; None = the answering backbone
+        selector: str | Backbone | None = None  # a backbone spec (or, from Python, a backbone); None = the answering one
         max_tokens: int = 32
 
     def __init__(self, **settings: Any):
