@@ -44,6 +44,7 @@ from ..errors import MovieMemError
 from ..files import atomic_write_text
 from . import evidence, metrics
 from .formats import Benchmark, Item, formats, item_category, text_lines
+from .records import check_record
 from .tasks import Query, task_for
 
 RESULTS = "results.jsonl"
@@ -290,15 +291,18 @@ def read_results(run_dir: str | Path, repair: bool = False) -> list[dict[str, An
     seen: set[str] = set()
     good_end = 0
     pos = 0
+    lineno = 0
     while pos < len(data):
         nl = data.find(b"\n", pos)
         if nl < 0:
             break  # an unterminated last line: written when the process died
         line = data[pos:nl]
+        lineno += 1
         try:
             rec = json.loads(line)
         except json.JSONDecodeError:
-            raise MovieMemError(f"{path}: line {len(records) + 1} is not JSON; the file was edited or is damaged") from None
+            raise MovieMemError(f"{path}: line {lineno} is not JSON; the file was edited or is damaged") from None
+        check_record(rec, f"{path}: line {lineno}")
         pos = nl + 1
         good_end = pos
         if rec.get("key") in seen:

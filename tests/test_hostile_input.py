@@ -333,3 +333,31 @@ def test_a_member_over_the_size_bound_is_refused_before_it_is_read(tmp_path: Pat
     monkeypatch.setattr(bundle_mod, "MAX_MEMBER_BYTES", 1000)
     with pytest.raises(MovieMemError, match="is too large"):
         Library(tmp_path / "lib").import_bundle(good)
+
+
+def test_an_edited_results_line_fails_in_one_line(tmp_path: Path, cli) -> None:
+    from moviemem.eval.runner import RESULTS, read_results
+
+    srt = tmp_path / "a.srt"
+    srt.write_text(SRT)
+    assert cli("ingest", "--text", str(srt), "--film-id", "a").code == 0
+    bench = tmp_path / "b.jsonl"
+    bench.write_text(json.dumps(_item()) + "\n" + json.dumps(_item(id="q2")) + "\n")
+    run = tmp_path / "run"
+    assert cli("bench", str(bench), "--policies", "closed-book", "--backbones", "scripted:A", "--out", str(run)).code == 0
+    good = (run / RESULTS).read_text().splitlines()
+    assert len(read_results(run)) == 2
+    for field, value, why in [("correct", "yes", "line 2: correct: input should be a valid boolean"),
+                              ("wall_s", float("nan"), "line 2: wall_s: input should be a finite number"),
+                              ("status", "done", "line 2: status: input should be 'answered', 'invalid' or 'transient'")]:
+        rec = json.loads(good[1])
+        rec[field] = value
+        (run / RESULTS).write_text(good[0] + "\n" + json.dumps(rec) + "\n")
+        res = cli("report", str(run), library=False)
+        assert res.code == 2 and len(res.err.strip().splitlines()) == 1, res.err
+        assert why in res.err and "the file was edited or is damaged" in res.err
+    rec = json.loads(good[1])
+    rec["usage"]["input_tokens"] = -5
+    (run / RESULTS).write_text(good[0] + "\n" + json.dumps(rec) + "\n")
+    with pytest.raises(MovieMemError, match="line 2: usage.input_tokens: input should be greater than or equal to 0"):
+        read_results(run)
