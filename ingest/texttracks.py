@@ -20,6 +20,10 @@ from ..errors import MovieMemError
 from ..timefmt import check_time
 
 FORMATS = ("srt", "vtt", "movie101", "json")
+# sizes bounded where a track enters: a feature film's subtitles are ~100 KB and a cue a few lines;
+# an audio-description paragraph runs to a few hundred words
+MAX_TRACK_BYTES = 32 * 2**20
+MAX_CUE_CHARS = 10_000
 _TAG = re.compile(r"\[([^\[\]]{1,60})\]")
 _M101 = re.compile(r"^\s*(\d+):(\d{1,2}):(\d{1,2}(?:\.\d+)?)\s*\|\s*(\d+):(\d{1,2}):(\d{1,2}(?:\.\d+)?)\s*\|(.*)$")
 _TIMING = re.compile(r"-->")
@@ -48,6 +52,10 @@ class TextTrack:
 def _read_text(path: Path, encoding: str | None) -> str:
     if not path.is_file():
         raise MovieMemError(f"cannot read {path}: no such file")
+    size = path.stat().st_size
+    if size > MAX_TRACK_BYTES:
+        raise MovieMemError(f"cannot read {path}: {size / 2**20:.0f} MiB is more than any text track of a film "
+                            f"(at most {MAX_TRACK_BYTES // 2**20} MiB)")
     data = path.read_bytes()
     if not data.strip():
         raise MovieMemError(f"cannot read {path}: the file is empty")
@@ -236,6 +244,9 @@ def _load_track(path: Path, fmt: str | None, encoding: str | None) -> TextTrack:
     for c in cues:
         check_time(c.start, f"{path}: cue at {where} {c.line}: start")
         check_time(c.end, f"{path}: cue at {where} {c.line}: end")
+        if len(c.text) > MAX_CUE_CHARS:
+            raise MovieMemError(f"{path}: cue at {where} {c.line} holds {len(c.text):,} characters; a cue holds at most "
+                                f"{MAX_CUE_CHARS:,} (is this a text track?)")
     if any(b.start < a.start for a, b in zip(cues, cues[1:])):
         warnings.append(f"{path}: cues were out of order and have been sorted by start time")
         cues.sort(key=lambda c: (c.start, c.end))

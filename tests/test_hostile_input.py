@@ -33,6 +33,19 @@ def test_movie101_cue_far_past_any_film_names_its_line(tmp_path: Path) -> None:
         Library(tmp_path / "lib").ingest_text(narr, as_="captions")
 
 
+
+def test_text_tracks_are_bounded_in_size(tmp_path: Path, monkeypatch) -> None:
+    import moviemem.ingest.texttracks as tt
+
+    long = tmp_path / "long.srt"
+    long.write_text(SRT + "\n2\n00:00:08,000 --> 00:00:09,000\n" + "word " * 2_500 + "\n")
+    with pytest.raises(MovieMemError, match=r"long.srt: cue at line 6 holds 12,499 characters; a cue holds at most 10,000"):
+        Library(tmp_path / "lib").ingest_text(long)
+    monkeypatch.setattr(tt, "MAX_TRACK_BYTES", 100)  # a 32 MiB file here would only slow the suite
+    with pytest.raises(MovieMemError, match=r"cannot read .*long.srt: 0 MiB is more than any text track"):
+        tt.load_track(long)
+    assert not (tmp_path / "lib" / "films").exists() or not any((tmp_path / "lib" / "films").iterdir())
+
 @pytest.mark.parametrize("duration", ["nan", "inf", "1e9", "-1", "0"])
 def test_duration_option_is_refused_in_one_line(tmp_path: Path, cli, duration: str) -> None:
     srt = tmp_path / "a.srt"
