@@ -44,6 +44,9 @@ def _ordered(span: tuple[float, float]) -> tuple[float, float]:
     return span
 
 
+MAX_TEXT_CHARS = 10_000  # a question, option, claim or reference; longer is no benchmark item (and floods a prompt)
+MAX_FILE_BYTES = 256 * 2**20  # a benchmark file; the largest public releases are a few MB
+Text = Annotated[str, Field(min_length=1, max_length=MAX_TEXT_CHARS)]
 FilmTime = Annotated[float, AfterValidator(_film_time)]  # every time an item gives passes check_time, once, here
 Span = Annotated[tuple[FilmTime, FilmTime], AfterValidator(_ordered)]
 
@@ -75,8 +78,8 @@ class MCQ(Item):
     """CHNB-style multiple choice: `answer` is the letter of the right option."""
 
     format: ClassVar[str] = "mcq"
-    question: str = Field(min_length=1)
-    options: list[str]
+    question: Text
+    options: list[Annotated[str, Field(max_length=MAX_TEXT_CHARS)]]
     answer: str
     category: str | None = None
     evidence: list[Span] = Field(default_factory=list)
@@ -105,8 +108,8 @@ class ClaimPair(Item):
     """MF²: a true claim and a minimally different false one, judged one at a time."""
 
     format: ClassVar[str] = "claims"
-    true_claim: str = Field(min_length=1)
-    false_claim: str = Field(min_length=1)
+    true_claim: Text
+    false_claim: Text
     category: str | None = None
     evidence: list[Span] = Field(default_factory=list)
 
@@ -141,7 +144,7 @@ class Localization(Item):
     """Where an event happens: the gold scene span [start, end] (seconds); `scene` its index."""
 
     format: ClassVar[str] = "localization"
-    event: str = Field(min_length=1)
+    event: Text
     start: FilmTime
     end: FilmTime
     scene: int | None = None
@@ -158,8 +161,8 @@ class OpenQuestion(Item):
     """MovieCORE-style open question with a reference answer (judged)."""
 
     format: ClassVar[str] = "open"
-    question: str = Field(min_length=1)
-    reference: str = Field(min_length=1)
+    question: Text
+    reference: Text
     category: str | None = None
 
 
@@ -169,7 +172,7 @@ class Narration(Item):
     format: ClassVar[str] = "narration"
     start: FilmTime
     end: FilmTime
-    reference: str = Field(min_length=1)
+    reference: Text
     characters: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")
@@ -373,6 +376,9 @@ def load_benchmark(path: str | Path, fmt: str | None = None, library: Any = None
     path = Path(path)
     if not path.exists():
         raise MovieMemError(f"{path} does not exist")
+    if path.is_file() and path.stat().st_size > MAX_FILE_BYTES:
+        raise MovieMemError(f"{path}: {path.stat().st_size / 2**20:.0f} MiB is more than a benchmark file holds "
+                            f"(at most {MAX_FILE_BYTES // 2**20} MiB)")
     if fmt is None:
         if path.suffix == ".csv":
             fmt = "mf2"

@@ -187,6 +187,22 @@ def test_gold_evidence_spans_are_checked_like_every_other_time(tmp_path: Path, c
 
     assert load_benchmark(bench).items[0].evidence == [(1.0, 2.0), (3.0, 3.0)]
 
+
+def test_benchmark_texts_and_files_are_bounded(tmp_path: Path, monkeypatch) -> None:
+    import moviemem.eval.formats as fm
+
+    bench = tmp_path / "b.jsonl"
+    bench.write_text(json.dumps(_item(question="Why? " * 2_001)) + "\n")
+    with pytest.raises(MovieMemError, match=r"b.jsonl:1: question: String should have at most 10000 characters"):
+        fm.load_benchmark(bench)
+    bench.write_text(json.dumps(_item(options=["Hildy", "W" * 10_001])) + "\n")
+    with pytest.raises(MovieMemError, match=r"b.jsonl:1: options.1: String should have at most 10000 characters"):
+        fm.load_benchmark(bench)
+    bench.write_text(json.dumps(_item()) + "\n")
+    monkeypatch.setattr(fm, "MAX_FILE_BYTES", 10)
+    with pytest.raises(MovieMemError, match=r"b.jsonl: 0 MiB is more than a benchmark file holds"):
+        fm.load_benchmark(bench)
+
 # --- item 7: synth says its minimum and leaves nothing behind when refused ------------------------
 
 def test_synth_help_states_the_range_and_a_refusal_leaves_no_folder(tmp_path: Path, cli) -> None:
