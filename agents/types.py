@@ -15,6 +15,7 @@ from ..retrievers.base import Evidence
 
 Kind = Literal["mcq", "claim", "open"]
 LETTERS = "ABCDEFGHIJ"
+MAX_TEXT_CHARS = 10_000  # a question or an option: longer is no question about a film, and floods the prompt
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,9 @@ class Question:
     def __post_init__(self) -> None:
         if not self.text or not self.text.strip():
             raise MovieMemError("the question is empty")
+        long = [len(t) for t in (self.text, *self.options) if len(t) > MAX_TEXT_CHARS]
+        if long:
+            raise MovieMemError(f"a question or option of {long[0]:,} characters; at most {MAX_TEXT_CHARS:,}")
         if self.kind not in ("mcq", "claim", "open"):
             raise MovieMemError(f"unknown question kind {self.kind!r}; use mcq, claim or open")
         if self.kind == "mcq" and not 2 <= len(self.options) <= len(LETTERS):

@@ -18,6 +18,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from ..agents.types import MAX_TEXT_CHARS  # a question, option, claim or reference
 from ..errors import MovieMemError
 from ..files import atomic_write_text
 from ..memory.schema import check_film_id
@@ -44,7 +45,6 @@ def _ordered(span: tuple[float, float]) -> tuple[float, float]:
     return span
 
 
-MAX_TEXT_CHARS = 10_000  # a question, option, claim or reference; longer is no benchmark item (and floods a prompt)
 MAX_FILE_BYTES = 256 * 2**20  # a benchmark file; the largest public releases are a few MB
 Text = Annotated[str, Field(min_length=1, max_length=MAX_TEXT_CHARS)]
 FilmTime = Annotated[float, AfterValidator(_film_time)]  # every time an item gives passes check_time, once, here

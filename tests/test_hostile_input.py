@@ -198,6 +198,10 @@ def test_benchmark_texts_and_files_are_bounded(tmp_path: Path, monkeypatch) -> N
     bench.write_text(json.dumps(_item(options=["Hildy", "W" * 10_001])) + "\n")
     with pytest.raises(MovieMemError, match=r"b.jsonl:1: options.1: String should have at most 10000 characters"):
         fm.load_benchmark(bench)
+    from moviemem.agents.types import Question
+
+    with pytest.raises(MovieMemError, match="a question or option of 10,001 characters; at most 10,000"):
+        Question.make("Who?", ["Hildy", "W" * 10_001])  # the Python API and the CLI's ask meet the same bound
     bench.write_text(json.dumps(_item()) + "\n")
     monkeypatch.setattr(fm, "MAX_FILE_BYTES", 10)
     with pytest.raises(MovieMemError, match=r"b.jsonl: 0 MiB is more than a benchmark file holds"):
