@@ -29,6 +29,7 @@ EXCHANGES = 8  # exchanges shown per voice
 AROUND = 2  # lines shown before and after the voice's line in an exchange ...
 EXCHANGE_S = 10.0  # ... when they are said within this many seconds of it
 UNKNOWN = "unknown"
+QUOTE_CHARS = 120  # a quote this long (or half its line) is enough to find the line it comes from
 
 NAME = Prompt(
     "characters.name", 1,
@@ -46,7 +47,7 @@ NAME = Prompt(
 def name_schema(candidates: Sequence[str]) -> dict[str, Any]:
     """Keys in the order the model should write them (llama.cpp's grammar sorts them): the line first."""
     return {"type": "object", "additionalProperties": False, "required": ["line", "name"],
-            "properties": {"line": {"type": "string", "maxLength": 300},
+            "properties": {"line": {"type": "string", "maxLength": 2 * QUOTE_CHARS + 60},
                            "name": {"type": "string", "enum": [*candidates, UNKNOWN]}}}
 
 
@@ -77,9 +78,10 @@ def _norm(text: str) -> str:
 
 
 def _quoted(quote: str, line: str) -> bool:
-    """Whether a quote is the line, or most of it (a model may drop a clause), or holds it."""
+    """Whether a quote is the line, or holds it, or is a good part of it (a model may drop a clause;
+    a long merged cue cannot be quoted whole in the reply's 300 characters)."""
     q, ln = _norm(quote), _norm(line)
-    return bool(q) and ((q in ln and len(q) >= len(ln) / 2) or ln in q)
+    return bool(q) and ((q in ln and len(q) >= min(len(ln) / 2, QUOTE_CHARS)) or ln in q)
 
 
 @dataclass(frozen=True)

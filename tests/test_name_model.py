@@ -82,3 +82,11 @@ def test_the_characters_stage_asks_a_model_only_when_one_is_chosen(tmp_path) -> 
     assert chosen["names_backbone"] == "openai-compatible:http://***@127.0.0.1:9/v1#m"  # no credential is stored
     assert chosen["prompts"] == [NAME.ref]
     assert {k: v for k, v in chosen.items() if k not in ("names_backbone", "prompts")} == plain
+
+
+def test_a_long_line_is_found_from_a_good_part_of_it() -> None:
+    from moviemem.ingest.name_model import _quoted
+
+    line = "Well, Sara, " + "we waited and waited for the bus all morning in the rain, " * 8 + "and then it came."
+    assert _quoted(line[:150], line) and _quoted(line, line) and _quoted(f'"{line}."', line)
+    assert not _quoted("Well, Sara,", line) and not _quoted("", line)  # too short a part to tell the line by
