@@ -1,7 +1,8 @@
-"""The one way moviemem checks a film time where it enters and writes it out. Timestamps are floored, as a player's timeline shows
-them: a line at 12.7 s is in second 12. The short form names the bounds of a stretch of film in
-prompt wording (caption windows, narration ranges) and rounds them to the nearest second, as those
-prompts always have, so their text (and the replay cache's keys) did not change."""
+"""The one way moviemem checks a film time where it enters and writes it out. Timestamps are
+floored, as a player's timeline shows them: a line at 12.7 s is in second 12. The short form names
+the bounds of a stretch of film in prompt wording (caption windows, narration ranges) and rounds
+them to the nearest second, as those prompts always have, so their text (and the replay cache's
+keys) did not change."""
 
 from __future__ import annotations
 

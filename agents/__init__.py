@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from ..backbones import Backbone
@@ -27,9 +26,9 @@ def ask(film: FilmMemory, question: str | Question, options: list[str] | None = 
     Backbone). `until` hides everything shown after that time; `settings` override the policy's."""
     q = question if isinstance(question, Question) else Question.make(question, options, kind)
     if until is not None:
-        if not isinstance(until, (int, float)) or not math.isfinite(until) or until <= 0:
+        if not isinstance(until, (int, float)) or until <= 0:
             raise MovieMemError(f"until must be a positive number of seconds, not {until!r}")
-        check_time(float(until), "until")
+        check_time(float(until), "until")  # finite and at most 48 h (NaN, which compares as not <= 0, too)
         film = film.until(float(until))
     pol = get_policy(policy, **settings)
     if isinstance(backbone, str):

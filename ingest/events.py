@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from ..backbones import Backbone, system, user
+from ..backbones import system, user
 from ..backbones.structured import Answer, Ask, ask_json
 from ..errors import MovieMemError
 from ..memory.schema import EventRow, RelationRow, Row, SegmentRow
@@ -137,12 +137,9 @@ class EventsStage(Stage):
     request_timeout_s = 900.0
     pairs = PairParams()
 
-    def backbone_spec(self, ctx: Ctx) -> str | None:
-        return chosen_backbone(ctx)
-
     def mode(self, ctx: Ctx) -> str:
         """rules (no backbone chosen), refine (a backbone checks the rule graph's links) or extract."""
-        return "rules" if self.backbone_spec(ctx) is None else ctx.settings.events_mode
+        return "rules" if chosen_backbone(ctx) is None else ctx.settings.events_mode
 
     def params(self, ctx: Ctx) -> dict[str, Any]:
         mode = self.mode(ctx)
@@ -164,7 +161,7 @@ class EventsStage(Stage):
     def skip_reason(self, ctx: Ctx) -> str | None:
         if not any(ctx.has_rows(t) for t in ("captions", "utterances", "onscreen")):
             return "no captions, utterances or on-screen text to extract events from"
-        if self.backbone_spec(ctx) is None and self.model_graph_kept(ctx):
+        if chosen_backbone(ctx) is None and self.model_graph_kept(ctx):
             return ("no text backbone chosen, and the film's graph was built by a model: pass --backbone SPEC to "
                     "rebuild it with a model, or --replace to drop it (the next ingest then builds the rule graph)")
         return None
@@ -176,9 +173,6 @@ class EventsStage(Stage):
             return False
         return bool(json.loads(run.params or "{}").get("mode") != "rules")
 
-    def load_backbone(self, ctx: Ctx) -> Backbone:
-        return load_chosen_backbone(ctx)
-
     def run(self, ctx: Ctx) -> Outcome:
         mode = self.mode(ctx)
         if mode == "rules":
@@ -187,7 +181,7 @@ class EventsStage(Stage):
             return Outcome(model="rules", note=write_rule_graph(ctx, rule_graph_of(ctx)) + "; no model")
         if mode == "refine":
             return self._refine(ctx)
-        backbone = self.load_backbone(ctx)
+        backbone = load_chosen_backbone(ctx)
         title = ctx.inputs.film.title
         failures: list[dict[str, Any]] = []
         segments = sorted(ctx.rows("segments"), key=lambda s: s.seg_idx)
@@ -260,7 +254,7 @@ class EventsStage(Stage):
         from .refine import refine
         from .scene_stage import rule_graph_of, write_rule_graph
 
-        backbone = self.load_backbone(ctx)
+        backbone = load_chosen_backbone(ctx)
         max_pairs = ctx.settings.refine_max_pairs
         graph, tally = refine(backbone, rule_graph_of(ctx), title=ctx.inputs.film.title, max_pairs=max_pairs,
                               attempts=self.attempts, timeout=self.request_timeout_s, progress=ctx.progress)

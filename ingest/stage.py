@@ -15,11 +15,11 @@ from ..errors import MovieMemError
 from ..memory.schema import TABLE_OWNER, FilmRow, Row, StageRow, owned_tables
 from ..memory.store import MemoryStore, sql_str
 from ..progress import Reporter
+from .probe import Probe
+from .texttracks import TextTrack
 
 if TYPE_CHECKING:
     from ..backbones import Backbone
-from .probe import Probe
-from .texttracks import TextTrack
 
 
 @dataclass

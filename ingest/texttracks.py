@@ -28,6 +28,7 @@ _TAG = re.compile(r"\[([^\[\]]{1,60})\]")
 _M101 = re.compile(r"^\s*(\d+):(\d{1,2}):(\d{1,2}(?:\.\d+)?)\s*\|\s*(\d+):(\d{1,2}):(\d{1,2}(?:\.\d+)?)\s*\|(.*)$")
 _TIMING = re.compile(r"-->")
 
+
 @dataclass
 class Cue:
     start: float

@@ -187,7 +187,6 @@ class TextRetriever(Retriever):
         return out
 
 
-
 def row_evidence(src: Source, r: dict[str, Any], score: float = 0.0) -> Evidence:
     """One table row as Evidence; the id (`kind:row`) is stable within the film. A passage
     names the rows it groups (`source`, `rows`), so hits can be merged and cited by line."""
