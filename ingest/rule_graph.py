@@ -1,8 +1,12 @@
 """A first narrative graph without a model: events and their relations from general English and
 film grammar, cheap enough to build on every ingest.
 
-Events. Every caption sentence describes something that happens on screen, so it is an event
-(consecutive captions saying the same thing merge into one). A dialogue line is an event when it
+Events. A shot in which someone acts is an event (its caption, all its sentences, with the dialogue
+said over it); the shots that only go on with it join it, as film grammar cuts them: an insert
+(a close view of a thing the event shows or speaks of, written text), a close-up of someone in it
+speaking or listening, the same action shown again. A shot showing no one and nothing happening
+that belongs to no event (a sign, a building: an establishing shot) and title or end cards are no
+events; cards marking story time are cues (flashbacks.py). A dialogue line is an event when it
 reports or announces an action: a discourse marker (because, so, if, then...), a past tense or a
 stated intention ("going to", "will"). Each scene has at least one event: where no line
 qualifies, the scene's most central line stands for it.
@@ -30,9 +34,9 @@ import re
 from dataclasses import dataclass, field
 
 from .flashbacks import MARK, Span, TimedEvent, story_time
-from .scenes import STOP, Scene, TextLine, content_words, known_names, line_names
+from .scenes import STOP, Scene, TextLine, content_words, known_names, line_names, names_in
 
-RULES_VERSION = 9  # bump when a rule changes: the events stage's params hash then changes and it reruns
+RULES_VERSION = 10  # bump when a rule changes: the events stage's params hash then changes and it reruns
 EVENTS_PER_MINUTE = 8.0  # at most, per scene (at least 3 a scene)
 REPEAT_S = 15.0  # a line repeated within this many seconds is the same event
 NEAR_S = 120.0  # how far apart two events sharing participants may be to be linked as cause and effect
@@ -175,11 +179,49 @@ def eventful(line: TextLine) -> bool:
     return bool(marked or n >= 3 and ACTION.search(t))  # a bare action needs some content to be worth an event
 
 
-def _sentences(line: TextLine) -> list[TextLine]:
-    parts = [p.strip() for p in SENTENCE.split(line.text) if p.strip()]
-    if len(parts) <= 1:
-        return [line]
-    return [TextLine(line.start, line.end, line.kind, p, line.ref, line.speaker, line.characters) for p in parts]
+# a title or end card, or credits: the film's own text, never a story event
+CARD = re.compile(r"\b(?:title|end|opening|closing|inter-?title)\s+card\b|\bintertitle\b|\b(?:opening|end|closing)"
+                  r" credits\b|^\W*(?:title|credits)\b", re.I)
+QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"|‘[^’]*’|“[^”]*”")
+# who may be on screen in a caption: people named by a noun or pronoun (a captioner writes "a man in a hat")
+PERSON = frozenset("""man men woman women boy boys girl girls child children kid kids baby people person crowd couple
+family someone somebody he she they him her them his their guy lady gentleman figure soldier soldiers officer
+policeman police guard guards nurse doctor driver waiter stranger priest king queen crew""".split())
+CLOSE_VIEW = re.compile(r"\b(?:close[- ]?ups?|closeup|close view|detail|insert|extreme close)\b", re.I)
+# a verb in the simple present, past or progressive after a noun ("the guard finds", "a dog sleeps", "rain
+# falling"): something happens; a caption with none ("The dark outside of the lighthouse.") shows a place
+DOING = re.compile(r"(?<!\bthe )(?<!\ba )(?<!\ban )(?<!\bof )(?<!\bhis )(?<!\bher )(?<!\btheir )(?<!\bits )"
+                   r"\b(?!(?:is|was|has|does|this|its|his|hers|us|always|perhaps)\b)[a-z]{2,}(?:s|ed|ing)\b")
+# what a close-up of someone in a conversation shows, besides the film's words: the talk goes on
+COVERAGE = frozenset(stem(w) for w in """speak speaks speaking talk talks talking listen listens listening look looks
+looking watch watches watching nod nods nodding smile smiles smiling reply replies replying answer answers answering
+reacts reacting react""".split())
+
+
+def _shown(line: TextLine) -> TextLine | None:
+    """What a caption shows, without the sentences that only mark story time or name the film's own
+    parts ("Flashback in sepia.", "Close-up."); None for a card, or a caption that says too little."""
+    if CARD.search(line.text):
+        return None
+    kept = [p.strip() for p in SENTENCE.split(line.text) if p.strip() and not is_card(p)
+            and content_words(p) - FILM_WORDS]
+    text = " ".join(kept)
+    if len(content_words(text) - FILM_WORDS) < 2:
+        return None
+    return TextLine(line.start, line.end, line.kind, text, line.ref, line.speaker, line.characters)
+
+
+def shot_kind(text: str, known: frozenset[str] = frozenset()) -> str:
+    """Film grammar for a caption: "insert" when it shows no one and nothing happening (a close view
+    of a thing, written text, a place: a detail of the event around it), "coverage" when it shows
+    someone only speaking, listening or looking (a close-up inside a conversation), else "action"."""
+    plain = QUOTED.sub(" ", text)
+    names = {n.lower() for n in names_in(plain, known)}
+    said = {w.lower() for w in re.findall(r"[A-Za-z]+", plain)}
+    if not names and not said & PERSON and (CLOSE_VIEW.search(plain) or plain != text or not DOING.search(plain)):
+        return "insert"
+    rest = {stem(w) for w in content_words(plain) - FILM_WORDS - names} - COVERAGE - {"each", "other"}
+    return "action" if rest else "coverage"
 
 
 DESCRIPTION_CHARS = 220  # an event's description: a caption and a few lines, short enough to list many
@@ -222,22 +264,38 @@ def _jaccard(a: set[str], b: set[str]) -> float:
     return len(a & b) / len(a | b) if a and b else 0.0
 
 
-def scene_events(scene: Scene, per_minute: float = EVENTS_PER_MINUTE) -> list[tuple[list[TextLine], str]]:
-    """The scene's events as (lines, rule): caption sentences (similar neighbours merged) with the
-    dialogue said while they are on screen (what is shown and what is said there are one event),
-    and eventful dialogue said elsewhere; the most central line when nothing qualifies."""
+def _goes_on(event: list[TextLine], shot: TextLine, kind: str, said: list[TextLine], known: frozenset[str]) -> bool:
+    """Does this shot continue the event before it? The same action shown again does; an insert does
+    when it shows a thing the event shows or speaks of (the letter just handed over); a close-up of
+    someone speaking does when that someone is in the event."""
+    if _jaccard(stems(event[-1].text), stems(shot.text)) >= 0.5:
+        return True
+    if kind == "insert":
+        start = min(x.start for x in event)
+        talk = " ".join(x.text for x in said if x.end > start and x.start < shot.end)
+        return bool((stems(QUOTED.sub(" ", shot.text)) & stems(" ".join(x.text for x in event) + " " + talk)) - FILM_STEMS)
+    if kind == "coverage":
+        return bool(set(names_in(shot.text, known)) & {n for x in event for n in names_in(x.text, known)})
+    return False
+
+
+def scene_events(scene: Scene, per_minute: float = EVENTS_PER_MINUTE,
+                 known: frozenset[str] = frozenset()) -> list[tuple[list[TextLine], str]]:
+    """The scene's events as (lines, rule): shots in which someone acts (with the inserts, close-ups
+    of a speaker and repeats that follow them) with the dialogue said while they are on screen
+    (what is shown and what is said there are one event), and eventful dialogue said elsewhere; the
+    most central line when nothing qualifies. `known`: the film's names (known_names)."""
     units: list[tuple[list[TextLine], str]] = []
+    said = [ln for ln in scene.lines if ln.kind == "dialogue"]
     for ln in scene.lines:
-        if ln.kind != "caption":
+        if ln.kind != "caption" or (shot := _shown(ln)) is None:
             continue
-        for s in _sentences(ln):
-            if len(content_words(s.text) - FILM_WORDS) < 2 or is_card(s.text):
-                continue
-            prev = units[-1] if units else None
-            if prev and _jaccard(stems(prev[0][-1].text), stems(s.text)) >= 0.5:
-                prev[0].append(s)
-            else:
-                units.append(([s], "caption"))
+        prev = units[-1][0] if units else []
+        kind = shot_kind(shot.text, known)
+        if prev and _goes_on(prev, shot, kind, said, known):
+            prev.append(shot)
+        elif kind != "insert":  # an insert that belongs to no event (a sign, a building) sets a place: no event
+            units.append(([shot], "caption"))
     spans = [(min(x.start for x in u[0]), max(x.end for x in u[0])) for u in units]
     for ln in scene.lines:
         if ln.kind != "dialogue":
@@ -267,7 +325,7 @@ def extract_events(scenes: list[Scene]) -> list[RuleEvent]:
     found: list[RuleEvent] = []
     known = known_names([ln for sc in scenes for ln in sc.lines])
     for sc in scenes:
-        for lines, rule in scene_events(sc):
+        for lines, rule in scene_events(sc, known=known):
             names = list(dict.fromkeys(n for ln in lines for n in line_names(ln, known)))
             text = " ".join(ln.text for ln in lines)
             shown = " ".join(ln.text for ln in lines if ln.kind != "dialogue") or text

@@ -342,3 +342,33 @@ def test_an_event_quotes_every_line_of_its_shot_that_fits_in_screen_order() -> N
     chatter = [say(7 + i, f"Line {i} where we talked about the lighthouse stairs and the ring.", "", 2 + i) for i in range(6)]
     long = _describe([shot[0], say(6, "I took the gold ring from the lighthouse last night.", "Tom", 9), *chatter])
     assert len(long) <= DESCRIPTION_CHARS and '"I took the gold ring from the lighthouse last night."' in long
+
+
+def test_film_grammar_tells_inserts_and_close_ups_of_speakers_from_actions() -> None:
+    from moviemem.ingest.rule_graph import shot_kind
+
+    known = frozenset({"Elizabeth", "Tom"})
+    for text in ("Close-up of the ring in the palm of a hand.", "Day. A street sign reads 'MARKET SQUARE'.",
+                 "Night. The dark outside of the lighthouse under the moon."):
+        assert shot_kind(text, known) == "insert", text
+    assert shot_kind("Close-up of Elizabeth speaking.", known) == "coverage"
+    assert shot_kind("A woman listening, then nodding.", known) == "coverage"
+    for text in ("Close-up of Tom looking down, remembering.", "The guard finds the money in the bag.",
+                 "A dog sleeps in the sun.", "a man sitting at a table"):
+        assert shot_kind(text, known) == "action", text
+
+
+def test_shots_that_go_on_with_an_event_join_it_and_signs_and_cards_are_no_events() -> None:
+    lines = [see(0, "Title card: the words 'THE RING' on cream paper.", 0, dur=3),
+             see(3, "Morning. The front of the bakery, with a sign that reads 'ROSE BAKERY'.", 1, dur=3),
+             see(6, "Inside, Peter stands at the counter. Anna holds out a white envelope.", 2, dur=8),
+             say(8, "A letter came for you today, Peter.", "Anna", 0),
+             see(14, "Close-up of a handwritten letter on cream paper.", 3, dur=6),
+             see(20, "Close-up of Anna speaking.", 4, dur=4),
+             see(24, "Peter runs out of the bakery into the rain.", 5, dur=6),
+             see(30, "Evening. A small sign on the door reads 'CLOSED'.", 6, dur=3)]
+    g = build_graph(build_scenes(lines, [(0, 40)]), lines)
+    # the card and the bakery's front are no events; the letter and Anna's close-up go on with the
+    # envelope handed over (both sentences of that shot are one event); the closed sign shares nothing
+    assert [e.refs for e in g.events] == [["captions:2", "captions:3", "captions:4", "utterances:0"], ["captions:5"]]
+    assert g.events[0].description.startswith("Inside, Peter stands at the counter. Anna holds out a white envelope.")
