@@ -21,7 +21,8 @@ Relations, each with its confidence, the rule that proposed it and the rows it w
   "it's because ..." opening a line makes it the cause of the event just before;
 - precondition: "in order to / so that Y" makes this event a precondition of the later event
   matching Y; "if X, (then) Y" links the events matching X and Y;
-- coreference: events in different scenes sharing participants and their action or most words;
+- coreference: events in different scenes sharing participants and their action or most words,
+  one of them told in dialogue or recalled in a flashback (two alike shots are an action done twice);
 - flashback: the cue logic of flashbacks.py (marked stretches tied to the event recalling them).
 Marker rules only ever link events whose text overlaps (shared names or content words), so a
 marker alone never invents a link to an unrelated event. Pure functions over TextLine/Scene.
@@ -36,7 +37,7 @@ from dataclasses import dataclass, field
 from .flashbacks import MARK, Span, TimedEvent, story_time
 from .scenes import STOP, Scene, TextLine, content_words, known_names, line_names, names_in
 
-RULES_VERSION = 10  # bump when a rule changes: the events stage's params hash then changes and it reruns
+RULES_VERSION = 11  # bump when a rule changes: the events stage's params hash then changes and it reruns
 EVENTS_PER_MINUTE = 8.0  # at most, per scene (at least 3 a scene)
 REPEAT_S = 15.0  # a line repeated within this many seconds is the same event
 NEAR_S = 120.0  # how far apart two events sharing participants may be to be linked as cause and effect
@@ -454,8 +455,9 @@ def participant_relations(events: list[RuleEvent], flashback_ids: set[str]) -> l
             if people and things:
                 j = _jaccard(a.words - FILM_STEMS, b.words - FILM_STEMS)
                 if j >= REPEAT_JACCARD and len(things) >= 2:  # one event said twice ("They'll check..." / "they'll check..."), not a chain
-                    out.append(_rel(a, b, "coreference", _coref_confidence(j), "repeated",
-                                    f"the same people and words again (overlap {j:.2f})"))
+                    if told(a) or told(b):  # two shots alike in two scenes are the action done again
+                        out.append(_rel(a, b, "coreference", _coref_confidence(j), "repeated",
+                                        f"the same people and words again (overlap {j:.2f})"))
                 else:
                     out.append(_rel(a, b, "causal", 0.3, "shared-participants",
                                     f"both involve {', '.join(sorted(people))} and '{sorted(things)[0]}'"))
@@ -463,13 +465,22 @@ def participant_relations(events: list[RuleEvent], flashback_ids: set[str]) -> l
     return out
 
 
-def coreference_relations(events: list[RuleEvent], min_jaccard: float = REPEAT_JACCARD) -> list[RuleRelation]:
-    """Events of different scenes that share their participants and action, or most of their words."""
+def told(e: RuleEvent) -> bool:
+    """Is the event (also) told in words? An event is shown once in the story's present; it is the
+    same event again only where it is recounted or shown again in a flashback."""
+    return any(ln.kind == "dialogue" for ln in e.lines)
+
+
+def coreference_relations(events: list[RuleEvent], flashback_ids: frozenset[str] = frozenset(),
+                          min_jaccard: float = REPEAT_JACCARD) -> list[RuleRelation]:
+    """Events of different scenes that share their participants and action, or most of their words,
+    where one of them is told or recalled: two shots alike in two present-time scenes show an action
+    done twice (a walk down the same street), not one event."""
     out = []
     for i, a in enumerate(events):
         best, best_j = None, 0.0
         for b in events[i + 1:]:
-            if b.scene_idx == a.scene_idx:
+            if b.scene_idx == a.scene_idx or not (told(a) or told(b) or {a.event_id, b.event_id} & flashback_ids):
                 continue
             j = _jaccard(a.words - FILM_STEMS, b.words - FILM_STEMS)
             shared = (a.words & b.words) - FILM_STEMS - {stem(n.lower()) for n in a.names + b.names}
@@ -494,7 +505,7 @@ def build_graph(scenes: list[Scene], spans: list[TextLine] | None = None) -> Rul
     for e in events:
         e.story_order = st.story_order[e.event_id]
     rels = (temporal_relations(events, flashback_ids) + causal_relations(events)
-            + participant_relations(events, flashback_ids) + coreference_relations(events))
+            + participant_relations(events, flashback_ids) + coreference_relations(events, frozenset(flashback_ids)))
     by_id = {e.event_id: e for e in events}
     cue_refs = {id(b): [m for m in b.marks] + ([b.cue] if b.cue else []) for b in st.blocks}
     for f in st.edges:

@@ -148,7 +148,8 @@ def test_time_words_screen_order_coreference_and_flashback(graph) -> None:
     assert before[(prev.event_id, crosses.event_id)].confidence > 0.8
     assert any(r.rule == "screen-order" for r in before.values())
     hide1, hide2 = _find(graph, "floor of her kitchen"), _find(graph, "kitchen floor again")
-    assert (hide1.event_id, hide2.event_id) in _edges(graph, "coreference")
+    # shown in two present-time scenes ("again"): the action done twice, not one event told twice
+    assert (hide1.event_id, hide2.event_id) not in _edges(graph, "coreference")
     river, remember = _find(graph, "As a girl"), _find(graph, "I remember the river")
     assert _edges(graph, "flashback") == {(river.event_id, remember.event_id)}
     fb = next(r for r in graph.relations if r.type == "flashback")
@@ -372,3 +373,14 @@ def test_shots_that_go_on_with_an_event_join_it_and_signs_and_cards_are_no_event
     # envelope handed over (both sentences of that shot are one event); the closed sign shares nothing
     assert [e.refs for e in g.events] == [["captions:2", "captions:3", "captions:4", "utterances:0"], ["captions:5"]]
     assert g.events[0].description.startswith("Inside, Peter stands at the counter. Anna holds out a white envelope.")
+
+
+def test_two_alike_shots_in_two_scenes_are_an_action_done_twice_not_one_event() -> None:
+    lines = [see(0, "Anna walks alone along the river path past the old mill.", 0, dur=6),
+             see(300, "Anna walks alone along the river path past the old mill.", 1, dur=6),
+             say(600, "Anna walked alone along the river path past the old mill.", "Tom", 0)]
+    g = build_graph(build_scenes(lines, [(0, 60), (290, 350), (590, 650)]), lines)
+    shown1, shown2, told = g.events
+    coref = {(r.src, r.dst) for r in g.relations if r.type == "coreference"}
+    assert (shown1.event_id, shown2.event_id) not in coref  # shown twice: done twice
+    assert (shown2.event_id, told.event_id) in coref  # told afterwards: the same event recounted
