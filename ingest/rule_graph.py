@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from .flashbacks import MARK, Span, TimedEvent, story_time
 from .scenes import STOP, Scene, TextLine, content_words, known_names, line_names, names_in
 
-RULES_VERSION = 11  # bump when a rule changes: the events stage's params hash then changes and it reruns
+RULES_VERSION = 12  # bump when a rule changes: the events stage's params hash then changes and it reruns
 EVENTS_PER_MINUTE = 8.0  # at most, per scene (at least 3 a scene)
 REPEAT_S = 15.0  # a line repeated within this many seconds is the same event
 NEAR_S = 120.0  # how far apart two events sharing participants may be to be linked as cause and effect
@@ -183,7 +183,8 @@ def eventful(line: TextLine) -> bool:
 # a title or end card, or credits: the film's own text, never a story event
 CARD = re.compile(r"\b(?:title|end|opening|closing|inter-?title)\s+card\b|\bintertitle\b|\b(?:opening|end|closing)"
                   r" credits\b|^\W*(?:title|credits)\b", re.I)
-QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"|‘[^’]*’|“[^”]*”")
+# quoted on-screen text ('CLOSED', "THE END"); an apostrophe inside a word (Anna's, DON'T) opens or closes no quote
+QUOTED = re.compile(r"(?<![A-Za-z])'(?:[^']|'(?=[A-Za-z]))*'(?![A-Za-z])|\"[^\"]*\"|‘[^’]*’|“[^”]*”")
 # who may be on screen in a caption: people named by a noun or pronoun (a captioner writes "a man in a hat")
 PERSON = frozenset("""man men woman women boy boys girl girls child children kid kids baby people person crowd couple
 family someone somebody he she they him her them his their guy lady gentleman figure soldier soldiers officer

@@ -354,6 +354,9 @@ def test_film_grammar_tells_inserts_and_close_ups_of_speakers_from_actions() -> 
         assert shot_kind(text, known) == "insert", text
     assert shot_kind("Close-up of Elizabeth speaking.", known) == "coverage"
     assert shot_kind("A woman listening, then nodding.", known) == "coverage"
+    # an apostrophe inside a word quotes nothing: the possessives here leave the verb in place
+    assert shot_kind("The dog's bowl lies next to the cat's toy.", known) == "action"
+    assert shot_kind("A sign on the door reads 'DON'T ENTER'.", known) == "insert"
     for text in ("Close-up of Tom looking down, remembering.", "The guard finds the money in the bag.",
                  "A dog sleeps in the sun.", "a man sitting at a table"):
         assert shot_kind(text, known) == "action", text
