@@ -472,7 +472,7 @@ def told(e: RuleEvent) -> bool:
     return any(ln.kind == "dialogue" for ln in e.lines)
 
 
-def coreference_relations(events: list[RuleEvent], flashback_ids: frozenset[str] = frozenset(),
+def coreference_relations(events: list[RuleEvent], flashback_ids: set[str],
                           min_jaccard: float = REPEAT_JACCARD) -> list[RuleRelation]:
     """Events of different scenes that share their participants and action, or most of their words,
     where one of them is told or recalled: two shots alike in two present-time scenes show an action
@@ -506,7 +506,7 @@ def build_graph(scenes: list[Scene], spans: list[TextLine] | None = None) -> Rul
     for e in events:
         e.story_order = st.story_order[e.event_id]
     rels = (temporal_relations(events, flashback_ids) + causal_relations(events)
-            + participant_relations(events, flashback_ids) + coreference_relations(events, frozenset(flashback_ids)))
+            + participant_relations(events, flashback_ids) + coreference_relations(events, flashback_ids))
     by_id = {e.event_id: e for e in events}
     cue_refs = {id(b): [m for m in b.marks] + ([b.cue] if b.cue else []) for b in st.blocks}
     for f in st.edges:
