@@ -20,7 +20,11 @@ turns the claim into a choice the evidence can settle:
   evidence shown, so the claim cannot steer the reading); the questions are answered from the
   evidence; the claim is TRUE when the answers agree. It needs a model that writes sensible
   questions: the 1.5B `local` model writes "Who?" / "What?" and then disagrees with true claims.
-Every statement is read in every position (options rotated), so the letter reader's position bias cancels.
+The letter reader favours some positions, so every choice is read in two orders, as given and
+reversed (`rotations=all`: every rotation). A version that changes one stretch of the claim (a name, a
+number, the cause) is shown as the words that fill that blank, not as a whole statement: five long
+sentences that differ in one word read alike to a 1.5B model (their letter probabilities within
+0.18-0.22), while short fillers are told apart as multiple-choice options are.
 """
 
 from __future__ import annotations
@@ -58,32 +62,51 @@ def lowercase_words(text: str) -> set[str]:
 
 
 def read_claim(run: Run, q: Question, context: str, how: str = "calibrated", common: AbstractSet[str] = frozenset(),
-               located: Callable[[], bool | None] | None = None) -> Parsed:
+               located: Callable[[], bool | None] | None = None, rotations: str = "two", form: str = "blanks") -> Parsed:
     """A claim's verdict from `context`, judged the way `how` names; `common`: words the film's own text
     writes in lower case, which are no names where a claim capitalises them ("Waiting at the inn, Tom ...");
     `located`: whether the claim's order of two events agrees with where the film shows them (foils asks
-    it only when the evidence's own lines do not place both events)."""
+    it only when the evidence's own lines do not place both events); `rotations`: the orders in which
+    foils and qa show the statements they choose between (`_orders`); `form`: whether foils shows its
+    versions as whole statements or, where a version changes one stretch of words, as the words that fill
+    that blank in the claim (`_groups`)."""
     if how == "calibrated":
         return done(run, calibrated(run, q, context))
     if how == "foils":
-        return done(run, _read_foils(run, q, context, common, located))
+        return done(run, _read_foils(run, q, context, common, located, rotations, form))
     if how == "qa":
-        return done(run, _read_qa(run, q, context))
+        return done(run, _read_qa(run, q, context, rotations))
     raise MovieMemError(f"unknown claim reader {how!r}; use one of {', '.join(CLAIM_READERS)}")
 
 
-def _choose(run: Run, question: str, statements: list[str], context: str) -> list[float] | str:
-    """Each statement's letter probability averaged over every rotation of the options."""
-    n = len(statements)
+ROTATIONS = ("all", "two")
+
+
+def _orders(n: int, rotations: str) -> list[list[int]]:
+    """The orders the options are shown in (order[pos]: the option shown at pos). `all`: every rotation,
+    so each option is read once in each position (n calls); `two`: as given and reversed, which swaps
+    first and last, the positions a small model favours most (2 calls). On the MF² dev claims with
+    `local`, two lost one pair of 60 to all at 30% fewer tokens; one order with the letters' prior
+    divided out (Zhao et al., 2021: a content-free question over content-free evidence) lost 12."""
+    if rotations == "all":
+        return [[(i + shift) % n for i in range(n)] for shift in range(n)]
+    if rotations == "two":
+        return [list(range(n))] + ([list(reversed(range(n)))] if n > 1 else [])
+    raise MovieMemError(f"unknown rotations {rotations!r}; use one of {', '.join(ROTATIONS)}")
+
+
+def _choose(run: Run, question: str, options: list[str], context: str, rotations: str = "two") -> list[float] | str:
+    """Each option's letter probability averaged over the orders `rotations` names."""
+    n = len(options)
+    orders = _orders(n, rotations)
     mean = [0.0] * n
-    for shift in range(n):
-        order = [(i + shift) % n for i in range(n)]  # order[pos]: the statement shown at pos
-        mcq = Question(question, tuple(statements[i] for i in order))
+    for order in orders:
+        mcq = Question(question, tuple(options[i] for i in order))
         probs = letter_probs(run, mcq, context)
         if isinstance(probs, str):
             return probs
         for pos, i in enumerate(order):
-            mean[i] += probs[mcq.letters[pos]] / n
+            mean[i] += probs[mcq.letters[pos]] / len(orders)
     return mean
 
 
@@ -126,7 +149,7 @@ def specifics(text: str, lowercase: set[str], openers: AbstractSet[str] = frozen
     plain = _TIME.sub(" ", text)
     found = list(_TOKEN.finditer(plain))
     words = [m.group() for m in found]
-    # a name's words are separated by spaces alone ("Paris, Marion" is two names), or follow a title ("Mr. Carney")
+    # a name's words are separated by spaces alone ("Rome, Rosa" is two names), or follow a title ("Mr. Pruitt")
     joined = [bool(re.fullmatch(r"[ \t]+", sep) or a.group() in _TITLES and re.fullmatch(r"\.[ \t]+", sep))
               for a, b in zip(found, found[1:]) for sep in [plain[a.end():b.start()]]] + [False]
     seen_lower = lowercase | {w for w in words if w.islower()}
@@ -151,8 +174,33 @@ def specifics(text: str, lowercase: set[str], openers: AbstractSet[str] = frozen
 
 
 def _name_words(name: str) -> set[str]:
-    """A name's words without titles or the possessive: 'Mr Carney's' -> {'Carney'}."""
+    """A name's words without titles or the possessive: 'Mr Pruitt's' -> {'Pruitt'}."""
     return {w.removesuffix("'s").removesuffix("'") for w in name.split() if w not in _TITLES}
+
+
+def _named(words: set[str], named: list[set[str]]) -> bool:
+    """Whether the evidence names a claim's name: by part of it ('Mr. Ledger' for 'Pop Ledger') or as
+    part of a longer name ('Hale' in 'Governor Hale', where the film writes 'governor' in lower case too)."""
+    return any(n <= words or words <= n for n in named)
+
+
+def _value(kind: str, w: str) -> object:
+    return (kind, _number(w) if kind == "number" else w)
+
+
+Specifics = list[tuple[str, str]]  # (kind, words): ("name", "Pop Ledger"), ("number", "31")
+
+
+def _details(claim: str, context: str, common: AbstractSet[str]) -> tuple[Specifics, Specifics, Specifics]:
+    """(the claim's names and numbers, the evidence's, the claim's that the evidence never mentions)."""
+    lowercase = lowercase_words(context)
+    mine = list(dict.fromkeys(specifics(claim, lowercase | set(common))))
+    found = specifics(context, lowercase, sentence_openers(context))  # what may be swapped in: names, not openers
+    mentioned = {_value(k, w) for k, w in found}
+    named = [words for k, w in found if k == "name" and (words := _name_words(w))]
+    missing = [(k, w) for k, w in mine
+               if _value(k, w) not in mentioned and not (k == "name" and _named(_name_words(w), named))]
+    return mine, found, missing
 
 
 def foils(claim: str, context: str, most: int = MAX_FOILS, common: AbstractSet[str] = frozenset()) -> list[str]:
@@ -160,26 +208,17 @@ def foils(claim: str, context: str, most: int = MAX_FOILS, common: AbstractSet[s
     swapped for one the evidence holds and the claim does not (most frequent first). Details the
     evidence mentions are not challenged: a true claim's details are usually in the evidence found
     for it, a changed detail often is not. A name counts as mentioned where the evidence names the
-    same one by part of it ('Pop Benson' as 'Mr. Benson', 'Helen's' as 'Helen'; 'East River' is no
-    part of 'Hudson River'), and a name made only of a claim's own name words is no substitute
-    ('Benson' for 'Pop Benson' says the same; 'Secret' from 'Secret Service' says nothing)."""
-    lowercase = lowercase_words(context)
-    mine = list(dict.fromkeys(specifics(claim, lowercase | set(common))))
-    found = specifics(context, lowercase, sentence_openers(context))  # what may be swapped in: names, not openers
-
-    def value(kind: str, w: str) -> object:
-        return (kind, _number(w) if kind == "number" else w)
-
-    mentioned = {value(k, w) for k, w in found}
-    named = [words for k, w in found if k == "name" and (words := _name_words(w))]
-    claimed = {value(k, w) for k, w in mine}
+    same one by part of it ('Pop Ledger' as 'Mr. Ledger', 'Greta's' as 'Greta'; 'Salt River' is no
+    part of 'Cedar River') or within a longer name, and a name made only of a claim's own name words is no substitute
+    ('Ledger' for 'Pop Ledger' says the same; 'Coast' from 'Coast Guard' says nothing)."""
+    mine, found, missing = _details(claim, context, common)
+    claimed = {_value(k, w) for k, w in mine}
     claim_names = set().union(*(_name_words(w) for k, w in mine if k == "name"))
     theirs: dict[str, Counter[str]] = {"name": Counter(), "number": Counter()}
     for kind, w in found:
-        if value(kind, w) not in claimed and not (kind == "name" and _name_words(w) <= claim_names):
+        if _value(kind, w) not in claimed and not (kind == "name" and _name_words(w) <= claim_names):
             theirs[kind][w] += 1
-    queues = [(w, [c for c, _ in theirs[kind].most_common(most)]) for kind, w in mine
-              if value(kind, w) not in mentioned and not (kind == "name" and any(n <= _name_words(w) for n in named))]
+    queues = [(w, [c for c, _ in theirs[kind].most_common(most)]) for kind, w in missing]
     out: list[str] = []
     for rank in range(most):
         for word, candidates in queues:
@@ -252,7 +291,7 @@ def _placed(clause: str, lines: list[set[str]]) -> int | None:
     """The line that tells the clause's event: within the stretch of WINDOW lines holding the most
     of its content words (at least CLEAR_MATCH of them, every stretch holding as many overlapping
     it), the line holding the most of them itself."""
-    want = _stems(clause)
+    want = stems(clause)
     if not want or not lines:
         return None
     windows = [set().union(*lines[i:i + WINDOW]) for i in range(len(lines))]
@@ -273,7 +312,7 @@ def timeline_order(claim: str, context: str) -> bool | None:
     lines = _evidence_lines(context)
     if split is None or not lines:
         return None
-    words = [_stems(line) for line in lines]
+    words = [stems(line) for line in lines]
     a, word, b = split
     pa, pb = _placed(a, words), _placed(b, words)
     if pa is None or pb is None or pa == pb:
@@ -314,7 +353,10 @@ def cause_foil(run: Run, claim: str, context: str) -> str | None:
 
 
 def _read_foils(run: Run, q: Question, context: str, common: AbstractSet[str] = frozenset(),
-                located: Callable[[], bool | None] | None = None) -> Parsed:
+                located: Callable[[], bool | None] | None = None, rotations: str = "two",
+                form: str = "blanks") -> Parsed:
+    if form not in FORMS:
+        raise MovieMemError(f"unknown foil form {form!r}; use one of {', '.join(FORMS)}")
     swapped = order_swapped(q.text, context)
     in_order = timeline_order(q.text, context) if swapped else None
     where = "on the evidence's timeline"
@@ -335,18 +377,83 @@ def _read_foils(run: Run, q: Question, context: str, common: AbstractSet[str] = 
         negation = negated(q.text, context)
         kinds["negation"] = negation
         versions = [negation]
-    statements = list(dict.fromkeys([q.text, *versions]))[: len(LETTERS)]
-    mean = _choose(run, "Which of these statements about the film is true?", statements, context)
-    if isinstance(mean, str):
-        return Parsed.fail(mean)
-    best = max(range(len(statements)), key=lambda i: (mean[i], i == 0))
-    verdict = "TRUE" if best == 0 else "FALSE"
-    run.trace.append(Step("scores", {"how": "claim against its versions (events swapped, cause from the evidence, "
-                                            "the evidence's names and numbers, or else its negation), letter "
-                                            "log-probabilities, every rotation", "statements": statements,
-                                     "kinds": [k for k, v in kinds.items() if v in statements],
-                                     "p": [round(m, 4) for m in mean]}))
-    return Parsed(verdict, verdict, round(mean[best], 4), False, how="logprobs")
+    if form == "statements":
+        groups = [(STATEMENTS, q.text, versions, versions)]
+    else:
+        groups = _groups(q.text, [v for v in versions if v not in (kinds["order"], kinds.get("negation"))],
+                         [v for v in versions if v in (kinds["order"], kinds.get("negation"))])
+    verdict, confidence = "TRUE", 1.0
+    for question, mine, theirs, shown in groups:
+        options = list(dict.fromkeys([mine, *theirs]))[: len(LETTERS)]
+        mean = _choose(run, question, options, context, rotations)
+        if isinstance(mean, str):
+            return Parsed.fail(mean)
+        best = max(range(len(options)), key=lambda i: (mean[i], i == 0))
+        if best != 0:
+            verdict, confidence = "FALSE", mean[best]
+        elif verdict == "TRUE":
+            confidence = min(confidence, mean[0])
+        run.trace.append(Step("scores", {
+            "how": "claim against its versions (events swapped, cause from the evidence, the evidence's names and "
+                   "numbers, or else its negation), letter log-probabilities", "rotations": rotations, "form": form,
+            "question": question, "statements" if question == STATEMENTS else "options":
+            options, "kinds": [k for k, v in kinds.items() if v in shown], "p": [round(m, 4) for m in mean]}))
+    return Parsed(verdict, verdict, round(confidence, 4), False, how="logprobs")
+
+
+FORMS = ("statements", "blanks")
+STATEMENTS = "Which of these statements about the film is true?"
+
+
+def _cuts_a_word(text: str, i: int) -> bool:
+    """Whether a cut before text[i] falls inside a word or a number ("Hale's", '2,500', '0.35')."""
+    if not 0 < i < len(text):
+        return False
+    left, right = text[i - 1], text[i]
+    if (left.isalnum() or left == "'") and (right.isalnum() or right == "'"):
+        return True
+    return (left.isdigit() and right in ".," and text[i + 1: i + 2].isdigit()
+            or left in ".," and right.isdigit() and text[i - 2: i - 1].isdigit())
+
+
+def blank_of(claim: str, version: str) -> tuple[str, str, str] | None:
+    """(the claim with ___ where the version differs from it, the claim's words there, the version's):
+    the one stretch of whole words in which the two differ; None when one of them has no words there."""
+    n = min(len(claim), len(version))
+    p = 0
+    while p < n and claim[p] == version[p]:
+        p += 1
+    s = 0
+    while s < n - p and claim[-1 - s] == version[-1 - s]:
+        s += 1
+    while p > 0 and (_cuts_a_word(claim, p) or _cuts_a_word(version, p)):
+        p -= 1
+    while s > 0 and (_cuts_a_word(claim, len(claim) - s) or _cuts_a_word(version, len(version) - s)):
+        s -= 1
+    mine, theirs = claim[p:len(claim) - s].strip(" ,;:"), version[p:len(version) - s].strip(" ,;:")
+    if not mine or not theirs:
+        return None
+    return claim[:p] + "___" + claim[len(claim) - s:], mine, theirs
+
+
+def _groups(claim: str, swaps: list[str], whole: list[str]) -> list[tuple[str, str, list[str], list[str]]]:
+    """The choices a claim is read as: (question, the claim's option, the versions' options, the versions). Versions
+    that change one stretch of words (a name, a number, the cause) become the words that fill that
+    blank, one choice per blank; the rest (events swapped, the negation) stay whole statements."""
+    blanks: dict[str, tuple[str, list[str], list[str]]] = {}
+    whole = list(whole)
+    for v in swaps:
+        cut = blank_of(claim, v)
+        if cut is None:
+            whole.append(v)
+            continue
+        blanked, mine, theirs = cut
+        group = blanks.setdefault(blanked, (mine, [], []))
+        group[1].append(theirs)
+        group[2].append(v)
+    groups = [(f'Which words fill the blank in this sentence about the film?\n"{blanked}"', mine, theirs, shown)
+              for blanked, (mine, theirs, shown) in blanks.items()]
+    return groups + ([(STATEMENTS, claim, whole, whole)] if whole else [])
 
 
 # ----------------------------------------------------------------------------- qa
@@ -369,7 +476,7 @@ def _texts(values: Any) -> list[str]:
     return [" ".join(v.split()) for v in values if isinstance(v, str) and v.strip()] if isinstance(values, list) else []
 
 
-def _stems(text: str) -> set[str]:
+def stems(text: str) -> set[str]:
     from nltk.stem.porter import PorterStemmer
 
     stem = PorterStemmer().stem
@@ -378,11 +485,11 @@ def _stems(text: str) -> set[str]:
 
 def agreement(claimed: str, found: str) -> float:
     """Share of the claimed answer's content words (stemmed) that the found answer has."""
-    want = _stems(claimed)
-    return len(want & _stems(found)) / len(want) if want else 0.0
+    want = stems(claimed)
+    return len(want & stems(found)) / len(want) if want else 0.0
 
 
-def _read_qa(run: Run, q: Question, context: str) -> Parsed:
+def _read_qa(run: Run, q: Question, context: str, rotations: str = "two") -> Parsed:
     """Claim -> questions about its details with the claim's answers (no evidence shown); the
     questions answered from the evidence in one call; a detail agrees when the answers share its
     words, else the letter reader chooses between the two answers, each read in both positions
@@ -406,7 +513,7 @@ def _read_qa(run: Run, q: Question, context: str) -> Parsed:
         d: dict[str, Any] = {"question": question, "claimed": claimed, "found": answer,
                              "agreement": round(agreement(claimed, answer), 4)}
         if d["agreement"] < AGREE:
-            both = _choose(run, question, [claimed, answer], context)
+            both = _choose(run, question, [claimed, answer], context, rotations)
             if isinstance(both, str):
                 return Parsed.fail(both)
             d["p_claimed"] = round(both[0], 4)

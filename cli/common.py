@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
@@ -126,6 +127,7 @@ def _seconds(value: str, what: str) -> float:
 
 
 def _csv(value: str | None) -> list[str]:
-    return [v.strip() for v in (value or "").split(",") if v.strip()]
+    """A comma-separated list; commas inside brackets belong to one item ('hybrid[a=1,b=2],closed-book')."""
+    return [v.strip() for v in re.split(r",(?![^\[]*\])", value or "") if v.strip()]
 
 

@@ -7,14 +7,23 @@ import math
 import pytest
 
 from moviemem.agents.base import Run
-from moviemem.agents.claims import cause_foil, foils, order_swapped, read_claim, sentence_openers, specifics, timeline_order
+from moviemem.agents.claims import (
+    blank_of,
+    cause_foil,
+    foils,
+    order_swapped,
+    read_claim,
+    sentence_openers,
+    specifics,
+    timeline_order,
+)
 from moviemem.agents.types import Question
 from moviemem.backbones import Reply, ScriptedBackbone
 from moviemem.errors import MovieMemError
 
-EVIDENCE = """[E1] 00:21:00-00:21:10 (said) Baron: I got the Silver Star for 27 of them, all by myself.
-[E2] 00:22:00-00:22:04 (said) Willy Harris left the milk at the door.
-[E3] 01:02:03-01:02:09 (said) Pop Benson waited at the station with Willy Harris."""
+EVIDENCE = """[E1] 00:21:00-00:21:10 (said) Corwin: I got the Bronze Cross for 31 of them, all by myself.
+[E2] 00:22:00-00:22:04 (said) Ned Fowler left the milk at the door.
+[E3] 01:02:03-01:02:09 (said) Pop Ledger waited at the station with Ned Fowler."""
 
 
 def _lp(**alts: float) -> Reply:
@@ -22,48 +31,53 @@ def _lp(**alts: float) -> Reply:
 
 
 def test_specifics_are_names_and_numbers_not_times_or_sentence_starts() -> None:
-    assert specifics("Baron won the Silver Star for 72 soldiers.", set()) == [
-        ("name", "Baron"), ("name", "Silver Star"), ("number", "72")]
+    assert specifics("Corwin won the Bronze Cross for 13 soldiers.", set()) == [
+        ("name", "Corwin"), ("name", "Bronze Cross"), ("number", "13")]
     # evidence ids and times are not numbers; a capitalised word also seen in lower case is not a name
     found = specifics(EVIDENCE, set())
-    assert ("number", "27") in found and ("name", "Willy Harris") in found
+    assert ("number", "31") in found and ("name", "Ned Fowler") in found
     assert not any(w in ("00", "21", "01", "E1") for _, w in found)
     assert specifics("The milk. Waited the door.", {"waited"}) == []
     assert specifics("Seven men came.", set()) == [("number", "Seven")]
 
 
 def test_foils_challenge_only_what_the_evidence_never_mentions() -> None:
-    # 72 is not in the evidence: it is swapped for the evidence's numbers; Baron and the Silver Star are mentioned
-    assert foils("Baron won the Silver Star for killing 72 soldiers.", EVIDENCE) == [
-        "Baron won the Silver Star for killing 27 soldiers."]
+    # 13 is not in the evidence: it is swapped for the evidence's numbers; Corwin and the Bronze Cross are mentioned
+    assert foils("Corwin won the Bronze Cross for killing 13 soldiers.", EVIDENCE) == [
+        "Corwin won the Bronze Cross for killing 31 soldiers."]
     # an unmentioned name is swapped for the evidence's names, most frequent first
     out = foils("Tom Jones left the milk at the door.", EVIDENCE)
-    assert out[0] == "Willy Harris left the milk at the door." and "Baron left the milk at the door." in out
+    assert out[0] == "Ned Fowler left the milk at the door." and "Corwin left the milk at the door." in out
     assert len(out) <= 4 and len(set(out)) == len(out)
-    assert foils("Willy Harris left the milk for Baron.", EVIDENCE) == []  # every detail is mentioned
+    assert foils("Ned Fowler left the milk for Corwin.", EVIDENCE) == []  # every detail is mentioned
     assert foils("The milk was left at the door.", EVIDENCE) == []  # no name or number to swap
     assert foils("Seven men came.", "[E1] 00:00:01-00:00:02 (said) seven men") == []  # the same value, in words
 
 
 def test_a_name_the_evidence_gives_in_part_is_mentioned_and_no_substitute_repeats_the_claims_own_names() -> None:
-    evidence = ("[E1] 00:10:00-00:10:05 (said) Mr. Benson used to be in the Secret Service.\n"
-                "[E2] 00:11:00-00:11:04 (said) Helen went out with Charles to the East River.\n"
-                "[E3] 00:12:00-00:12:04 (said) We saw Helen and Marion at the dance.")
-    assert foils("Pop Benson left the Secret Service.", evidence) == []  # 'Mr. Benson' names him; 'Benson' is no foil
-    assert foils("Charles blamed himself for Helen's illness.", evidence) == []  # the possessive is the same name
-    # 'Hudson River' shares only 'River' with 'East River': challenged, and its substitutes are the evidence's
-    # other names, never 'Charles' alone standing for 'Charles' (it is the claim's own)
-    out = foils("Charles drove Helen to the Hudson River.", evidence)
-    assert "Charles drove Helen to the East River." in out
-    assert all(not o.endswith("to the Charles.") and not o.endswith("to the Helen.") for o in out)
+    evidence = ("[E1] 00:10:00-00:10:05 (said) Mr. Ledger used to be in the Coast Guard.\n"
+                "[E2] 00:11:00-00:11:04 (said) Greta went out with Arnold to the Salt River.\n"
+                "[E3] 00:12:00-00:12:04 (said) We saw Greta and Rosa at the dance.")
+    assert foils("Pop Ledger left the Coast Guard.", evidence) == []  # 'Mr. Ledger' names him; 'Ledger' is no foil
+    assert foils("Arnold blamed himself for Greta's illness.", evidence) == []  # the possessive is the same name
+    # 'Cedar River' shares only 'River' with 'Salt River': challenged, and its substitutes are the evidence's
+    # other names, never 'Arnold' alone standing for 'Arnold' (it is the claim's own)
+    # a name the evidence gives within a longer one is mentioned: the film writes 'governor' in lower case
+    # elsewhere, so the claim's name is 'Hale's' alone while the evidence's is 'Governor Hale's'
+    assert foils("Greta met Governor Hale's daughter.", evidence + "\n[E4] 00:13:00-00:13:04 (said) She is Governor "
+                 "Hale's daughter.", common={"governor"}) == []
+    out = foils("Arnold drove Greta to the Cedar River.", evidence)
+    assert "Arnold drove Greta to the Salt River." in out
+    assert all(not o.endswith("to the Arnold.") and not o.endswith("to the Greta.") for o in out)
+
 
 
 def test_foils_reader_picks_the_supported_version_in_every_rotation() -> None:
-    claim = "Baron won the Silver Star for killing 72 soldiers."
+    claim = "Corwin won the Bronze Cross for killing 13 soldiers."
     q = Question(claim, kind="claim")
     versions = foils(claim, EVIDENCE)
     n = 1 + len(versions)
-    # the model always gives the version with 27 the most probability, wherever it is shown: FALSE
+    # the model always gives the version with 31 the most probability, wherever it is shown: FALSE
     replies = []
     for shift in range(n):
         order = [(i + shift) % n for i in range(n)]
@@ -72,7 +86,7 @@ def test_foils_reader_picks_the_supported_version_in_every_rotation() -> None:
         replies.append(_lp(**probs))
     b = ScriptedBackbone(replies, capabilities={"logprobs": True})
     run = Run(b)
-    parsed = read_claim(run, q, EVIDENCE, "foils")
+    parsed = read_claim(run, q, EVIDENCE, "foils", rotations="all", form="statements")
     assert (parsed.choice, parsed.invalid) == ("FALSE", False) and len(b.calls) == n
     for call in b.calls:  # evidence first, statements last: every call reuses the same prefix
         assert call.messages[-1].text.startswith("Evidence from the film's memory") and EVIDENCE in call.messages[-1].text
@@ -81,7 +95,7 @@ def test_foils_reader_picks_the_supported_version_in_every_rotation() -> None:
     # the claim gets the most: TRUE
     b = ScriptedBackbone([_lp(**{"ABCDE"[pos]: (0.6 if pos == shift % n else 0.4 / (n - 1)) for pos in range(n)})
                           for shift in range(0, -n, -1)], capabilities={"logprobs": True})
-    assert read_claim(Run(b), q, EVIDENCE, "foils").choice == "TRUE"
+    assert read_claim(Run(b), q, EVIDENCE, "foils", rotations="all", form="statements").choice == "TRUE"
 
 
 def test_foils_reader_without_anything_to_swap_sets_the_claim_against_its_negation() -> None:
@@ -98,12 +112,80 @@ def test_foils_reader_without_anything_to_swap_sets_the_claim_against_its_negati
     # the claim gets the most: TRUE; a name opening the claim keeps its capital
     b = ScriptedBackbone([_lp(A=0.7, B=0.3), _lp(A=0.3, B=0.7)], capabilities={"logprobs": True})
     run = Run(b)
-    assert read_claim(run, Question("Willy Harris left the milk.", kind="claim"), EVIDENCE, "foils").choice == "TRUE"
+    assert read_claim(run, Question("Ned Fowler left the milk.", kind="claim"), EVIDENCE, "foils").choice == "TRUE"
     assert next(s for s in run.trace if s.kind == "scores").data["statements"][1] == (
-        "It is not true that Willy Harris left the milk.")
+        "It is not true that Ned Fowler left the milk.")
     assert len(b.calls) == 2 and b.calls[0].logprobs == 20
     with pytest.raises(MovieMemError, match="unknown claim reader"):
         read_claim(Run(b), Question("x", kind="claim"), EVIDENCE, "vibes")
+
+
+
+def test_two_rotations_read_the_options_as_given_and_reversed() -> None:
+    claim = "Corwin won the Bronze Cross for killing 13 soldiers."
+    assert len(foils(claim, EVIDENCE)) == 1
+    # the model prefers whatever is shown first, and the claim is first as given and last reversed, so it
+    # averages with its foil: the tie goes to the claim, read in two calls
+    b = ScriptedBackbone([_lp(A=0.6, B=0.4), _lp(A=0.6, B=0.4)], capabilities={"logprobs": True})
+    run = Run(b)
+    assert read_claim(run, Question(claim, kind="claim"), EVIDENCE, "foils", form="statements").choice == "TRUE"
+    assert len(b.calls) == 2
+    shown = [[line for line in c.messages[-1].text.splitlines() if line[:3] in ("A. ", "B. ")] for c in b.calls]
+    assert shown[0][0] == f"A. {claim}" and shown[1][0] != shown[0][0]
+    assert next(s for s in run.trace if s.kind == "scores").data["rotations"] == "two"
+    # five statements, still two calls: the last shown first the second time
+    many = "Tom Jones left the milk at the door."
+    b = ScriptedBackbone([_lp(A=0.5, B=0.2, C=0.1, D=0.1, E=0.1)] * 2, capabilities={"logprobs": True})
+    run = Run(b)
+    read_claim(run, Question(many, kind="claim"), EVIDENCE, "foils", form="statements")
+    statements = next(s for s in run.trace if s.kind == "scores").data["statements"]
+    assert len(statements) == 5 and len(b.calls) == 2 and f"A. {statements[-1]}" in b.calls[1].messages[-1].text
+    with pytest.raises(MovieMemError, match="unknown rotations"):
+        read_claim(Run(b), Question(claim, kind="claim"), EVIDENCE, "foils", rotations="some")
+
+
+
+def test_a_version_that_changes_one_stretch_of_words_is_that_blank_filled_otherwise() -> None:
+    assert blank_of("Back from Dunmore, Tom learns a fix.", "Back from Kilbride, Tom learns a fix.") == (
+        "Back from ___, Tom learns a fix.", "Dunmore", "Kilbride")
+    # whole words and numbers: '35' -> '750' shares its '5', "Hale's" its 's', '2,500' its '2'
+    assert blank_of("from 35 to 50 cents", "from 750 to 50 cents") == ("from ___ to 50 cents", "35", "750")
+    assert blank_of("one of President Hale's trips", "one of President Corwin's trips")[1:] == ("Hale's", "Corwin's")
+    assert blank_of("about $2,500 a week", "about $2 a week") == ("about $___ a week", "2,500", "2")
+    assert blank_of("He left because a hunter shot him.", "He left because he had a heart attack.") == (
+        "He left because ___.", "a hunter shot him", "he had a heart attack")
+    assert blank_of("He left.", "He left early.") is None  # nothing of the claim's own to fill the blank with
+
+
+def test_blanks_read_each_changed_stretch_as_a_choice_of_the_words_that_fill_it() -> None:
+    claim = "Tom Jones left the milk at the door."
+    versions = foils(claim, EVIDENCE)
+    assert len(versions) == 4
+    # one blank (the name), its five fillers read as given and reversed; the model prefers Ned Fowler both times
+    b = ScriptedBackbone([_lp(A=0.1, B=0.6, C=0.1, D=0.1, E=0.1), _lp(A=0.1, B=0.1, C=0.1, D=0.6, E=0.1)],
+                         capabilities={"logprobs": True})
+    run = Run(b)
+    parsed = read_claim(run, Question(claim, kind="claim"), EVIDENCE, "foils", rotations="two", form="blanks")
+    assert parsed.choice == "FALSE" and len(b.calls) == 2
+    text = b.calls[0].messages[-1].text
+    assert '"___ left the milk at the door."' in text and "A. Tom Jones" in text and "B. Ned Fowler" in text
+    scores = next(s for s in run.trace if s.kind == "scores").data
+    assert scores["options"][:2] == ["Tom Jones", "Ned Fowler"] and scores["form"] == "blanks"
+    # the claim's words win the blank: TRUE
+    b = ScriptedBackbone([_lp(A=0.6, B=0.1, C=0.1, D=0.1, E=0.1), _lp(A=0.1, B=0.1, C=0.1, D=0.1, E=0.6)],
+                         capabilities={"logprobs": True})
+    assert read_claim(Run(b), Question(claim, kind="claim"), EVIDENCE, "foils", rotations="two",
+                      form="blanks").choice == "TRUE"
+    # a cause and an order are two choices; losing either makes the claim FALSE
+    claim = "The butler hides the letter before the police search the garden because Anna told him to."
+    b = ScriptedBackbone(["he was afraid", _lp(A=0.7, B=0.3), _lp(A=0.3, B=0.7), _lp(A=0.3, B=0.7), _lp(A=0.7, B=0.3)],
+                         capabilities={"logprobs": True})
+    run = Run(b)
+    assert read_claim(run, Question(claim, kind="claim"), TIMELINE, "foils", form="blanks").choice == "FALSE"
+    steps = [s.data for s in run.trace if s.kind == "scores"]
+    assert [s["kinds"] for s in steps] == [["cause"], ["order"]] and steps[0]["options"] == ["Anna told him to", "he was afraid"]
+    with pytest.raises(MovieMemError, match="unknown foil form"):
+        read_claim(Run(b), Question(claim, kind="claim"), EVIDENCE, "foils", form="cloze")
 
 
 TIMELINE = """[E1] 00:10:00-00:10:20 (said):
@@ -191,18 +273,18 @@ def test_the_cause_foil_is_set_against_the_claim() -> None:
 def test_words_that_only_open_sentences_are_not_swapped_in_as_names() -> None:
     said = """[E1] 00:01:00-00:01:30 (said):
     Hi, Pop. Maybe later.
-    I've seen Pop Benson at the station with Mr. Carney."""
-    assert {"Hi", "Maybe", "I've"} <= sentence_openers(said) and not {"Pop", "Carney"} & sentence_openers(said)
+    I've seen Pop Ledger at the station with Mr. Pruitt."""
+    assert {"Hi", "Maybe", "I've"} <= sentence_openers(said) and not {"Pop", "Pruitt"} & sentence_openers(said)
     out = foils("Tom Jones met the train.", said)
     assert out and not any(w in v for v in out for w in ("Hi ", "Maybe ", "I've "))
-    assert "Carney met the train." in out
+    assert "Pruitt met the train." in out
 
 
 def test_a_word_the_film_writes_in_lower_case_is_no_name_where_a_claim_opens_with_it() -> None:
     said = """[E1] 00:01:00-00:01:30 (said):
-    I've seen Pop Benson at the station with Mr. Carney."""
+    I've seen Pop Ledger at the station with Mr. Pruitt."""
     claim = "Waiting at the inn, Tom Jones met the train."
-    assert any(v.startswith(("Carney at", "Pop Benson at")) for v in foils(claim, said))  # "Waiting" taken for a name
+    assert any(v.startswith(("Pruitt at", "Pop Ledger at")) for v in foils(claim, said))  # "Waiting" taken for a name
     film_wide = foils(claim, said, common={"waiting", "met"})
     assert film_wide and all(v.startswith("Waiting at the inn, ") for v in film_wide)  # only Tom Jones is challenged
 
@@ -210,12 +292,12 @@ def test_a_word_the_film_writes_in_lower_case_is_no_name_where_a_claim_opens_wit
 def test_names_part_at_punctuation_and_sound_descriptions_in_capitals_are_none() -> None:
     said = """[E1] 00:01:00-00:01:30 (said):
     THEY CONVERSE IN FRENCH
-    Back in Paris, Marion waited for Charles at the station.
+    Back in Rome, Rosa waited for Arnold at the station.
     HE LAUGHS"""
-    assert [w for _, w in specifics(said, set())] == ["Paris", "Marion", "Charles"]  # a comma parts two names
-    assert [w for _, w in specifics("Charles Boyer met Mr. Carney and Dr. Lennex\nMarion", set())] == [
-        "Charles Boyer", "Carney", "Dr Lennex", "Marion"]  # a title joins its name, a line break parts two
-    out = foils("Tom met Marion at the station.", said)
+    assert [w for _, w in specifics(said, set())] == ["Rome", "Rosa", "Arnold"]  # a comma parts two names
+    assert [w for _, w in specifics("Arnold Boyer met Mr. Pruitt and Dr. Lennex\nRosa", set())] == [
+        "Arnold Boyer", "Pruitt", "Dr Lennex", "Rosa"]  # a title joins its name, a line break parts two
+    out = foils("Tom met Rosa at the station.", said)
     assert out and not any(w in v for v in out for w in ("FRENCH", "LAUGHS", "CONVERSE"))
 
 

@@ -167,6 +167,11 @@ def test_bench_report_inspect_filter_commands(text_film: tuple[Path, Path], cli,
     again = cli("bench", str(mcq), "--policies", "closed-book,subtitles", "--backbones", "scripted:A", "--out",
                 str(run), "--limit", "6", "--json", *lib_args, library=False).json()
     assert again["backbone_calls"] == 0 and again["answered"] == j["answered"]  # resumed: nothing left to ask
+    # a policy with several settings: its commas are its own, not the list's
+    r = cli("bench", str(mcq), "--policies", "hybrid[reader=json,budget_tokens=300],closed-book", "--backbones",
+            "scripted:A", "--out", str(tmp_path / "runs" / "specs"), "--limit", "2", "--json", *lib_args, library=False)
+    assert r.code == 0, r.err
+    assert {x["policy"] for x in r.json()["results"]} == {"hybrid[reader=json,budget_tokens=300]", "closed-book"}
     r = cli("report", str(run), "--json", library=False)
     assert r.code == 0, r.err
     paths = r.json()

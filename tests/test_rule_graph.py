@@ -284,7 +284,7 @@ def test_a_table_made_before_the_new_columns_takes_them_and_old_rows_read_as_def
 def test_a_repeated_cue_is_one_event_and_short_lines_sharing_a_name_are_not_coreferent() -> None:
     lines = [say(0, "We sold the farm because the doctor wanted money.", ref=0),
              say(4, "We sold the farm because the doctor wanted money.", ref=1),
-             say(100, "Please, Frankie, hurry up.", ref=2), say(200, "Oh Frankie, hurry, they wanted it.", ref=3)]
+             say(100, "Please, Eddie, hurry up.", ref=2), say(200, "Oh Eddie, hurry, they wanted it.", ref=3)]
     g = build_graph(build_scenes(lines, [(0, 60), (90, 150), (190, 250)]), lines)
     assert g.events[0].refs == ["utterances:0", "utterances:1"]
     assert not [r for r in g.relations if r.type == "coreference"]
@@ -317,9 +317,9 @@ def test_so_marks_a_result_only_before_a_clause_and_contractions_are_no_trigger(
 
 
 def test_an_event_told_twice_nearby_is_one_event_not_a_cause() -> None:
-    lines = [say(0, "Yes, Carney took the sheriff up the ranch road.", ref=0),
-             say(10, "Pidge is asleep upstairs, Ellen.", ref=1),
-             say(20, "I saw Carney take the sheriff up the ranch road.", ref=2)]
+    lines = [say(0, "Yes, Pruitt took the sheriff up the ranch road.", ref=0),
+             say(10, "Robin is asleep upstairs, Martha.", ref=1),
+             say(20, "I saw Pruitt take the sheriff up the ranch road.", ref=2)]
     g = build_graph(build_scenes(lines, [(0, 60)]), lines)
     linked = [(r.type, r.rule) for r in g.relations if r.type != "before"]
     assert linked == [("coreference", "repeated")]

@@ -22,7 +22,7 @@ from ...retrievers.text import TextRetriever
 from ...timefmt import hms
 from ..base import BasePolicy, Run
 from ..calls import answer_once, body
-from ..claims import lowercase_words, read_claim
+from ..claims import FORMS, ROTATIONS, lowercase_words, read_claim
 from ..order import claim_order, parse_order, read_order
 from ..packing import Lines, fit_budget, fuse, informative_first, interleave, passage_sources
 from ..parsing import Parsed
@@ -213,6 +213,12 @@ class Hybrid(BasePolicy):
         budget_share: float = 0.5  # ... and at most this share of the film's transcript and captions (0: no cap)
         reader: str = "auto"  # json | logprobs | auto (logprobs where the backbone gives them, for mcq and claims)
         claims: str = "foils"  # how the logprobs reader judges a claim: foils | calibrated | qa (agents/claims.py)
+        # claims: the orders in which the readers show the options they choose between (all: every rotation; two: as
+        # given and reversed), and whether foils shows a version that changes one stretch of the claim as the words
+        # filling that blank (blanks) or as a whole statement (statements). MF² dev claims with `local`: two + blanks
+        # 25 of 60 pairs at a median 5,000 input tokens a pair, all + statements 24 at 7,200
+        rotations: str = "two"
+        foil_form: str = "blanks"
         option_words: bool = False  # short options scored as the answer's first word, not by letter (reader.word_probs)
         # order questions ("which happens first", "... right after X") and claims ("A before B"): locate | read.
         # locate places each option (each event) by its best line and answers from their order where it is
@@ -225,6 +231,10 @@ class Hybrid(BasePolicy):
         s = self.settings
         if s.order not in ("locate", "read"):
             raise MovieMemError(f"unknown order reader {s.order!r}; use locate or read")
+        if s.rotations not in ROTATIONS:
+            raise MovieMemError(f"unknown rotations {s.rotations!r}; use one of {', '.join(ROTATIONS)}")
+        if s.foil_form not in FORMS:
+            raise MovieMemError(f"unknown foil form {s.foil_form!r}; use one of {', '.join(FORMS)}")
         asked = parse_order(question) if s.order == "locate" else None
         located = read_order(run, film, question, asked) if asked else None
         if located is not None:
@@ -245,7 +255,8 @@ class Hybrid(BasePolicy):
             if question.kind == "claim":
                 common = lowercase_words(lines.text()) if s.claims == "foils" else frozenset()  # only foils reads it
                 in_film = (lambda: claim_order(run, film, question.text)) if s.order == "locate" else None
-                return read_claim(run, question, context or "(nothing found)", s.claims, common=common, located=in_film)
+                return read_claim(run, question, context or "(nothing found)", s.claims, common=common, located=in_film,
+                                  rotations=s.rotations, form=s.foil_form)
             return read_letter(run, question, context or "(nothing found)", words=s.option_words)
         parsed = answer_once(run, HYBRID, question, body(HYBRID, question, cite=True, context=context or "(nothing found)"),
                              cite=True, max_tokens=s.max_tokens, temperature=s.temperature)
