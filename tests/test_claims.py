@@ -146,14 +146,14 @@ def test_two_rotations_read_the_options_as_given_and_reversed() -> None:
 
 
 def test_a_version_that_changes_one_stretch_of_words_is_that_blank_filled_otherwise() -> None:
-    assert blank_of("Back from Dunmore, Tom learns a fix.", "Back from Kilbride, Tom learns a fix.") == (
-        "Back from ___, Tom learns a fix.", "Dunmore", "Kilbride")
-    # whole words and numbers: '35' -> '750' shares its '5', "Hale's" its 's', '2,500' its '2'
-    assert blank_of("from 35 to 50 cents", "from 750 to 50 cents") == ("from ___ to 50 cents", "35", "750")
-    assert blank_of("one of President Hale's trips", "one of President Corwin's trips")[1:] == ("Hale's", "Corwin's")
-    assert blank_of("about $2,500 a week", "about $2 a week") == ("about $___ a week", "2,500", "2")
-    assert blank_of("He left because a hunter shot him.", "He left because he had a heart attack.") == (
-        "He left because ___.", "a hunter shot him", "he had a heart attack")
+    assert blank_of("Back from Dunmore, Tom hears the news.", "Back from Kilbride, Tom hears the news.") == (
+        "Back from ___, Tom hears the news.", "Dunmore", "Kilbride")
+    # whole words and numbers: '24' -> '314' shares its '4', "Hale's" its 's', '4,800' its '4'
+    assert blank_of("from 24 to 60 pence", "from 314 to 60 pence") == ("from ___ to 60 pence", "24", "314")
+    assert blank_of("one of Governor Hale's parties", "one of Governor Corwin's parties")[1:] == ("Hale's", "Corwin's")
+    assert blank_of("about $4,800 a year", "about $4 a year") == ("about $___ a year", "4,800", "4")
+    assert blank_of("He left because the mill closed.", "He left because he lost a bet.") == (
+        "He left because ___.", "the mill closed", "he lost a bet")
     assert blank_of("He left.", "He left early.") is None  # nothing of the claim's own to fill the blank with
 
 
