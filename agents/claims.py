@@ -70,6 +70,7 @@ def read_claim(run: Run, q: Question, context: str, how: str = "calibrated", com
     foils and qa show the statements they choose between (`_orders`); `form`: whether foils shows its
     versions as whole statements or, where a version changes one stretch of words, as the words that fill
     that blank in the claim (`_groups`)."""
+    check_reading(rotations, form)
     if how == "calibrated":
         return done(run, calibrated(run, q, context))
     if how == "foils":
@@ -80,6 +81,15 @@ def read_claim(run: Run, q: Question, context: str, how: str = "calibrated", com
 
 
 ROTATIONS = ("all", "two")
+FORMS = ("statements", "blanks")
+
+
+def check_reading(rotations: str, form: str) -> None:
+    """Fail on a reading setting that no reader knows, before anything is asked."""
+    if rotations not in ROTATIONS:
+        raise MovieMemError(f"unknown rotations {rotations!r}; use one of {', '.join(ROTATIONS)}")
+    if form not in FORMS:
+        raise MovieMemError(f"unknown foil form {form!r}; use one of {', '.join(FORMS)}")
 
 
 def _orders(n: int, rotations: str) -> list[list[int]]:
@@ -90,9 +100,7 @@ def _orders(n: int, rotations: str) -> list[list[int]]:
     divided out (Zhao et al., 2021: a content-free question over content-free evidence) lost 12."""
     if rotations == "all":
         return [[(i + shift) % n for i in range(n)] for shift in range(n)]
-    if rotations == "two":
-        return [list(range(n))] + ([list(reversed(range(n)))] if n > 1 else [])
-    raise MovieMemError(f"unknown rotations {rotations!r}; use one of {', '.join(ROTATIONS)}")
+    return [list(range(n))] + ([list(reversed(range(n)))] if n > 1 else [])  # two (check_reading knows no other)
 
 
 def _choose(run: Run, question: str, options: list[str], context: str, rotations: str = "two") -> list[float] | str:
@@ -184,25 +192,6 @@ def _named(words: set[str], named: list[set[str]]) -> bool:
     return any(n <= words or words <= n for n in named)
 
 
-def _value(kind: str, w: str) -> object:
-    return (kind, _number(w) if kind == "number" else w)
-
-
-Specifics = list[tuple[str, str]]  # (kind, words): ("name", "Pop Ledger"), ("number", "31")
-
-
-def _details(claim: str, context: str, common: AbstractSet[str]) -> tuple[Specifics, Specifics, Specifics]:
-    """(the claim's names and numbers, the evidence's, the claim's that the evidence never mentions)."""
-    lowercase = lowercase_words(context)
-    mine = list(dict.fromkeys(specifics(claim, lowercase | set(common))))
-    found = specifics(context, lowercase, sentence_openers(context))  # what may be swapped in: names, not openers
-    mentioned = {_value(k, w) for k, w in found}
-    named = [words for k, w in found if k == "name" and (words := _name_words(w))]
-    missing = [(k, w) for k, w in mine
-               if _value(k, w) not in mentioned and not (k == "name" and _named(_name_words(w), named))]
-    return mine, found, missing
-
-
 def foils(claim: str, context: str, most: int = MAX_FOILS, common: AbstractSet[str] = frozenset()) -> list[str]:
     """Versions of the claim with one of its names or numbers that the evidence never mentions
     swapped for one the evidence holds and the claim does not (most frequent first). Details the
@@ -211,14 +200,23 @@ def foils(claim: str, context: str, most: int = MAX_FOILS, common: AbstractSet[s
     same one by part of it ('Pop Ledger' as 'Mr. Ledger', 'Greta's' as 'Greta'; 'Salt River' is no
     part of 'Cedar River') or within a longer name, and a name made only of a claim's own name words is no substitute
     ('Ledger' for 'Pop Ledger' says the same; 'Coast' from 'Coast Guard' says nothing)."""
-    mine, found, missing = _details(claim, context, common)
-    claimed = {_value(k, w) for k, w in mine}
+    lowercase = lowercase_words(context)
+    mine = list(dict.fromkeys(specifics(claim, lowercase | set(common))))
+    found = specifics(context, lowercase, sentence_openers(context))  # what may be swapped in: names, not openers
+
+    def value(kind: str, w: str) -> object:
+        return (kind, _number(w) if kind == "number" else w)
+
+    mentioned = {value(k, w) for k, w in found}
+    named = [words for k, w in found if k == "name" and (words := _name_words(w))]
+    claimed = {value(k, w) for k, w in mine}
     claim_names = set().union(*(_name_words(w) for k, w in mine if k == "name"))
     theirs: dict[str, Counter[str]] = {"name": Counter(), "number": Counter()}
     for kind, w in found:
-        if _value(kind, w) not in claimed and not (kind == "name" and _name_words(w) <= claim_names):
+        if value(kind, w) not in claimed and not (kind == "name" and _name_words(w) <= claim_names):
             theirs[kind][w] += 1
-    queues = [(w, [c for c, _ in theirs[kind].most_common(most)]) for kind, w in missing]
+    queues = [(w, [c for c, _ in theirs[kind].most_common(most)]) for kind, w in mine
+              if value(kind, w) not in mentioned and not (kind == "name" and _named(_name_words(w), named))]
     out: list[str] = []
     for rank in range(most):
         for word, candidates in queues:
@@ -291,7 +289,7 @@ def _placed(clause: str, lines: list[set[str]]) -> int | None:
     """The line that tells the clause's event: within the stretch of WINDOW lines holding the most
     of its content words (at least CLEAR_MATCH of them, every stretch holding as many overlapping
     it), the line holding the most of them itself."""
-    want = stems(clause)
+    want = _stems(clause)
     if not want or not lines:
         return None
     windows = [set().union(*lines[i:i + WINDOW]) for i in range(len(lines))]
@@ -312,7 +310,7 @@ def timeline_order(claim: str, context: str) -> bool | None:
     lines = _evidence_lines(context)
     if split is None or not lines:
         return None
-    words = [stems(line) for line in lines]
+    words = [_stems(line) for line in lines]
     a, word, b = split
     pa, pb = _placed(a, words), _placed(b, words)
     if pa is None or pb is None or pa == pb:
@@ -355,8 +353,6 @@ def cause_foil(run: Run, claim: str, context: str) -> str | None:
 def _read_foils(run: Run, q: Question, context: str, common: AbstractSet[str] = frozenset(),
                 located: Callable[[], bool | None] | None = None, rotations: str = "two",
                 form: str = "blanks") -> Parsed:
-    if form not in FORMS:
-        raise MovieMemError(f"unknown foil form {form!r}; use one of {', '.join(FORMS)}")
     swapped = order_swapped(q.text, context)
     in_order = timeline_order(q.text, context) if swapped else None
     where = "on the evidence's timeline"
@@ -380,8 +376,8 @@ def _read_foils(run: Run, q: Question, context: str, common: AbstractSet[str] = 
     if form == "statements":
         groups = [(STATEMENTS, q.text, versions, versions)]
     else:
-        groups = _groups(q.text, [v for v in versions if v not in (kinds["order"], kinds.get("negation"))],
-                         [v for v in versions if v in (kinds["order"], kinds.get("negation"))])
+        whole = [v for v in (kinds["order"], kinds.get("negation")) if v]  # two events swapped, or the claim denied
+        groups = _groups(q.text, [v for v in versions if v not in whole], whole)
     verdict, confidence = "TRUE", 1.0
     for question, mine, theirs, shown in groups:
         options = list(dict.fromkeys([mine, *theirs]))[: len(LETTERS)]
@@ -401,7 +397,6 @@ def _read_foils(run: Run, q: Question, context: str, common: AbstractSet[str] = 
     return Parsed(verdict, verdict, round(confidence, 4), False, how="logprobs")
 
 
-FORMS = ("statements", "blanks")
 STATEMENTS = "Which of these statements about the film is true?"
 
 
@@ -476,7 +471,7 @@ def _texts(values: Any) -> list[str]:
     return [" ".join(v.split()) for v in values if isinstance(v, str) and v.strip()] if isinstance(values, list) else []
 
 
-def stems(text: str) -> set[str]:
+def _stems(text: str) -> set[str]:
     from nltk.stem.porter import PorterStemmer
 
     stem = PorterStemmer().stem
@@ -485,8 +480,8 @@ def stems(text: str) -> set[str]:
 
 def agreement(claimed: str, found: str) -> float:
     """Share of the claimed answer's content words (stemmed) that the found answer has."""
-    want = stems(claimed)
-    return len(want & stems(found)) / len(want) if want else 0.0
+    want = _stems(claimed)
+    return len(want & _stems(found)) / len(want) if want else 0.0
 
 
 def _read_qa(run: Run, q: Question, context: str, rotations: str = "two") -> Parsed:

@@ -22,7 +22,7 @@ from ...retrievers.text import TextRetriever
 from ...timefmt import hms
 from ..base import BasePolicy, Run
 from ..calls import answer_once, body
-from ..claims import FORMS, ROTATIONS, lowercase_words, read_claim
+from ..claims import check_reading, lowercase_words, read_claim
 from ..order import claim_order, parse_order, read_order
 from ..packing import Lines, fit_budget, fuse, informative_first, interleave, passage_sources
 from ..parsing import Parsed
@@ -231,10 +231,7 @@ class Hybrid(BasePolicy):
         s = self.settings
         if s.order not in ("locate", "read"):
             raise MovieMemError(f"unknown order reader {s.order!r}; use locate or read")
-        if s.rotations not in ROTATIONS:
-            raise MovieMemError(f"unknown rotations {s.rotations!r}; use one of {', '.join(ROTATIONS)}")
-        if s.foil_form not in FORMS:
-            raise MovieMemError(f"unknown foil form {s.foil_form!r}; use one of {', '.join(FORMS)}")
+        check_reading(s.rotations, s.foil_form)
         asked = parse_order(question) if s.order == "locate" else None
         located = read_order(run, film, question, asked) if asked else None
         if located is not None:
