@@ -29,6 +29,7 @@ MAX_RANGE_ROWS = 500  # rows one read_range returns (the rest is reported as tru
 MAX_FRAMES = 8  # images per frames call
 MAX_SEGMENTS = 500  # segments listed by film_overview
 MAX_CHARACTERS = 50
+MAX_SCENES = 500  # scenes one scenes call lists (the rest is reported as truncated)
 MAX_QUESTION_CHARS = 4000
 MAX_OPTIONS = 10
 SEARCH_KINDS = ("utterance", "caption", "onscreen", "event", "passage")
@@ -159,6 +160,20 @@ def _overview(f: Film) -> dict[str, Any]:
         "segments_total": len(segments),
         "characters": [{"name": n, "mentions": c} for n, c in names.most_common(MAX_CHARACTERS)],
     }
+
+
+def scenes(lib: Library, film_id: str, start: float | None = None, end: float | None = None,
+           until: float | None = None) -> dict[str, Any]:
+    """The film's scenes in screen order, a table of contents to browse before searching: each
+    one's span, characters and extractive summary; start/end keep the scenes overlapping that
+    window, `until` those already over at that time (no spoilers)."""
+    f = film(lib, film_id)
+    t0, t1 = window(f, start, end)
+    view = f.until(seconds(until, "until", f.info.duration_s, low=TIME_SLACK_S)) if until is not None else f
+    rows = [s for s in view.scenes() if (t0 is None or s.end > t0) and (t1 is None or s.start < t1)]
+    return {"scenes": [{"scene": s.scene_idx + 1, "start": s.start, "end": s.end, "characters": list(s.characters),
+                        "summary": s.summary} for s in rows[:MAX_SCENES]],
+            "truncated": len(rows) > MAX_SCENES, "total": len(rows)}
 
 
 def search(lib: Library, film_id: str, query: str, k: int = 10, kinds: Sequence[str] | str | None = None,

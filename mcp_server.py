@@ -1,6 +1,6 @@
 """`moviemem mcp`: a library's film memory as MCP tools, for any agent or MCP client.
 
-Tools (read-only): list_films, film_overview, search, read_range, frames, graph, ask; with
+Tools (read-only): list_films, film_overview, scenes, search, read_range, frames, graph, ask; with
 `allow_ingest`, also ingest_text (the only tool that writes). Each wraps a function of
 film_tools, so the answers are those of `moviemem search` and the Python API. Bad arguments
 come back as MCP tool errors (`isError`), never as a crash of the server.
@@ -45,7 +45,8 @@ READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
 INSTRUCTIONS = (
     "Film memory: call list_films for the film ids, film_overview for a film's length, segments and "
-    "characters, search for timestamped evidence (ids like utterance:12), read_range for everything "
+    "characters, scenes for its table of contents (each scene's span, characters and summary) to browse "
+    "before searching, search for timestamped evidence (ids like utterance:12), read_range for everything "
     "in a time window, frames for stills at given times, graph for the event graph, and ask to have "
     "a policy answer a question. Times are seconds on the film's clock. `until` hides everything "
     "shown after that time (no spoilers)."
@@ -109,6 +110,19 @@ def build_server(lib: Library, *, backbones: Sequence[str] = (), allow_ingest: b
         """A film's duration, what its memory holds (row counts, stages), its segments (scenes) and
         the characters the memory names, if any."""
         return film_tools.film_overview(lib, film_id)
+
+    @mcp.tool(annotations=READ_ONLY)
+    @_tool
+    def scenes(
+        film_id: FilmId,
+        start: OptSeconds = None,
+        end: OptSeconds = None,
+        until: Annotated[float | None, Field(description="Only scenes over by this time (no spoilers).")] = None,
+    ) -> dict[str, Any]:
+        """The film's scenes in screen order, a table of contents to browse before searching: each
+        scene's time span, the characters in it and a short summary of its most central lines.
+        Returns {"scenes": [{"scene", "start", "end", "characters", "summary"}], "truncated", "total"}."""
+        return film_tools.scenes(lib, film_id, start=start, end=end, until=until)
 
     @mcp.tool(annotations=READ_ONLY)
     @_tool

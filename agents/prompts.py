@@ -98,6 +98,12 @@ ARCHIVAL_SYSTEM = (
     "short query, top_k, and optionally start/end in seconds to search a stretch of the film. Search as often "
     "as you need, then reply with one JSON object and nothing else.")
 
+def _window(what: str) -> dict[str, dict[str, str]]:
+    """A tool's optional time window, as JSON-schema properties."""
+    return {"start": {"type": "number", "description": f"only {what} ending after this time (seconds)"},
+            "end": {"type": "number", "description": f"only {what} starting before this time (seconds)"}}
+
+
 ARCHIVAL_SEARCH_TOOL = {
     "name": "archival_memory_search",
     "description": "Search the film's archival memory (captions and transcript lines) by meaning and keywords. "
@@ -107,12 +113,24 @@ ARCHIVAL_SEARCH_TOOL = {
         "properties": {
             "query": {"type": "string", "description": "what to look for"},
             "top_k": {"type": "integer", "description": "how many passages (1-20)"},
-            "start": {"type": "number", "description": "only passages ending after this time (seconds)"},
-            "end": {"type": "number", "description": "only passages starting before this time (seconds)"},
+            **_window("passages"),
         },
         "required": ["query"],
     },
 }
+
+BROWSE_TOOL = {
+    "name": "browse_scenes",
+    "description": "List the film's scenes between two times, a table of contents to browse before searching: "
+                   "each scene's time span, the characters in it and a short summary.",
+    "parameters": {
+        "type": "object",
+        "properties": _window("scenes"),
+    },
+}
+
+# The film overview put before the question (archival, letta, hybrid: `overview_tokens`)
+OVERVIEW_BLOCK = "The film's scenes, a table of contents (HH:MM:SS):\n{overview}\n\n"
 
 # For backbones without tool calling: the same store, searched through a plain-text line
 ARCHIVAL_TEXT_SYSTEM = (

@@ -347,6 +347,58 @@ def test_archival_text_protocol_for_backbones_without_tools(textfilm) -> None:
     assert len(b.calls) == 2 and ans.choice == "A"
 
 
+def test_archival_reads_the_scene_list_first_and_browses_scenes_by_time(textfilm) -> None:
+    """overview_tokens puts the film's scene list before the question; browse_scenes lists the scenes of a
+    time window, is kept out of the shown evidence, and a turn that only browses is not the forced search."""
+    _, film, _ = textfilm
+    scenes = film.scenes()
+    assert len(scenes) >= 2
+    ok = '{"answer": "A", "confidence": 3}'
+    late = scenes[-1]
+    browse = {"tool_calls": [{"name": "browse_scenes", "arguments": {"start": late.start, "end": late.end}}]}
+    search = {"tool_calls": [{"name": "archival_memory_search", "arguments": {"query": "uncle works"}}]}
+    b = ScriptedBackbone([browse, search, ok])
+    ans = ask(film, "Where does Sara's uncle work?", OPTIONS, policy="archival", backbone=b, overview_tokens=300,
+              browse=True)
+    first = b.calls[0].messages[1].text
+    assert first.startswith("The film's scenes, a table of contents") and "scene 1 [0:00:" in first
+    assert first.index("scene 1") < first.index("Where does Sara's uncle work?")
+    assert {t.name for t in b.calls[0].tools} == {"archival_memory_search", "browse_scenes"}
+    # the browse did not count as the forced search: the next turn must search, and may only search
+    assert b.calls[1].tool_choice == "required" and [t.name for t in b.calls[1].tools] == ["archival_memory_search"]
+    listed = b.calls[1].messages[-1].text
+    assert f"scene {late.scene_idx + 1} [" in listed and "scene 1 [" not in listed
+    steps = [s for s in ans.trace if s.kind == "tool"]
+    assert [s.data["name"] for s in steps] == ["browse_scenes", "archival_memory_search"]
+    assert steps[0].data["scenes"] == 1 and steps[0].data["found"] == [] and steps[1].data["found"]
+    assert next(s for s in ans.trace if s.kind == "searches").data["n"] == 1 and ans.choice == "A"
+    assert all(e.kind != "scene" for e in ans.evidence)
+    # bad times are the tool's error, not a crash
+    bad = {"tool_calls": [{"name": "browse_scenes", "arguments": {"start": "nan"}}]}
+    b = ScriptedBackbone([bad, search, ok])
+    ans = ask(film, "Where does Sara's uncle work?", OPTIONS, policy="archival", backbone=b, browse=True)
+    assert "not a finite time" in next(s for s in ans.trace if s.kind == "tool").data["error"]
+    # without tool calling there is no browsing, and the trace says so; the overview still comes first
+    b = ScriptedBackbone(["SEARCH: uncle", ok], capabilities={"tools": False})
+    ans = ask(film, "Where does Sara's uncle work?", OPTIONS, policy="archival", backbone=b, browse=True,
+              overview_tokens=300)
+    assert any("browse_scenes needs a backbone that calls tools" in s.data.get("text", "") for s in ans.trace)
+    assert b.calls[0].messages[1].text.startswith("The film's scenes")
+    with pytest.raises(MovieMemError, match="letta cannot offer browse_scenes"):
+        ask(film, "Where?", OPTIONS, policy="letta", backbone=ScriptedBackbone([ok]), browse=True)
+
+
+def test_hybrid_puts_the_scene_list_before_its_evidence(textfilm) -> None:
+    _, film, _ = textfilm
+    b = ScriptedBackbone(['{"answer": "A", "confidence": 3, "evidence": []}'])
+    ask(film, "Where does Sara's uncle work?", OPTIONS, policy="hybrid", backbone=b, reader="json", overview_tokens=200)
+    text = b.calls[0].messages[1].text
+    assert "The film's scenes, a table of contents" in text and text.index("scene 1 [") < text.index("[E1]")
+    b = ScriptedBackbone(['{"answer": "A", "confidence": 3, "evidence": []}'])
+    ask(film, "Where does Sara's uncle work?", OPTIONS, policy="hybrid", backbone=b, reader="json")
+    assert "table of contents" not in b.calls[0].messages[1].text
+
+
 def test_bench_records_evidence_and_flags_policies_that_never_search(textfilm, tmp_path: Path) -> None:
     lib, _, items = textfilm
     ok = '{"answer": "A", "confidence": 3, "evidence": ["E1"]}'

@@ -29,7 +29,7 @@ TRUTH = {"events": [
     {"id": "e2", "key": "storm", "description": "A storm breaks the boat's mast.", "start": 2.5, "end": 3.0, "story_order": 1},
     {"id": "e3", "key": "row", "description": "Anna rows to the island.", "start": 3.0, "end": 5.0, "story_order": 2},
 ], "relations": [{"src": "e1", "dst": "e2", "type": "before"}, {"src": "e2", "dst": "e3", "type": "causal"}]}
-TOOLS = {"list_films", "film_overview", "search", "read_range", "frames", "graph", "ask"}
+TOOLS = {"list_films", "film_overview", "scenes", "search", "read_range", "frames", "graph", "ask"}
 
 
 @pytest.fixture(scope="module")
@@ -130,6 +130,11 @@ def test_tools_answer_from_the_memory(lib: Library) -> None:
             .structured_content["events"]] == ["e2", "e3"]
     assert [e["id"] for e in call(srv, "graph", {"film_id": "clip", "op": "story_order"}).structured_content["events"]] \
         == ["e1", "e2", "e3"]
+    # the table of contents: scenes in screen order, those over by `until`, those overlapping a window
+    sc = call(srv, "scenes", {"film_id": "talk"}).structured_content
+    assert sc["total"] == 1 and sc["scenes"][0]["scene"] == 1 and "Williams" in sc["scenes"][0]["summary"]
+    assert call(srv, "scenes", {"film_id": "talk", "until": 6.0}).structured_content["total"] == 0
+    assert call(srv, "scenes", {"film_id": "talk", "start": 0.0, "end": 4.0}).structured_content["scenes"] == []
     ans = call(srv, "ask", {"film_id": "clip", "question": "Where does Anna row?", "policy": "subtitles"}).structured_content
     assert ans["policy"] == "subtitles" and ans["backbone"] == "scripted" and not ans["invalid"]
     assert {e["id"] for e in ans["evidence"]} == {"utterance:0", "utterance:1"} and "trace" not in ans
@@ -147,6 +152,8 @@ def test_tools_answer_from_the_memory(lib: Library) -> None:
     ("search", {"film_id": "clip", "query": "x", "end": 1e300}, "outside the film"),
     ("search", {"film_id": "clip", "query": "x", "until": 0}, "outside the film"),
     ("read_range", {"film_id": "clip", "start": -3, "end": 2}, "outside the film"),
+    ("scenes", {"film_id": "talk", "start": 4.0, "end": 2.0}, "empty time window"),
+    ("scenes", {"film_id": "talk", "until": 1e300}, "outside the film"),
     ("frames", {"film_id": "clip", "times": list(range(9))}, "at most 8 frames"),
     ("frames", {"film_id": "clip", "times": []}, "1 or more times"),
     ("frames", {"film_id": "talk", "times": [1.0]}, "has no stored frames"),

@@ -22,6 +22,7 @@ from ...retrievers.text import TextRetriever
 from ...retrievers.window import rows_as_evidence
 from ...timefmt import hms
 from ..base import BasePolicy, Run
+from ..browse import SceneBrowse, overview_block
 from ..calls import default_max_tokens
 from ..packing import passage_sources
 from ..parsing import Parsed, parse_answer
@@ -46,6 +47,8 @@ class ArchivalSettings:
     top_k: int = 5  # default when the model gives none
     max_steps: int = 6  # model turns before it must answer
     search_first: bool = True  # the first model turn must be a search (weak models otherwise never search)
+    overview_tokens: int = 0  # the film's scene list (its table of contents) put before the question (0: none)
+    browse: bool = False  # offer the browse_scenes tool beside the search (backbones that call tools)
     step_max_tokens: int = 256
     max_tokens: int | None = None
     temperature: float = 0.0
@@ -113,7 +116,9 @@ class Archival(BasePolicy):
     policy closed-book under another name. With `search_first` (the default) the first model turn
     must be a search: a required tool call, or for a backbone without tool calling, a `SEARCH:`
     line (the question itself is searched when the model writes none). The trace records the
-    protocol and every search; the answer records how many searches it made."""
+    protocol and every search; the answer records how many searches it made. The film's scene
+    list can be read first (`overview_tokens`) or browsed by time (`browse`, agents/browse.py);
+    a turn that only browses does not count as the forced search."""
 
     Settings = ArchivalSettings
 
@@ -123,16 +128,23 @@ class Archival(BasePolicy):
             raise MovieMemError("max_steps must be at least 1")
         protocol = protocol_for(run.backbone)
         search = ArchivalSearch(film, s)
+        browse = SceneBrowse(film) if s.browse and protocol == "tools" else None
+        if s.browse and browse is None:
+            run.note("browse_scenes needs a backbone that calls tools: not offered (overview_tokens puts the scene "
+                     "list in the prompt instead)")
+        tools = [search.tool] + ([browse.tool] if browse else [])
         prompt = ARCHIVAL if protocol == "tools" else ARCHIVAL_TEXT
-        text = prompt.render(duration=hms(film.duration_s), question=question_block(question))
+        text = overview_block(film, s.overview_tokens, run) + prompt.render(duration=hms(film.duration_s),
+                                                                            question=question_block(question))
         messages: list[Any] = [system(prompt.system), user(text)]
-        searches = 0
+        searches = browsing = 0  # browsing: turns that only browsed, before the first search
         parsed: Parsed | None = None
         for step in range(s.max_steps):
-            force = s.search_first and searches == 0 and step == 0
+            force = s.search_first and searches == 0 and step == browsing
             calls: list[tuple[str, dict[str, Any], ToolCall | None]]
             if protocol == "tools":
-                reply = run.chat(prompt, messages, tools=[search.tool], tool_choice="required" if force else None,
+                offered = [search.tool] if force and browsing else tools  # one browsing turn, then the forced search
+                reply = run.chat(prompt, messages, tools=offered, tool_choice="required" if force else None,
                                  max_tokens=s.step_max_tokens, temperature=s.temperature)
                 calls = [(c.name, c.arguments, c) for c in reply.tool_calls]
             else:
@@ -153,16 +165,22 @@ class Archival(BasePolicy):
                 break
             messages.append(assistant(reply.text, [c for _, _, c in calls if c is not None]))
             found: list[Evidence]
-            result: list[dict[str, Any]] | dict[str, str]
+            browsing += searches == 0 and all(browse is not None and name == browse.tool.name for name, _, _ in calls)
             for name, arguments, call in calls:
-                if name != search.tool.name:
-                    found, result = [], {"error": f"unknown tool {name!r}; use {search.tool.name}"}
+                listed = None
+                result: list[dict[str, Any]] | dict[str, str] | str
+                if browse is not None and name == browse.tool.name:
+                    found = []
+                    listed, result = browse(arguments)
+                elif name != search.tool.name:
+                    found, result = [], {"error": f"unknown tool {name!r}; use {' or '.join(t.name for t in tools)}"}
                 else:
                     searches += 1
                     found, result = search(arguments)
                     run.show(found)
                 run.trace.append(Step("tool", {"name": name, "arguments": arguments, "found": [e.id for e in found],
                                                "forced": force, "protocol": protocol,
+                                               **({"scenes": listed} if listed is not None else {}),
                                                "error": result.get("error") if isinstance(result, dict) else None}))
                 if call is not None:
                     messages.append(tool_result(call.id, result, name=name))

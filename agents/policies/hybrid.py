@@ -21,6 +21,7 @@ from ...retrievers.characters import CharacterRetriever
 from ...retrievers.text import TextRetriever
 from ...timefmt import hms
 from ..base import BasePolicy, Run
+from ..browse import overview_block
 from ..calls import answer_once, body
 from ..claims import check_reading, lowercase_words, read_claim
 from ..order import claim_order, parse_order, read_order
@@ -220,6 +221,7 @@ class Hybrid(BasePolicy):
         rotations: str = "two"
         foil_form: str = "blanks"
         option_words: bool = False  # short options scored as the answer's first word, not by letter (reader.word_probs)
+        overview_tokens: int = 0  # the film's scene list (its table of contents) put before the evidence (0: none)
         # order questions ("which happens first", "... right after X") and claims ("A before B"): locate | read.
         # locate places each option (each event) by its best line and answers from their order where it is
         # decisive (agents/order.py); read leaves them to the model
@@ -243,7 +245,7 @@ class Hybrid(BasePolicy):
         run.note(f"{len(shown)} blocks from {len(ranked)} hits fit the budget of {budget} tokens")
         shown.sort(key=lambda e: (e.start, e.end, e.id))
         ids = {f"E{n}": e for n, e in enumerate(shown, 1)}
-        context = "\n".join(render(eid, e) for eid, e in ids.items())
+        context = overview_block(film, s.overview_tokens, run) + "\n".join(render(eid, e) for eid, e in ids.items())
         if s.reader not in ("auto", "json", "logprobs"):
             raise MovieMemError(f"unknown reader {s.reader!r}; use auto, json or logprobs")
         if s.reader == "logprobs" or (s.reader == "auto" and can_read(run, question)):

@@ -37,6 +37,7 @@ from ...memory.view import FilmMemory
 from ...retrievers.base import Evidence
 from ...timefmt import hms
 from ..base import BasePolicy, Run
+from ..browse import overview_block
 from ..parsing import Parsed, parse_answer
 from ..prompts import LETTA, LETTA_FINAL, question_block
 from ..types import Question, Step
@@ -161,6 +162,9 @@ class LettaPolicy(BasePolicy):
         super().__init__(**settings)
         if self.settings.search != "vector":
             raise MovieMemError("letta searches archival memory by embeddings only: use search='vector'")
+        if self.settings.browse:
+            raise MovieMemError("letta cannot offer browse_scenes (Letta runs its agents' tools in its own server, "
+                                "which cannot read the library): use overview_tokens to put the scene list in the prompt")
         self._sessions: dict[int, _Session] = {}
         self._lock = threading.Lock()
         atexit.register(self.close)
@@ -323,7 +327,8 @@ class LettaPolicy(BasePolicy):
         by_id = {e.id: e for e in passages}
         conversation = session.client.conversations.create(agent_id=agent_id).id
         run.note("letta conversation", agent=agent_id, conversation=conversation, server=session.url)
-        text = LETTA.render(duration=hms(film.duration_s), question=question_block(question))
+        text = overview_block(film, s.overview_tokens, run) + LETTA.render(duration=hms(film.duration_s),
+                                                                           question=question_block(question))
         body, latency = self._send(session, conversation, LETTA, text, s.max_steps)
         final, searches, inserts = self._record(body, latency, run, by_id, LETTA)
         parsed = parse_answer(final, question)
