@@ -167,10 +167,12 @@ def scenes(lib: Library, film_id: str, start: float | None = None, end: float | 
     """The film's scenes in screen order, a table of contents to browse before searching: each
     one's span, characters and extractive summary; start/end keep the scenes overlapping that
     window, `until` those already over at that time (no spoilers)."""
+    from .memory.overview import overlapping
+
     f = film(lib, film_id)
     t0, t1 = window(f, start, end)
     view = f.until(seconds(until, "until", f.info.duration_s, low=TIME_SLACK_S)) if until is not None else f
-    rows = [s for s in view.scenes() if (t0 is None or s.end > t0) and (t1 is None or s.start < t1)]
+    rows = overlapping(view.scenes(), t0, t1)
     return {"scenes": [{"scene": s.scene_idx + 1, "start": s.start, "end": s.end, "characters": list(s.characters),
                         "summary": s.summary} for s in rows[:MAX_SCENES]],
             "truncated": len(rows) > MAX_SCENES, "total": len(rows)}

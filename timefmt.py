@@ -7,6 +7,7 @@ keys) did not change."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from .errors import MovieMemError
 
@@ -19,6 +20,17 @@ def check_time(value: float, what: str) -> float:
     if not math.isfinite(value) or value < 0 or value > MAX_FILM_S:
         raise MovieMemError(f"{what} {value!r} is not a time in seconds between 0 and {MAX_FILM_S:.0f} (48 h)")
     return value
+
+
+def optional_seconds(value: Any) -> float | None:
+    """A time a model gives as a tool argument (a number or its text), None where it gives none;
+    ValueError (TypeError for other types) for anything else, which the tool hands back as its error."""
+    if value is None or value == "":
+        return None
+    t = float(value)
+    if not math.isfinite(t):
+        raise ValueError(f"{value!r} is not a finite time")
+    return t
 
 
 def hms(t: float, *, short: bool = False, tenths: bool = False) -> str:

@@ -9,12 +9,12 @@ shown evidence: a scene spans minutes and would overlap nearly every gold span.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from ..backbones import Tool
-from ..memory.overview import overview
+from ..memory.overview import overlapping, overview
 from ..memory.view import FilmMemory
+from ..timefmt import optional_seconds
 from .base import Run
 from .prompts import BROWSE_TOOL, OVERVIEW_BLOCK
 
@@ -35,15 +35,6 @@ def overview_block(film: FilmMemory, tokens: int, run: Run) -> str:
     return OVERVIEW_BLOCK.format(overview=text)
 
 
-def _seconds(value: Any) -> float | None:
-    if value is None or value == "":
-        return None
-    t = float(value)
-    if not math.isfinite(t):
-        raise ValueError(f"{value!r} is not a finite time")
-    return t
-
-
 class SceneBrowse:
     """The `browse_scenes` tool over one film (honours the film view's time restriction)."""
 
@@ -56,11 +47,11 @@ class SceneBrowse:
     def __call__(self, arguments: dict[str, Any]) -> tuple[int, str | dict[str, str]]:
         """(scenes listed, the tool's result: their overview lines, or an error)."""
         try:
-            start, end = _seconds(arguments.get("start")), _seconds(arguments.get("end"))
+            start, end = optional_seconds(arguments.get("start")), optional_seconds(arguments.get("end"))
         except (TypeError, ValueError) as exc:
             return 0, {"error": f"bad arguments: {exc}"}
-        scenes = [s for s in self.film.scenes()
-                  if (start is None or s.end > start) and (end is None or s.start < end)]
+        every = self.film.scenes()
+        scenes = overlapping(every, start, end)
         if not scenes:
-            return 0, {"error": "no scenes there" if self.film.scenes() else "the film has no scenes"}
+            return 0, {"error": "no scenes there" if every else "the film has no scenes"}
         return len(scenes), overview(scenes, self.budget_tokens)

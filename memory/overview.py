@@ -18,6 +18,11 @@ def _short(text: str, n: int) -> str:
     return text if len(text) <= n else text[: max(1, n - 1)].rstrip() + "…"
 
 
+def overlapping(scenes: list[SceneRow], start: float | None, end: float | None) -> list[SceneRow]:
+    """The scenes that overlap [start, end); either bound may be None (the film's beginning or end)."""
+    return [s for s in scenes if (start is None or s.end > start) and (end is None or s.start < end)]
+
+
 def overview(scenes: list[SceneRow], budget_tokens: int = 1500) -> str:
     """One line a scene. When the summaries do not fit, each is shortened by the same amount so
     the whole film stays covered rather than only its beginning."""

@@ -378,6 +378,10 @@ def test_archival_reads_the_scene_list_first_and_browses_scenes_by_time(textfilm
     b = ScriptedBackbone([bad, search, ok])
     ans = ask(film, "Where does Sara's uncle work?", OPTIONS, policy="archival", backbone=b, browse=True)
     assert "not a finite time" in next(s for s in ans.trace if s.kind == "tool").data["error"]
+    # the search reads its window the same way
+    inf = {"tool_calls": [{"name": "archival_memory_search", "arguments": {"query": "uncle", "end": "inf"}}]}
+    ans = ask(film, "Where does Sara's uncle work?", OPTIONS, policy="archival", backbone=ScriptedBackbone([inf, ok]))
+    assert "not a finite time" in next(s for s in ans.trace if s.kind == "tool").data["error"]
     # without tool calling there is no browsing, and the trace says so; the overview still comes first
     b = ScriptedBackbone(["SEARCH: uncle", ok], capabilities={"tools": False})
     ans = ask(film, "Where does Sara's uncle work?", OPTIONS, policy="archival", backbone=b, browse=True,

@@ -20,7 +20,7 @@ from ...memory.view import FilmMemory
 from ...retrievers.base import Evidence
 from ...retrievers.text import TextRetriever
 from ...retrievers.window import rows_as_evidence
-from ...timefmt import hms
+from ...timefmt import hms, optional_seconds
 from ..base import BasePolicy, Run
 from ..browse import SceneBrowse, overview_block
 from ..calls import default_max_tokens
@@ -89,10 +89,7 @@ class ArchivalSearch:
             return [], {"error": "give a non-empty query"}
         try:
             k = int(arguments.get("top_k") or self.settings.top_k)
-            start = arguments.get("start")
-            end = arguments.get("end")
-            start = None if start is None or start == "" else float(start)
-            end = None if end is None or end == "" else float(end)
+            start, end = optional_seconds(arguments.get("start")), optional_seconds(arguments.get("end"))
             found = self.retriever.retrieve(self.film, query, k=max(1, min(MAX_TOP_K, k)), start=start, end=end)
         except (TypeError, ValueError, MovieMemError) as exc:
             return [], {"error": f"bad arguments: {exc}"}
