@@ -22,7 +22,7 @@ from .names import Character, Line, build_registry, link_faces, registry_lexicon
 from .stage import Ctx, Outcome, Stage, chosen_backbone, chosen_backbone_label, load_chosen_backbone
 
 STRIP_STEP_S = 2.0  # one strip frame stands for this much screen time (0.5 fps)
-NAME_RULES = 3  # version of ingest/names.py's rules: a change re-runs the stage on the next ingest
+NAME_RULES = 4  # version of ingest/names.py's rules: a change re-runs the stage on the next ingest
 
 
 def face_appearances(faces: list[FaceRow]) -> tuple[dict[int, list[float]], dict[int, float], dict[int, str]]:

@@ -25,7 +25,9 @@ from typing import Any
 from .flashbacks import Span
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z'\-]*")
-_NAME = r"((?:(?:Mr|Mrs|Ms|Dr|Miss)\.?\s)?[A-Z][a-z][A-Za-z'\-]*)"
+TITLES = "Mr|Mrs|Ms|Dr|Miss"  # titles that go before a name and are part of it (Mr. and Mrs. Hollis)
+_NAME = rf"((?:(?:{TITLES})\.?\s)?[A-Z][a-z][A-Za-z'\-]*)"
+TITLE = re.compile(rf"^({TITLES})\.?\s+")
 _SELF = [(re.compile(r"\b[Mm]y name(?:'s| is)\s+" + _NAME), 2.0),
          (re.compile(r"\b(?:I'm|I am|call me|[Ii]t's me,?)\s+" + _NAME
                      # the name ends the clause, or a phrase follows that says where the speaker is from or with
@@ -118,7 +120,19 @@ def is_name_tag(tag: str) -> bool:
 
 
 def _clean(name: str) -> str:
-    return name.rstrip(".,!?'\"")
+    """A name as read, with its title spelled one way ("Mr Hollis" -> "Mr. Hollis"): the title is
+    part of the name, since Mr. and Mrs. Hollis are two people."""
+    name = name.rstrip(".,!?'\"")
+    title = TITLE.match(name)
+    if title is None:
+        return name
+    abbrev = title.group(1) if title.group(1) == "Miss" else title.group(1) + "."
+    return f"{abbrev} {name[title.end():]}"
+
+
+def bare(name: str) -> str:
+    """A name without its title ("Mr. Hollis" -> "Hollis"): the word the film's lexicon holds."""
+    return TITLE.sub("", name)
 
 
 def votes(lines: Sequence[Line], lexicon: set[str], gap_s: float = 3.0) -> list[Vote]:
@@ -131,7 +145,7 @@ def votes(lines: Sequence[Line], lexicon: set[str], gap_s: float = 3.0) -> list[
         for pat, w in _SELF:
             for m in pat.finditer(ln.text):
                 name = _clean(m.group(1))
-                if name in lexicon or (w >= 2.0 and name not in _STOP):
+                if bare(name) in lexicon or (w >= 2.0 and name not in _STOP):
                     out.append(Vote(ln.idx, name, w, "self", ln.idx))
         addressed = set()
         start = _ADDR_START.match(ln.text.strip())
@@ -140,7 +154,7 @@ def votes(lines: Sequence[Line], lexicon: set[str], gap_s: float = 3.0) -> list[
         end = _ADDR_END.search(ln.text.strip())
         if end and not _APPOSITION.search(ln.text.strip()) and not _LETTER.search(ln.text.strip()):
             addressed.add(_clean(end.group(1)))
-        for name in sorted(n for n in addressed if n in lexicon):
+        for name in sorted(n for n in addressed if bare(n) in lexicon):
             out.append(Vote(ln.idx, name, -1.0, "address-self", ln.idx))
             nxt = _neighbour(order, k, +1, gap_s)
             if nxt is not None:
@@ -303,15 +317,24 @@ def build_registry(lines: Sequence[Line], min_score: float = 1.0, margin: float 
         line_char[ln.idx] = (named.char_id, 1.0 if vote.kind == "tag" else 0.8)
     for idx, (cid, _) in line_char.items():
         chars[cid].lines.append(idx)
-    # names addressed or introduced but never matched to a speaker: registered, with no lines
+    # names addressed or introduced but never matched to a speaker: registered, with no lines. A
+    # titled name ("Miss Greta") is another name of the character its bare name registered, when
+    # no other title goes with that name ("Mr. Benson" and "Mrs. Benson" are two people)
     addressed = Counter(v.name for v in vs if v.kind == "address-self")
-    for name, count in addressed.items():
-        if name not in by_name and count >= 2:
-            evid = [v for v in vs if v.name == name and v.kind == "address-self"]
-            ch = Character(f"n{len([c for c in chars.values() if c.voice < 0]) + 1}", name, [name], confidence=0.0)
-            ch.links.append({"kind": "name", "value": name, "confidence": 0.0,
-                             "evidence": _evidence(evid, text, line_of)})
-            chars[ch.char_id] = by_name[name] = ch
+    titles = Counter(bare(n) for n in {*addressed, *by_name} if bare(n) != n)
+    for name, count in sorted(addressed.items(), key=lambda nc: bare(nc[0]) != nc[0]):
+        if name in by_name or count < 2:
+            continue
+        same = by_name.get(bare(name))
+        if same is not None and titles[bare(name)] == 1:
+            same.names.append(name)
+            by_name[name] = same
+            continue
+        evid = [v for v in vs if v.name == name and v.kind == "address-self"]
+        ch = Character(f"n{len([c for c in chars.values() if c.voice < 0]) + 1}", name, [name], confidence=0.0)
+        ch.links.append({"kind": "name", "value": name, "confidence": 0.0,
+                         "evidence": _evidence(evid, text, line_of)})
+        chars[ch.char_id] = by_name[name] = ch
     return list(chars.values()), line_char
 
 

@@ -35,9 +35,9 @@ import re
 from dataclasses import dataclass, field
 
 from .flashbacks import MARK, Span, TimedEvent, story_time
-from .scenes import STOP, Scene, TextLine, content_words, known_names, line_names, names_in
+from .scenes import STOP, FilmNames, Scene, TextLine, content_words, known_names, names_in
 
-RULES_VERSION = 12  # bump when a rule changes: the events stage's params hash then changes and it reruns
+RULES_VERSION = 13  # bump when a rule changes: the events stage's params hash then changes and it reruns
 EVENTS_PER_MINUTE = 8.0  # at most, per scene (at least 3 a scene)
 REPEAT_S = 15.0  # a line repeated within this many seconds is the same event
 NEAR_S = 120.0  # how far apart two events sharing participants may be to be linked as cause and effect
@@ -325,10 +325,11 @@ def scene_events(scene: Scene, per_minute: float = EVENTS_PER_MINUTE,
 
 def extract_events(scenes: list[Scene]) -> list[RuleEvent]:
     found: list[RuleEvent] = []
-    known = known_names([ln for sc in scenes for ln in sc.lines])
+    everything = [ln for sc in scenes for ln in sc.lines]
+    known, film = known_names(everything), FilmNames.of(everything)
     for sc in scenes:
         for lines, rule in scene_events(sc, known=known):
-            names = list(dict.fromkeys(n for ln in lines for n in line_names(ln, known)))
+            names = list(dict.fromkeys(n for ln in lines for n in film.of_line(ln)))
             text = " ".join(ln.text for ln in lines)
             shown = " ".join(ln.text for ln in lines if ln.kind != "dialogue") or text
             args = {}

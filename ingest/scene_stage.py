@@ -8,14 +8,17 @@ them to the stored scenes and builds the rule graph (rule_graph.py): no model, s
 from __future__ import annotations
 
 import json
+from collections import Counter
 from typing import Any
 
 from ..memory.schema import EventRow, RelationRow, SceneRow
+from .names import bare
 from .rule_graph import RuleGraph, build_graph
-from .scenes import Scene, TextLine, assign_to_spans, build_scenes
+from .scenes import RegistryCast, Scene, TextLine, assign_to_spans, build_scenes
 from .stage import Ctx, Outcome, Stage, embed_texts
 
-SCENE_PARAMS = {"min_s": 45.0, "max_s": 240.0, "pause_s": 12.0, "central_k": 2}
+SCENE_PARAMS = {"min_s": 45.0, "max_s": 240.0, "pause_s": 12.0, "central_k": 2,
+                "characters": "registry, and names never written in lower case, unquoted, not roles"}
 
 
 def memory_lines(ctx: Ctx) -> list[TextLine]:
@@ -28,12 +31,28 @@ def memory_lines(ctx: Ctx) -> list[TextLine]:
     return sorted((ln for ln in lines if ln.text.strip()), key=lambda ln: (ln.start, ln.end, ln.kind, ln.ref))
 
 
+def registry_cast(ctx: Ctx) -> RegistryCast | None:
+    """The characters stage's named characters and who speaks each line; None without a registry."""
+    named = {c.names[0]: tuple(c.names) for c in ctx.rows("characters") if c.names} if ctx.has_rows("characters") else {}
+    if not named:
+        return None
+    # a line may say "Hollis" for "Mr. Hollis": the bare name is his too, unless two characters share it
+    bare_of = Counter(b for names in named.values() for b in {bare(n) for n in names})
+    named = {c: tuple(dict.fromkeys([*names, *(bare(n) for n in names if bare_of[bare(n)] == 1)]))
+             for c, names in named.items()}
+    speakers: dict[str, list[str]] = {}
+    for s in ctx.rows("speaker_lines"):
+        if s.speaker_name in named:
+            speakers.setdefault(f"utterances:{s.utt_idx}", []).append(s.speaker_name)
+    return RegistryCast(named, {ref: tuple(dict.fromkeys(names)) for ref, names in speakers.items()})
+
+
 class ScenesStage(Stage):
     """Scenes with an extractive summary; skipped when the film has no text at all."""
 
     name = "scenes"
-    needs = ("probe", "segments", "transcript", "ocr", "captions")
-    version = 1
+    needs = ("probe", "segments", "transcript", "ocr", "captions", "characters")
+    version = 3
 
     def params(self, ctx: Ctx) -> dict[str, Any]:
         return {"from": "segments" if ctx.inputs.film.has_video else "pauses", **SCENE_PARAMS}
@@ -48,13 +67,15 @@ class ScenesStage(Stage):
         segments = None
         if p["from"] == "segments":
             segments = [(s.start, s.end) for s in sorted(ctx.rows("segments"), key=lambda s: s.seg_idx)]
+        cast = registry_cast(ctx)
         scenes = build_scenes(memory_lines(ctx), segments, central_k=p["central_k"], min_s=p["min_s"],
-                              max_s=p["max_s"], pause_s=p["pause_s"])
+                              max_s=p["max_s"], pause_s=p["pause_s"], cast=cast)
         ctx.write([SceneRow(film_id=ctx.film_id, scene_idx=s.idx, start=round(s.start, 3), end=round(s.end, 3),
                             summary=s.summary, characters=s.names[:12], lines=[ln.ref for ln in s.central],
                             n_lines=len(s.lines)) for s in scenes])
         how = "shot-grouped segments" if segments is not None else "pauses in the dialogue"
-        return Outcome(note=f"{len(scenes)} scenes from {how}")
+        who = f"characters from the registry ({len(cast.names)} named)" if cast else "no character registry: names from the lines"
+        return Outcome(note=f"{len(scenes)} scenes from {how}; {who}")
 
 
 

@@ -1,8 +1,16 @@
 """Scenes: the film's table of contents, built from the memory's text without a model.
 
 A scene is a stretch of the film with a time span, the lines it holds (captions, dialogue,
-on-screen text), the names that occur in it and an extractive summary: its most central lines
-(those whose words the rest of the scene repeats most), its names and its on-screen text.
+on-screen text), the characters in it and an extractive summary: its most central lines
+(those whose words the rest of the scene repeats most), its characters and its on-screen text.
+
+A scene's characters are those of the character registry who speak or are named in it (each
+under one name, whatever alias the line uses) and the other names its lines use, most present
+first. Other names are capitalised words the film never writes in lower case (not "Take", if it
+also says "take"), outside short quotes (a nickname, a title or a code word in quotes is not a
+person in the scene; a quoted sentence keeps its names), not ranks or roles ("Sheriff") unless a
+title goes before them ("Mr. Major"). Without a registry, each line's speaker label counts too.
+The event graph's participants are read the same way (rule_graph.py).
 
 Where the film has shot-grouped segments (video), each segment is a scene. A text-only film has
 only fixed windows, which cut conversations anywhere, so its scenes are cut where the dialogue
@@ -15,7 +23,9 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+
+from .names import TITLE, TITLES
 
 WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*")
 # function words and words capitalised for reasons other than being a name
@@ -32,6 +42,20 @@ anything everything someone somebody anyone nobody okay o'clock god lord dear da
 father mama papa man woman boy girl guy guys people monday tuesday wednesday thursday friday saturday sunday january
 february march april may june july august september october november december christmas ext int cut fade
 """.split())
+
+
+# ranks and roles: capitalised when they address or stand for someone, yet not anyone's name
+ROLES = frozenset("""
+sheriff deputy officer constable sergeant detective inspector captain lieutenant colonel general major corporal
+private admiral commander chief president senator governor mayor judge counsel doctor doc nurse professor
+reverend pastor priest king queen prince princess duke duchess count countess baron baroness lady lord sir madam
+madame ma'am monsieur mademoiselle senor senora signor uncle aunt auntie grandpa grandma granny grandfather
+grandmother brother sister cousin son daughter husband wife miss mister mrs mr ms dr
+""".split())
+_FEW_WORDS = r"\s*[^\s{q}]+(?:\s+[^\s{q}]+){{0,2}}\s*"  # a nickname, a title, a code word: up to 3 words
+QUOTED = re.compile("|".join([f'"{_FEW_WORDS.format(q=chr(34))}"', f"“{_FEW_WORDS.format(q='”')}”",
+                              f"‘{_FEW_WORDS.format(q='’')}’",
+                              f"(?<![A-Za-z])'{_FEW_WORDS.format(q=chr(39))}'(?![A-Za-z])"]))
 
 
 @dataclass(frozen=True)
@@ -87,6 +111,89 @@ def names_in(text: str, known: frozenset[str] = frozenset()) -> list[str]:
 def line_names(line: TextLine, known: frozenset[str] = frozenset()) -> list[str]:
     return list(dict.fromkeys([*line.characters, *([line.speaker] if line.speaker else []),
                                *names_in(line.text, known)]))
+
+
+@dataclass
+class RegistryCast:
+    """The character registry as scenes read it: each named character's names (the first shown),
+    and who speaks which line (by line ref)."""
+
+    names: dict[str, tuple[str, ...]]
+    speakers: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    _pattern: dict[str, re.Pattern[str]] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._pattern = {c: re.compile("|".join(map(_spelled, sorted(names, key=len, reverse=True))))
+                         for c, names in self.names.items() if names}
+
+    def in_line(self, line: TextLine, text: str) -> tuple[list[str], str]:
+        """Who of the registry speaks `line` or is named in `text` (the line's unquoted words), and
+        `text` without those names, for the names the registry does not hold."""
+        found = list(self.speakers.get(line.ref, ()))
+        for c, pat in self._pattern.items():
+            text, n = pat.subn(" ", text)
+            if n:
+                found.append(c)
+        return found, text
+
+
+def _spelled(name: str) -> str:
+    """A pattern for a name as lines write it: "Mr. Hollis" is also "Mr Hollis"."""
+    title = TITLE.match(name)
+    rest = name[title.end():] if title else name
+    lead = rf"{title.group(1)}\.?\s+" if title else ""
+    return rf"\b{lead}{re.escape(rest)}\b"
+
+
+@dataclass(frozen=True)
+class FilmNames:
+    """Which capitalised words the film's own text treats as names: those it writes in Title case
+    somewhere and never in lower case, read outside quotes. "Take" and "Secret" fail (the film
+    writes "take", "secret" too), so does an acronym ("FBI", never "Fbi"), and so does a subtitle's
+    "Iittle" (an l read as I, where the film also writes "little")."""
+
+    known: frozenset[str]
+    lower: frozenset[str]
+    titled: frozenset[str]
+    surnames: frozenset[str]  # words after a title ("Mr. Major"): names, even when they are also ranks
+
+    @classmethod
+    def of(cls, lines: list[TextLine]) -> FilmNames:
+        plain = [replace(ln, text=unquoted(ln.text)) for ln in lines]
+        found = [re.sub("['’]s$", "", w) for ln in plain for w in WORD.findall(ln.text)]  # Anna's: Anna; don't stays
+        surnames = {m.group(1) for ln in plain for m in re.finditer(rf"\b(?:{TITLES})\.?\s+([A-Z][a-z]+)", ln.text)}
+        return cls(known_names(plain), frozenset(w.lower() for w in found if w and w[0].islower()),
+                   frozenset(w for w in found if w and w[0].isupper() and not w.isupper()), frozenset(surnames))
+
+    def is_name(self, word: str) -> bool:
+        low = word.lower()
+        misread = low.startswith("i") and "l" + low[1:] in self.lower
+        role = low in ROLES and word not in self.surnames
+        return word in self.titled and low not in self.lower and not role and not misread
+
+    def in_text(self, text: str) -> list[str]:
+        return [n for n in names_in(text, self.known) if self.is_name(n)]
+
+    def of_line(self, line: TextLine) -> list[str]:
+        """A line's names without a registry: its captioned characters, its speaker and its names."""
+        return list(dict.fromkeys([*line.characters, *([line.speaker] if line.speaker else []),
+                                   *self.in_text(unquoted(line.text))]))
+
+
+def unquoted(text: str) -> str:
+    return QUOTED.sub(" ", text)
+
+
+def scene_characters(lines: list[TextLine], film: FilmNames, cast: RegistryCast | None = None) -> list[str]:
+    """The characters of a scene's lines, most present first (see the module docstring)."""
+    counts: Counter[str] = Counter()
+    for ln in lines:
+        if cast is None:
+            counts.update(film.of_line(ln))
+            continue
+        registered, text = cast.in_line(ln, unquoted(ln.text))
+        counts.update(list(dict.fromkeys([*ln.characters, *registered, *film.in_text(text)])))
+    return [n for n, _ in counts.most_common()]
 
 
 def known_names(lines: list[TextLine]) -> frozenset[str]:
@@ -206,25 +313,27 @@ def summarize(scene: Scene, idf: dict[str, float], *, k: int = 2, max_chars: int
         parts.append("On screen: " + " / ".join(_short(t, 60) for t in dict.fromkeys(onscreen).keys() if t)[:120] + ".")
     for ln in scene.central:
         said = f"{ln.speaker}: " if ln.kind == "dialogue" and ln.speaker else ""
-        quote = f'"{_short(ln.text, 140)}"' if ln.kind == "dialogue" else _short(ln.text, 160)
+        inner = _short(ln.text, 140).replace('"', "'")  # a quote inside the quote: nested, not doubled
+        quote = f'"{inner}"' if ln.kind == "dialogue" else _short(ln.text, 160)
         parts.append(said + quote)
     return _short(" ".join(parts), max_chars)
 
 
 def build_scenes(lines: list[TextLine], segments: list[tuple[float, float]] | None, *, central_k: int = 2,
-                 min_s: float = 45.0, max_s: float = 240.0, pause_s: float = 12.0) -> list[Scene]:
-    """Scenes from segments (when given) or from pauses in the lines; empty scenes are dropped."""
+                 min_s: float = 45.0, max_s: float = 240.0, pause_s: float = 12.0,
+                 cast: RegistryCast | None = None) -> list[Scene]:
+    """Scenes from segments (when given) or from pauses in the lines; empty scenes are dropped.
+    `cast`: the film's character registry, when it has one."""
     lines = sorted((ln for ln in lines if ln.text.strip()), key=lambda ln: (ln.start, ln.end, ln.kind))
     if segments:
         parts = [(a, b, own) for (a, b), own in zip(segments, assign_to_spans(lines, segments)) if own]
     else:
         parts = split_at_gaps(lines, min_s=min_s, max_s=max_s, pause_s=pause_s)
     idf = film_idf([p[2] for p in parts])
-    known = known_names(lines)
+    names = FilmNames.of(lines)
     scenes = []
     for i, (a, b, own) in enumerate(parts):
-        counts: Counter[str] = Counter(n for ln in own for n in line_names(ln, known))
-        sc = Scene(i, a, b, own, [n for n, _ in counts.most_common()])
+        sc = Scene(i, a, b, own, scene_characters(own, names, cast))
         sc.central = central_lines(own, idf, central_k)
         sc.summary = summarize(sc, idf)
         scenes.append(sc)

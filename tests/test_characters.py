@@ -108,6 +108,20 @@ def test_a_name_goes_to_one_cluster_only() -> None:
     assert len(named) == 1 and named[0].voice == 1  # two votes beat one
 
 
+def test_a_titled_address_names_a_character_and_the_title_tells_two_apart() -> None:
+    # no voices (a text-only film): names addressed twice are registered, each with its title
+    texts = ["Good evening, Mr Hollis.", "Thank you, Mr. Hollis!", "Sit down, Mrs. Hollis.", "Hello, Mrs Hollis.",
+             "Greta, look at this.", "Wait, Greta.", "Come in, Miss Greta.", "Goodbye, Miss Greta.",
+             "Hollis sells tickets and Greta keeps the books."]
+    lines = [Line(i, 3.0 * i, 3.0 * i + 2, t) for i, t in enumerate(texts)]
+    chars, _ = build_registry(lines)
+    assert sorted(c.names for c in chars) == [["Greta", "Miss Greta"], ["Mr. Hollis"], ["Mrs. Hollis"]]
+    # a title on a word the film never uses as a name is not an address ("Mr. Nobody" twice)
+    lines = [Line(i, 3.0 * i, 3.0 * i + 2, t) for i, t in enumerate(["Hello, Mr Nobody.", "Bye, Mr Nobody.",
+                                                                     "Nobody came."])]
+    assert build_registry(lines)[0] == []
+
+
 def test_a_voice_no_line_names_takes_the_one_person_captions_show_while_it_speaks() -> None:
     # voice 0 is never called by name; voice 1 is Peter. Captions name Anna and Peter on screen with voice 0.
     lines = [Line(0, 1, 3, "A letter came for you today.", voice=0), Line(1, 4, 6, "Who is it from?", voice=1),

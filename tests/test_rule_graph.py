@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from moviemem.ingest.rule_graph import build_graph, eventful, stem, trigger_of
-from moviemem.ingest.scenes import TextLine, build_scenes, central_lines, names_in, split_at_gaps
+from moviemem.ingest.scenes import RegistryCast, Scene, TextLine, build_scenes, central_lines, names_in, split_at_gaps, summarize
 
 
 def say(start: float, text: str, who: str = "", ref: int = 0, dur: float = 4.0) -> TextLine:
@@ -36,6 +36,30 @@ def test_names_are_capitalised_words_not_opening_a_sentence() -> None:
     # a name opening a sentence counts once the film has shown it as a name elsewhere
     assert names_in("Maria hides the money.") == []
     assert names_in("Maria hides the money.", known=frozenset({"Maria"})) == ["Maria"]
+
+
+def test_a_scene_lists_the_registry_characters_in_it_then_the_film_s_other_names() -> None:
+    lines = [
+        say(0, "Sit down, Mr. Berg. The FBI called about Anna.", ref=0),
+        say(4, "Ask the Sheriff. They call him 'Snowball' in Boston.", who="v1", ref=1),
+        say(8, "It is a secret, like the service we got. Iisten to me, Berg.", ref=2),
+        say(12, "Call the Secret Service and Hollis now.", ref=3),
+        say(16, "Don't listen to him.", ref=4),
+        say(18, 'We met Mr Major at Kessler\'s garage. He said "Ruth, come back here right now" twice.', ref=5),
+    ]
+    cast = RegistryCast({"Nils": ("Nils", "Berg"), "Greta": ("Greta",)}, {"utterances:1": ("Greta",)})
+    (scene,) = build_scenes(lines, [(0.0, 25.0)], cast=cast)
+    # Berg is one of Nils's names; Greta speaks line 1; then names the film never writes in lower case.
+    # Left out: a role ("Sheriff"), a quoted nickname, an acronym ("FBI"), words written in lower
+    # case elsewhere ("Secret", "Service"), "Iisten" (a misread "listen"), the voice label "v1"
+    # "Major" is a rank, but a name after a title; "Kessler's" is Kessler; a long quotation keeps its names
+    assert scene.names == ["Nils", "Anna", "Greta", "Boston", "Hollis", "Major", "Kessler", "Ruth"]
+    assert scene.summary.startswith("With Nils, Anna, Greta, Boston, Hollis, Major.")
+    quoted = Scene(0, 0.0, 4.0, [say(0, '"Lately".')], central=[say(0, '"Lately".')])
+    assert summarize(quoted, {}) == '"\'Lately\'."'  # a quote inside the quote is nested, not doubled
+    # without a registry: each line's speaker and the same names, aliases not merged
+    (bare,) = build_scenes(lines, [(0.0, 25.0)])
+    assert bare.names == ["Berg", "Anna", "v1", "Boston", "Hollis", "Major", "Kessler", "Ruth"]
 
 
 def test_stems_triggers_and_eventful_lines() -> None:
@@ -167,6 +191,14 @@ def test_a_scene_without_eventful_lines_still_has_an_event() -> None:
     assert len(g.events) == 1 and g.events[0].rule == "scene-central" and g.relations == []
 
 
+def test_an_event_s_participants_are_the_film_s_names_not_ranks_or_common_words() -> None:
+    lines = [say(0, "Then the Secret Service arrested Anna at the station for the President.", ref=0),
+             say(5, "It was a secret, and the service was slow.", ref=1), say(9, "Anna, wait!", ref=2)]
+    g = build_graph(build_scenes(lines, [(0, 20)]), lines)
+    arrest = next(e for e in g.events if "arrested" in e.description)
+    assert arrest.names == ["Anna"] and arrest.args["with"] == "Anna"
+
+
 # ----------------------------------------------------------------------------- end to end
 
 SRT_LINES = [(line.start, line.end, line.text) for line in LINES if line.kind == "dialogue"] + [
@@ -195,6 +227,7 @@ def test_text_film_gets_scenes_and_a_rule_graph_by_default(tmp_path: Path, cli) 
     film = lib.ingest_text(srt, film_id="tiny", title="Tiny")
     runs = {s.stage: s for s in film.stages()}
     assert runs["scenes"].status == "done" and "pauses in the dialogue" in runs["scenes"].reason
+    assert "no character registry: names from the lines" in runs["scenes"].reason  # nobody is addressed twice
     assert runs["events"].status == "done" and runs["events"].model == "rules"
     assert json.loads(runs["events"].params)["mode"] == "rules"
     scenes = film.scenes()
@@ -387,3 +420,21 @@ def test_two_alike_shots_in_two_scenes_are_an_action_done_twice_not_one_event() 
     coref = {(r.src, r.dst) for r in g.relations if r.type == "coreference"}
     assert (shown1.event_id, shown2.event_id) not in coref  # shown twice: done twice
     assert (shown2.event_id, told.event_id) in coref  # told afterwards: the same event recounted
+
+
+def test_a_text_film_s_scenes_read_its_character_registry(tmp_path: Path) -> None:
+    from moviemem import Library
+    from moviemem.config import get_settings
+
+    srt = tmp_path / "named.srt"
+    srt.write_text(_srt([(0, 3, "Marta, the train to Turin leaves at noon."), (4, 7, "I know."),
+                         (9, 12, "Then hurry, Marta."), (14, 17, "They call the conductor 'Grumpy' in Turin."),
+                         (20, 23, "Good evening, Mr. Hollis."), (24, 27, "Thank you, Mr Hollis."),
+                         (30, 33, "They say Hollis sold the cinema.")]))
+    lib = Library(tmp_path / "lib", get_settings(library=tmp_path / "lib"))
+    film = lib.ingest_text(srt, film_id="named", title="Named")
+    assert sorted(c.names for c in film.characters()) == [["Marta"], ["Mr. Hollis"]]
+    note = next(s.reason for s in film.stages() if s.stage == "scenes")
+    assert "characters from the registry (2 named)" in note
+    # "Hollis" alone is Mr. Hollis's (no other character is a Hollis); Turin is a name the lines use
+    assert [s.characters for s in film.scenes()] == [["Mr. Hollis", "Marta", "Turin"]]
