@@ -165,8 +165,8 @@ def _overview(f: Film) -> dict[str, Any]:
 def scenes(lib: Library, film_id: str, start: float | None = None, end: float | None = None,
            until: float | None = None) -> dict[str, Any]:
     """The film's scenes in screen order, a table of contents to browse before searching: each
-    one's span, characters and extractive summary; start/end keep the scenes overlapping that
-    window, `until` those already over at that time (no spoilers)."""
+    one's span, characters and summary (`how`: extractive, or the model that wrote it); start/end
+    keep the scenes overlapping that window, `until` those already over at that time (no spoilers)."""
     from .memory.overview import overlapping
 
     f = film(lib, film_id)
@@ -174,7 +174,7 @@ def scenes(lib: Library, film_id: str, start: float | None = None, end: float | 
     view = f.until(seconds(until, "until", f.info.duration_s, low=TIME_SLACK_S)) if until is not None else f
     rows = overlapping(view.scenes(), t0, t1)
     return {"scenes": [{"scene": s.scene_idx + 1, "start": s.start, "end": s.end, "characters": list(s.characters),
-                        "summary": s.summary} for s in rows[:MAX_SCENES]],
+                        "summary": s.summary, "how": s.how} for s in rows[:MAX_SCENES]],
             "truncated": len(rows) > MAX_SCENES, "total": len(rows)}
 
 

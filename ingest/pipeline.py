@@ -64,7 +64,8 @@ def run_stages(store: MemoryStore, settings: Settings, inputs: Inputs, stages: l
         missing = [n for n in stage.needs if n not in runs]
         if missing:
             raise MovieMemError(f"stage {stage.name} needs {', '.join(missing)}, which has not finished for {film_id!r}")
-        ctx = Ctx(store, settings, inputs, reporter, upstream={n: runs[n] for n in stage.needs})
+        ctx = Ctx(store, settings, inputs, reporter, upstream={n: runs[n] for n in stage.needs},
+                  replace=replace and only is not None and stage.name in only)
         params = stage.params(ctx)
         phash = params_hash({"stage": stage.name, "version": stage.version, "params": params,
                              "upstream": {n: r.run_id for n, r in ctx.upstream.items()}})

@@ -14,8 +14,9 @@ from typing import Any
 from ..memory.schema import EventRow, RelationRow, SceneRow
 from .names import bare
 from .rule_graph import RuleGraph, build_graph
+from .scene_summaries import SUMMARY, write_summaries
 from .scenes import RegistryCast, Scene, TextLine, assign_to_spans, build_scenes
-from .stage import Ctx, Outcome, Stage, embed_texts
+from .stage import Ctx, Outcome, Stage, chosen_backbone, chosen_backbone_label, embed_texts, load_chosen_backbone
 
 SCENE_PARAMS = {"min_s": 45.0, "max_s": 240.0, "pause_s": 12.0, "central_k": 2,
                 "characters": "registry, and names never written in lower case, unquoted, not roles"}
@@ -48,18 +49,31 @@ def registry_cast(ctx: Ctx) -> RegistryCast | None:
 
 
 class ScenesStage(Stage):
-    """Scenes with an extractive summary; skipped when the film has no text at all."""
+    """Scenes with an extractive summary, or one a model writes when a text backbone is chosen (kept by
+    a later plain ingest, as a model's event graph is); skipped when the film has no text at all."""
 
     name = "scenes"
     needs = ("probe", "segments", "transcript", "ocr", "captions", "characters")
     version = 3
+    attempts = 3
 
     def params(self, ctx: Ctx) -> dict[str, Any]:
-        return {"from": "segments" if ctx.inputs.film.has_video else "pauses", **SCENE_PARAMS}
+        p = {"from": "segments" if ctx.inputs.film.has_video else "pauses", **SCENE_PARAMS}
+        spec = chosen_backbone_label(ctx)
+        if spec is None:
+            return {**p, "summaries": "extractive"}
+        return {**p, "summaries": "model", "backbone": spec, "prompts": [SUMMARY.ref], "attempts": self.attempts}
 
     def skip_reason(self, ctx: Ctx) -> str | None:
+        """A plain ingest keeps summaries a model wrote (as the events stage keeps a model's graph),
+        unless `--stages scenes --replace` asks for extractive ones again."""
         if not any(ctx.has_rows(t) for t in ("captions", "utterances", "onscreen")):
             return "no captions, utterances or on-screen text to read scenes from"
+        run = ctx.store.finished_runs(ctx.film_id).get(self.name)
+        if (chosen_backbone(ctx) is None and not ctx.replace and run is not None and run.status == "done" and run.rows
+                and json.loads(run.params or "{}").get("summaries") == "model"):
+            return ("no text backbone chosen, and the film's scene summaries were written by a model: pass "
+                    "--backbone SPEC to write them again, or --stages scenes --replace for extractive ones")
         return None
 
     def run(self, ctx: Ctx) -> Outcome:
@@ -70,12 +84,23 @@ class ScenesStage(Stage):
         cast = registry_cast(ctx)
         scenes = build_scenes(memory_lines(ctx), segments, central_k=p["central_k"], min_s=p["min_s"],
                               max_s=p["max_s"], pause_s=p["pause_s"], cast=cast)
+        hows, model, by_model = ["extractive"] * len(scenes), "", ""
+        if p["summaries"] == "model":
+            backbone = load_chosen_backbone(ctx)
+            written = write_summaries(backbone, scenes, title=ctx.inputs.film.title, attempts=self.attempts,
+                                      progress=ctx.progress)
+            for i, text in enumerate(written):
+                if text is not None:
+                    scenes[i].summary, hows[i] = text, backbone.model_id
+            model, failed = backbone.model_id, written.count(None)
+            by_model = f"; summaries by model {model}" + (
+                f", {failed} kept extractive (no usable reply in {self.attempts} attempts)" if failed else "")
         ctx.write([SceneRow(film_id=ctx.film_id, scene_idx=s.idx, start=round(s.start, 3), end=round(s.end, 3),
                             summary=s.summary, characters=s.names[:12], lines=[ln.ref for ln in s.central],
-                            n_lines=len(s.lines)) for s in scenes])
-        how = "shot-grouped segments" if segments is not None else "pauses in the dialogue"
+                            n_lines=len(s.lines), how=how) for s, how in zip(scenes, hows)])
+        cut = "shot-grouped segments" if segments is not None else "pauses in the dialogue"
         who = f"characters from the registry ({len(cast.names)} named)" if cast else "no character registry: names from the lines"
-        return Outcome(note=f"{len(scenes)} scenes from {how}; {who}")
+        return Outcome(model=model, note=f"{len(scenes)} scenes from {cut}; {who}{by_model}")
 
 
 

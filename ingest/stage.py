@@ -45,6 +45,7 @@ class Ctx:
     run_id: str = ""
     upstream: dict[str, StageRow] = field(default_factory=dict)
     written: int = 0
+    replace: bool = False  # asked by name with --replace: a stage may drop what it would otherwise keep
 
     @property
     def film_id(self) -> str:

@@ -3,7 +3,7 @@ they search (a table of contents, the way an agent browses a film globally first
 
 from __future__ import annotations
 
-from .schema import SceneRow
+from .schema import EventRow, SceneRow
 
 CHARS_PER_TOKEN = 4  # the same rough rate as backbones.base.estimate_tokens
 
@@ -21,6 +21,28 @@ def _short(text: str, n: int) -> str:
 def overlapping(scenes: list[SceneRow], start: float | None, end: float | None) -> list[SceneRow]:
     """The scenes that overlap [start, end); either bound may be None (the film's beginning or end)."""
     return [s for s in scenes if (start is None or s.end > start) and (end is None or s.start < end)]
+
+
+def story_places(scenes: list[SceneRow], events: list[EventRow]) -> dict[int, int]:
+    """Each scene's place in the story (1 = first), from the event graph's story order: a scene goes
+    where its earliest event in story time goes, so a flashback's scene comes before the scenes it
+    interrupts. An event belongs to the scene holding its midpoint; a scene with no ordered event
+    keeps the place after the scene before it. Without story order every scene keeps its screen place."""
+    scenes = sorted(scenes, key=lambda s: s.scene_idx)
+    earliest: dict[int, float] = {}
+    for e in events:
+        if e.story_order < 0:
+            continue
+        mid = (e.start + e.end) / 2
+        holder = next((s.scene_idx for s in scenes if s.start <= mid < s.end), None)
+        if holder is not None:
+            earliest[holder] = min(earliest.get(holder, float("inf")), e.story_order)
+    key, last = {}, -1.0
+    for s in scenes:
+        last = earliest.get(s.scene_idx, last)
+        key[s.scene_idx] = last
+    ranked = sorted(scenes, key=lambda s: (key[s.scene_idx], s.scene_idx))
+    return {s.scene_idx: i + 1 for i, s in enumerate(ranked)}
 
 
 def overview(scenes: list[SceneRow], budget_tokens: int = 1500) -> str:

@@ -209,8 +209,8 @@ class RelationRow(Row):
 
 
 class SceneRow(Row):
-    """A stretch of the film read as one unit of story: its span, the names in it and an
-    extractive summary (its most central lines, names and on-screen text)."""
+    """A stretch of the film read as one unit of story: its span, the names in it and a summary,
+    extractive (its most central lines, names and on-screen text) or by a model (`how`)."""
 
     table: ClassVar[str] = "scenes"
     scene_idx: int
@@ -220,6 +220,7 @@ class SceneRow(Row):
     characters: list[str] = Field(default_factory=list)
     lines: list[str] = Field(default_factory=list)  # the central lines' rows ("utterances:12")
     n_lines: int = 0
+    how: str = "extractive"  # or the model id that wrote the summary (scene_summaries.py)
 
 
 class VoiceRow(Row):
