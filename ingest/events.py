@@ -168,10 +168,8 @@ class EventsStage(Stage):
 
     def model_graph_kept(self, ctx: Ctx) -> bool:
         """Whether the film's finished graph came from anything but the rules (a model, imported truth)."""
-        run = ctx.store.finished_runs(ctx.film_id).get(self.name)
-        if run is None or run.status != "done" or not run.rows:
-            return False
-        return bool(json.loads(run.params or "{}").get("mode") != "rules")
+        made = self.finished_params(ctx, with_rows=True)
+        return made is not None and made.get("mode") != "rules"
 
     def run(self, ctx: Ctx) -> Outcome:
         mode = self.mode(ctx)

@@ -23,6 +23,7 @@ from ..timefmt import hms
 from .prompts_events import REFINE, RELATION_SCHEMA
 from .relations import check_score
 from .rule_graph import RuleEvent, RuleGraph, RuleRelation, dedupe
+from .scenes import prompt_line
 
 ASKED = ("causal", "precondition", "coreference")  # candidate links a model checks; the others are read off the film
 MAX_LINES = 6  # lines of each event shown (an event rarely needs more to be understood)
@@ -48,8 +49,7 @@ class Tally:
 
 
 def _lines(e: RuleEvent) -> str:
-    shown = [f"[{hms(ln.start)}] {(ln.speaker + ': ') if ln.speaker else ''}{' '.join(ln.text.split())}"
-             for ln in e.lines[:MAX_LINES]]
+    shown = [prompt_line(ln) for ln in e.lines[:MAX_LINES]]
     return "\n".join(shown) + (f"\n(+{len(e.lines) - MAX_LINES} more lines)" if len(e.lines) > MAX_LINES else "")
 
 

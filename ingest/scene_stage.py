@@ -34,7 +34,7 @@ def memory_lines(ctx: Ctx) -> list[TextLine]:
 
 def registry_cast(ctx: Ctx) -> RegistryCast | None:
     """The characters stage's named characters and who speaks each line; None without a registry."""
-    named = {c.names[0]: tuple(c.names) for c in ctx.rows("characters") if c.names} if ctx.has_rows("characters") else {}
+    named = {c.names[0]: tuple(c.names) for c in ctx.rows("characters") if c.names}
     if not named:
         return None
     # a line may say "Hollis" for "Mr. Hollis": the bare name is his too, unless two characters share it
@@ -69,9 +69,8 @@ class ScenesStage(Stage):
         unless `--stages scenes --replace` asks for extractive ones again."""
         if not any(ctx.has_rows(t) for t in ("captions", "utterances", "onscreen")):
             return "no captions, utterances or on-screen text to read scenes from"
-        run = ctx.store.finished_runs(ctx.film_id).get(self.name)
-        if (chosen_backbone(ctx) is None and not ctx.replace and run is not None and run.status == "done" and run.rows
-                and json.loads(run.params or "{}").get("summaries") == "model"):
+        made = self.finished_params(ctx, with_rows=True) or {}
+        if chosen_backbone(ctx) is None and not ctx.replace and made.get("summaries") == "model":
             return ("no text backbone chosen, and the film's scene summaries were written by a model: pass "
                     "--backbone SPEC to write them again, or --stages scenes --replace for extractive ones")
         return None

@@ -16,7 +16,7 @@ from ..backbones import Backbone, system, user
 from ..backbones.prompt import Prompt
 from ..backbones.structured import Ask, ask_json
 from ..timefmt import hms
-from .scenes import Scene
+from .scenes import Scene, prompt_line
 
 MAX_LINES = 40  # lines shown per scene, spread evenly over it when it has more
 MAX_CHARS = 320  # the longest summary kept, as long as an extractive one
@@ -40,8 +40,7 @@ def _lines(scene: Scene) -> str:
     if len(lines) > MAX_LINES:
         step = len(lines) / MAX_LINES
         lines = [lines[int(i * step)] for i in range(MAX_LINES)]
-    shown = [f"[{hms(ln.start)}] {(ln.speaker + ': ') if ln.speaker else ''}{' '.join(ln.text.split())}"
-             for ln in lines]
+    shown = [prompt_line(ln) for ln in lines]
     more = len(scene.lines) - len(lines)
     return "\n".join(shown) + (f"\n({more} more lines not shown)" if more else "")
 

@@ -25,6 +25,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field, replace
 
+from ..timefmt import hms
 from .names import TITLE, TITLES
 
 WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*")
@@ -80,6 +81,12 @@ class Scene:
     names: list[str] = field(default_factory=list)
     central: list[TextLine] = field(default_factory=list)
     summary: str = ""
+
+
+def prompt_line(line: TextLine) -> str:
+    """A line as a model is shown it: `[HH:MM:SS] Speaker: text` on one line."""
+    said = f"{line.speaker}: " if line.speaker else ""
+    return f"[{hms(line.start)}] {said}{' '.join(line.text.split())}"
 
 
 def words(text: str) -> list[str]:

@@ -5,6 +5,7 @@ and this imports no stage, so stages never import each other through the registr
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -98,6 +99,14 @@ class Stage:
 
     def skip_reason(self, ctx: Ctx) -> str | None:
         return None
+
+    def finished_params(self, ctx: Ctx, *, with_rows: bool = False) -> dict[str, Any] | None:
+        """The params of this stage's finished run for the film (None when it has none, or with
+        `with_rows` none that wrote rows): how a stage tells what it made before, to keep it."""
+        run = ctx.store.finished_runs(ctx.film_id).get(self.name)
+        if run is None or run.status != "done" or (with_rows and not run.rows):
+            return None
+        return dict(json.loads(run.params or "{}"))
 
     def run(self, ctx: Ctx) -> Outcome:
         raise NotImplementedError

@@ -226,10 +226,6 @@ class CaptionsStage(Stage):
     name = "captions"
     needs = ("probe",)
 
-    def _previous(self, ctx: Ctx) -> dict[str, Any]:
-        run = ctx.store.finished_runs(ctx.film_id).get(self.name)
-        return json.loads(run.params or "{}") if run is not None and run.status == "done" else {}
-
     def params(self, ctx: Ctx) -> dict[str, Any]:
         imported = {"source": "import", "sha256": ctx.inputs.captions_sha, "embedder": ctx.settings.embedder}
         if ctx.inputs.captions is not None:
@@ -245,7 +241,7 @@ class CaptionsStage(Stage):
                     "upstream": {n: runs[n].run_id for n in ("frames", "segments", "transcript") if n in runs}}
         if ctx.inputs.captions_sha:
             return imported
-        previous = self._previous(ctx)
+        previous = self.finished_params(ctx) or {}
         return previous if previous.get("source") == "captioner" else {"source": None}
 
     def skip_reason(self, ctx: Ctx) -> str | None:
