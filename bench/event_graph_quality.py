@@ -17,6 +17,8 @@ relation extraction, not ASR or captioning. Figures:
 - whether the flashback is found (its event in graph.flashbacks(), tied to the event recalling it,
   first in story order), and the story-order agreement (Kendall tau) over matched events;
 - whether graph.chain(letter, home) recovers the truth causal chain, and what share of it;
+- model_checks (refine): of the rule candidates the model was asked about, how many truth-linked and
+  how many other pairs it kept, and how many it labelled as the truth does (against the rules' label);
 - oracle_events: flashback detection and story order run on the truth events with the film's own
   text (the cue logic alone, no extraction errors).
 Reruns replay model replies from WORK/lib/cache: a stopped run resumes where it was.
@@ -47,6 +49,7 @@ from moviemem import Library
 from moviemem.config import get_settings
 from moviemem.graph import NarrativeGraph, NarrativeGraphWarning
 from moviemem.ingest.events import EventsStage
+from moviemem.ingest.refine import ASKED
 from moviemem.models.embedder import get_embedder
 from moviemem.synth import render
 
@@ -127,7 +130,8 @@ def truth_chain(truth: dict[str, Any]) -> list[str]:
     return nx.dag_longest_path(g)
 
 
-def measure(film: Any, truth: dict[str, Any], threshold: float) -> dict[str, Any]:
+def measure(film: Any, truth: dict[str, Any], threshold: float,
+            candidates: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     with warnings.catch_warnings(record=True):
         warnings.simplefilter("always", NarrativeGraphWarning)
         g: NarrativeGraph = film.graph()
@@ -174,9 +178,10 @@ def measure(film: Any, truth: dict[str, Any], threshold: float) -> dict[str, Any
     else:
         chain.update(path=[], coverage=0.0, recovered=False,
                      why="the chain's first or last truth event has no matching extracted event")
+    checks = {} if candidates is None else {"model_checks": model_checks(truth, candidates, g.edges(), mapping)}
     return {"events": {"truth": len(truth["events"]), "extracted": len(got), "threshold": threshold, **m,
                        "missed_count": len(m["missed"])},
-            "relations": rel, "flashback": flash,
+            "relations": rel, **checks, "flashback": flash,
             "story_order_kendall_tau": kendall_tau(truth_story, pred_story), "chain": chain,
             "graph_problems": g.problems}
 
@@ -194,6 +199,37 @@ def oracle_story_time(film: Any, truth: dict[str, Any]) -> dict[str, Any]:
     got = [t for t in sorted(st.story_order, key=st.story_order.get)]
     return {"flashback_edges": [(e.src, e.dst) for e in st.edges], "flashback_found": want == {(e.src, e.dst) for e in st.edges},
             "story_order_exact": got == [t["key"] for t in sorted(truth["events"], key=lambda t: t["story_order"])]}
+
+
+def model_checks(truth: dict[str, Any], candidates: list[dict[str, Any]], refined: list[dict[str, Any]],
+                 mapping: dict[str, str]) -> dict[str, Any]:
+    """What the model did with the rule candidates it was asked about, against the truth: whether it
+    keeps truth-linked pairs more often than the others (a backbone that cannot tell them apart keeps
+    both at the same rate, and then refining only relabels noise), and how often its label is the
+    truth's. Candidates are the rules run's causal, precondition and coreference edges."""
+    linked = {frozenset((r["src"], r["dst"])): _norm(r["src"], r["dst"], r["type"]) for r in truth["relations"]
+              if r["type"] in ASKED}
+    by_pair = {frozenset((e["source"], e["target"])): e for e in refined if (e["rule"] or "").startswith("model<-")}
+    rows = {"truth_linked": [0, 0], "not_linked": [0, 0]}  # [kept, of]
+    rules_right = model_right = asked = 0
+    for c in candidates:
+        a, b = mapping.get(c["source"]), mapping.get(c["target"])
+        want = linked.get(frozenset((a, b))) if a and b and a != b else None
+        got = by_pair.get(frozenset((c["source"], c["target"])))
+        still_rule = any(e["source"] == c["source"] and e["target"] == c["target"] and e["rule"] == c["rule"]
+                         for e in refined)
+        if got is None and still_rule:
+            continue  # not asked (beyond max_pairs) or unusable reply: kept as a rule link
+        asked += 1
+        row = rows["truth_linked" if want else "not_linked"]
+        row[1] += 1
+        row[0] += got is not None
+        rules_right += want is not None and _norm(a, b, c["type"]) == want
+        model_right += (want is not None and got is not None
+                        and _norm(mapping.get(got["source"], ""), mapping.get(got["target"], ""), got["type"]) == want)
+    return {"asked": asked,
+            **{f"kept_{k}": f"{v[0]}/{v[1]}" for k, v in rows.items()},
+            "labelled_as_truth": {"rules": rules_right, "model": model_right, "of": rows["truth_linked"][1]}}
 
 
 def truth_key(truth: dict[str, Any], event_id: str) -> str:
@@ -260,11 +296,20 @@ def main() -> None:
     model: dict[str, Any] = {"backbone": args.backbone, "events_mode": args.mode}
     if args.max_pairs is not None:
         model["refine_max_pairs"] = args.max_pairs
-    settings = get_settings(library=work / "lib") if rules else get_settings(library=work / "lib", **model)
-    lib = Library(work / "lib", settings)
+
+
+    def ingest(lib: Path, **options: Any) -> Any:
+        return Library(lib, get_settings(library=lib, **options)).ingest(
+            film_dir / "film.mp4", film_id="synth", title=truth["title"], subtitles=subs,
+            captions=film_dir / "captions.srt", stages=["events"])
+
+    candidates = None
+    if not rules and args.mode == "refine":  # the rule graph in a library of its own: the candidates the model is asked about
+        with warnings.catch_warnings(record=True):
+            warnings.simplefilter("always", NarrativeGraphWarning)
+            candidates = [e for e in ingest(work / "rules-lib").graph().edges() if e["type"] in ASKED]
     started = time.perf_counter()
-    film = lib.ingest(film_dir / "film.mp4", film_id="synth", title=truth["title"], subtitles=subs,
-                      captions=film_dir / "captions.srt", stages=["events"])
+    film = ingest(work / "lib") if rules else ingest(work / "lib", **model)
     runs = {s.stage: s for s in film.stages()}
     run = runs["events"]
 
@@ -279,7 +324,7 @@ def main() -> None:
               "scenes_and_graph_x_real_time": round((stage_s + scenes_s) / film.info.duration_s, 4),
               "scenes": len(film.scenes()),
               "stage": {"status": run.status, "note": run.reason, "model": run.model},
-              **measure(film, truth, args.threshold), "oracle_events": oracle_story_time(film, truth)}
+              **measure(film, truth, args.threshold, candidates), "oracle_events": oracle_story_time(film, truth)}
     (work / "report.json").write_text(json.dumps(report, indent=1))
     json.dump(report, sys.stdout, indent=1)
     print(f"\nreport: {work / 'report.json'}", file=sys.stderr)
