@@ -18,7 +18,9 @@ relation extraction, not ASR or captioning. Figures:
   first in story order), and the story-order agreement (Kendall tau) over matched events;
 - whether graph.chain(letter, home) recovers the truth causal chain, and what share of it;
 - model_checks (refine): of the rule candidates the model was asked about, how many truth-linked and
-  how many other pairs it kept, and how many it labelled as the truth does (against the rules' label);
+  how many other pairs it kept, and how many it labelled as the truth does (against the rules' label),
+  and the causal/precondition F1 a perfect checker of these candidates would reach (what the rules'
+  candidates allow); relations.causal_or_precondition counts either label as right;
 - oracle_events: flashback detection and story order run on the truth events with the film's own
   text (the cue logic alone, no extraction errors).
 Reruns replay model replies from WORK/lib/cache: a stopped run resumes where it was.
@@ -86,6 +88,13 @@ def _norm(src: str, dst: str, typ: str) -> tuple[str, str, str]:
     return src, dst, typ
 
 
+CAUSE = "causal_or_precondition"
+
+
+def _causes(rels: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{**r, "type": CAUSE} for r in rels if r["type"] in ("causal", "precondition")]
+
+
 def relation_f1(truth_rels: list[dict[str, Any]], edges: list[dict[str, Any]], mapping: dict[str, str]) -> dict[str, Any]:
     truth = {_norm(r["src"], r["dst"], r["type"]) for r in truth_rels}
     pred = set()
@@ -141,6 +150,8 @@ def measure(film: Any, truth: dict[str, Any], threshold: float,
     best_for = m.pop("best_for_truth")
     key = {t["id"]: t["key"] for t in truth["events"]}
     rel = relation_f1(truth["relations"], g.edges(), mapping)
+    # causal and precondition as one kind of link (issue 15's target): a pair is right with either label
+    rel["causal_or_precondition"] = relation_f1(_causes(truth["relations"]), _causes(g.edges()), mapping)[CAUSE]
 
     flash_truth = [r for r in truth["relations"] if r["type"] == "flashback"]
     flash = []
@@ -212,6 +223,7 @@ def model_checks(truth: dict[str, Any], candidates: list[dict[str, Any]], refine
     by_pair = {frozenset((e["source"], e["target"])): e for e in refined if (e["rule"] or "").startswith("model<-")}
     rows = {"truth_linked": [0, 0], "not_linked": [0, 0]}  # [kept, of]
     rules_right = model_right = asked = 0
+    reachable = set()  # truth causal/precondition links some asked candidate joins
     for c in candidates:
         a, b = mapping.get(c["source"]), mapping.get(c["target"])
         want = linked.get(frozenset((a, b))) if a and b and a != b else None
@@ -221,15 +233,21 @@ def model_checks(truth: dict[str, Any], candidates: list[dict[str, Any]], refine
         if got is None and still_rule:
             continue  # not asked (beyond max_pairs) or unusable reply: kept as a rule link
         asked += 1
+        if want is not None and want[2] in ("causal", "precondition"):
+            reachable.add(want)
         row = rows["truth_linked" if want else "not_linked"]
         row[1] += 1
         row[0] += got is not None
         rules_right += want is not None and _norm(a, b, c["type"]) == want
         model_right += (want is not None and got is not None
                         and _norm(mapping.get(got["source"], ""), mapping.get(got["target"], ""), got["type"]) == want)
+    causes = sum(r["type"] in ("causal", "precondition") for r in truth["relations"])
+    recall = len(reachable) / causes if causes else 0.0
     return {"asked": asked,
             **{f"kept_{k}": f"{v[0]}/{v[1]}" for k, v in rows.items()},
-            "labelled_as_truth": {"rules": rules_right, "model": model_right, "of": rows["truth_linked"][1]}}
+            "labelled_as_truth": {"rules": rules_right, "model": model_right, "of": rows["truth_linked"][1]},
+            # a checker that keeps exactly the truth-linked candidates, labelled as the truth has them
+            "perfect_checker_causal_or_precondition_f1": round(2 * recall / (1 + recall), 3) if recall else 0.0}
 
 
 def truth_key(truth: dict[str, Any], event_id: str) -> str:
