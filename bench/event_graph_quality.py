@@ -89,10 +89,11 @@ def _norm(src: str, dst: str, typ: str) -> tuple[str, str, str]:
 
 
 CAUSE = "causal_or_precondition"
+CAUSES = ("causal", "precondition")
 
 
 def _causes(rels: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{**r, "type": CAUSE} for r in rels if r["type"] in ("causal", "precondition")]
+    return [{**r, "type": CAUSE} for r in rels if r["type"] in CAUSES]
 
 
 def relation_f1(truth_rels: list[dict[str, Any]], edges: list[dict[str, Any]], mapping: dict[str, str]) -> dict[str, Any]:
@@ -233,7 +234,7 @@ def model_checks(truth: dict[str, Any], candidates: list[dict[str, Any]], refine
         if got is None and still_rule:
             continue  # not asked (beyond max_pairs) or unusable reply: kept as a rule link
         asked += 1
-        if want is not None and want[2] in ("causal", "precondition"):
+        if want is not None and want[2] in CAUSES:
             reachable.add(want)
         row = rows["truth_linked" if want else "not_linked"]
         row[1] += 1
@@ -241,7 +242,7 @@ def model_checks(truth: dict[str, Any], candidates: list[dict[str, Any]], refine
         rules_right += want is not None and _norm(a, b, c["type"]) == want
         model_right += (want is not None and got is not None
                         and _norm(mapping.get(got["source"], ""), mapping.get(got["target"], ""), got["type"]) == want)
-    causes = sum(r["type"] in ("causal", "precondition") for r in truth["relations"])
+    causes = sum(r["type"] in CAUSES for r in truth["relations"])
     recall = len(reachable) / causes if causes else 0.0
     return {"asked": asked,
             **{f"kept_{k}": f"{v[0]}/{v[1]}" for k, v in rows.items()},
@@ -314,7 +315,6 @@ def main() -> None:
     model: dict[str, Any] = {"backbone": args.backbone, "events_mode": args.mode}
     if args.max_pairs is not None:
         model["refine_max_pairs"] = args.max_pairs
-
 
     def ingest(lib: Path, **options: Any) -> Any:
         return Library(lib, get_settings(library=lib, **options)).ingest(
