@@ -140,11 +140,16 @@ def truth_chain(truth: dict[str, Any]) -> list[str]:
     return nx.dag_longest_path(g)
 
 
-def measure(film: Any, truth: dict[str, Any], threshold: float,
-            candidates: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def graph_of(film: Any) -> NarrativeGraph:
+    """The film's graph without printing its warnings (measure reports them as graph_problems)."""
     with warnings.catch_warnings(record=True):
         warnings.simplefilter("always", NarrativeGraphWarning)
-        g: NarrativeGraph = film.graph()
+        return film.graph()
+
+
+def measure(film: Any, truth: dict[str, Any], threshold: float,
+            candidates: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    g = graph_of(film)
     got = g.events()
     m = match_events(truth["events"], got, threshold)
     mapping = m.pop("map")
@@ -152,7 +157,7 @@ def measure(film: Any, truth: dict[str, Any], threshold: float,
     key = {t["id"]: t["key"] for t in truth["events"]}
     rel = relation_f1(truth["relations"], g.edges(), mapping)
     # causal and precondition as one kind of link (issue 15's target): a pair is right with either label
-    rel["causal_or_precondition"] = relation_f1(_causes(truth["relations"]), _causes(g.edges()), mapping)[CAUSE]
+    rel[CAUSE] = relation_f1(_causes(truth["relations"]), _causes(g.edges()), mapping)[CAUSE]
 
     flash_truth = [r for r in truth["relations"] if r["type"] == "flashback"]
     flash = []
@@ -225,13 +230,12 @@ def model_checks(truth: dict[str, Any], candidates: list[dict[str, Any]], refine
     rows = {"truth_linked": [0, 0], "not_linked": [0, 0]}  # [kept, of]
     rules_right = model_right = asked = 0
     reachable = set()  # truth causal/precondition links some asked candidate joins
+    unchanged = {(e["source"], e["target"], e["rule"]) for e in refined}
     for c in candidates:
         a, b = mapping.get(c["source"]), mapping.get(c["target"])
         want = linked.get(frozenset((a, b))) if a and b and a != b else None
         got = by_pair.get(frozenset((c["source"], c["target"])))
-        still_rule = any(e["source"] == c["source"] and e["target"] == c["target"] and e["rule"] == c["rule"]
-                         for e in refined)
-        if got is None and still_rule:
+        if got is None and (c["source"], c["target"], c["rule"]) in unchanged:
             continue  # not asked (beyond max_pairs) or unusable reply: kept as a rule link
         asked += 1
         if want is not None and want[2] in CAUSES:
@@ -264,9 +268,7 @@ def real_film(path: Path, work: Path, sample: int) -> dict[str, Any]:
     runs = {s.stage: s for s in film.stages()}
     took = {n: (dt.datetime.fromisoformat(runs[n].finished_at) - dt.datetime.fromisoformat(runs[n].started_at))
             .total_seconds() for n in ("scenes", "events")}
-    with warnings.catch_warnings(record=True):
-        warnings.simplefilter("always", NarrativeGraphWarning)
-        g = film.graph()
+    g = graph_of(film)
     by_type: dict[str, int] = {}
     by_rule: dict[str, list[str]] = {}
     for e in g.edges():
@@ -323,9 +325,7 @@ def main() -> None:
 
     candidates = None
     if not rules and args.mode == "refine":  # the rule graph in a library of its own: the candidates the model is asked about
-        with warnings.catch_warnings(record=True):
-            warnings.simplefilter("always", NarrativeGraphWarning)
-            candidates = [e for e in ingest(work / "rules-lib").graph().edges() if e["type"] in ASKED]
+        candidates = [e for e in graph_of(ingest(work / "rules-lib")).edges() if e["type"] in ASKED]
     started = time.perf_counter()
     film = ingest(work / "lib") if rules else ingest(work / "lib", **model)
     runs = {s.stage: s for s in film.stages()}
