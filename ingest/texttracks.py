@@ -133,14 +133,20 @@ def _subtitles(path: Path, text: str, fmt: str) -> tuple[list[Cue], list[str]]:
     except (pysubs2.exceptions.Pysubs2Error, ValueError) as exc:
         raise MovieMemError(f"{path} is not valid {fmt.upper()}: {exc}") from None
     lines_iter = iter(good)
-    cues = []
+    cues, backwards = [], []
     for ev in subs:
         body = ev.plaintext.replace("\n", " ").strip()
         line = next(lines_iter, 0)
         if not body or ev.is_comment:
             continue
+        if ev.end < ev.start:
+            backwards.append(line)
+            continue
         body, names = split_characters(body)
         cues.append(Cue(ev.start / 1000.0, ev.end / 1000.0, body, names, line))
+    if backwards:
+        warnings.append(f"{path}: skipped {len(backwards)} cue(s) that end before they start, at line(s) "
+                        f"{', '.join(map(str, backwards[:10]))}")
     return cues, warnings
 
 
@@ -164,7 +170,7 @@ def _movie101(path: Path, text: str) -> tuple[list[Cue], list[str]]:
         start = int(h1) * 3600 + int(m1) * 60 + float(s1)
         end = int(h2) * 3600 + int(m2) * 60 + float(s2)
         body, names = split_characters(body.strip())
-        if end <= start:
+        if end < start:
             bad.append(n)
             continue
         cues.append(Cue(start, end, body, names, n))
@@ -186,7 +192,7 @@ def _json(path: Path, text: str) -> tuple[list[Cue], list[str]]:
         except (KeyError, TypeError, ValueError):
             bad.append(i)
             continue
-        if end <= start:
+        if end < start:
             bad.append(i)
             continue
         body, names = split_characters(body)

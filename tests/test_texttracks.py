@@ -30,6 +30,19 @@ def test_srt_timing_line_that_does_not_parse_is_reported_with_its_line(tmp_path:
     assert any("line(s) 6" in w for w in track.warnings)
 
 
+def test_cues_that_end_before_they_start_are_skipped_and_instants_kept(tmp_path: Path) -> None:
+    srt = tmp_path / "t.srt"
+    srt.write_text("1\n00:00:01,000 --> 00:00:02,000\nFine.\n\n2\n00:00:05,000 --> 00:00:03,000\nBackwards.\n\n"
+                   "3\n00:00:07,000 --> 00:00:07,000\nShoot!\n")
+    track = load_track(srt)
+    assert [(c.start, c.end, c.text) for c in track.cues] == [(1.0, 2.0, "Fine."), (7.0, 7.0, "Shoot!")]
+    assert track.warnings == [f"{srt}: skipped 1 cue(s) that end before they start, at line(s) 6"]
+    js = tmp_path / "t.json"
+    js.write_text(json.dumps([{"start": 4, "end": 2, "text": "Backwards."}, {"start": 7, "end": 7, "text": "Shoot!"}]))
+    track = load_track(js)
+    assert [(c.start, c.end) for c in track.cues] == [(7.0, 7.0)] and "index 0" in track.warnings[0]
+
+
 def test_vtt(tmp_path: Path) -> None:
     p = tmp_path / "a.vtt"
     p.write_text("WEBVTT\n\n00:00:01.000 --> 00:00:02.000\nWhat is it?\n\n00:01:00.250 --> 00:01:02.000\n- Nothing.\n")
