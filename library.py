@@ -113,14 +113,15 @@ class Library:
     def ingest_text(self, path: str | Path, *, film_id: str | None = None, title: str | None = None,
                     year: int | None = None, as_: str = "utterances", duration_s: float | None = None,
                     encoding: str | None = None, meta: dict[str, Any] | None = None, replace: bool = False,
-                    reporter: Reporter | None = None, lock_wait_s: float = 6 * 3600, **kw: Any) -> Film:
-        """A film without video, from subtitles, a script or an audio-description track (film
-        lock waits as in `ingest`)."""
+                    reporter: Reporter | None = None, lock_wait_s: float = 6 * 3600,
+                    captions: str | Path | None = None, **kw: Any) -> Film:
+        """A film without video, from subtitles, a script or an audio-description track, and
+        optionally a description track beside the dialogue (film lock waits as in `ingest`)."""
         from .ingest.pipeline import ingest_text
 
         fid = ingest_text(self.store, self.settings, path, film_id=film_id, title=title, year=year, as_=as_,
                           duration_s=duration_s, encoding=encoding, meta=meta, replace=replace,
-                          reporter=reporter or QuietReporter(), lock_wait_s=lock_wait_s, **kw)
+                          reporter=reporter or QuietReporter(), lock_wait_s=lock_wait_s, captions=captions, **kw)
         return self.film(fid)
 
     def import_collection(self, kind: str, root: str | Path, *, limit: int | None = None,

@@ -41,7 +41,7 @@ def ingest(
     title: Annotated[Optional[str], typer.Option(help="Title.")] = None,
     year: Annotated[Optional[int], typer.Option(help="Release year.")] = None,
     subtitles: Annotated[Optional[Path], typer.Option(help="SRT or WebVTT file that replaces ASR.")] = None,
-    captions: Annotated[Optional[Path], typer.Option(help="Captions to import (SRT, WebVTT, JSON, Movie101 h:m:s|h:m:s|text).")] = None,
+    captions: Annotated[Optional[Path], typer.Option(help="Captions to import (SRT, WebVTT, JSON, Movie101 h:m:s|h:m:s|text); with --text, a description track beside its dialogue.")] = None,
     encoding: Annotated[Optional[str], typer.Option(help="Text encoding of text files (default UTF-8).")] = None,
     stages: Annotated[Optional[str], typer.Option(help="Comma-separated stages to (re)run.")] = None,
     replace: Annotated[bool, typer.Option("--replace", help="Replace a different source already under this film id.")] = False,
@@ -57,6 +57,9 @@ def ingest(
     paths = paths or []
     if text is not None and paths:
         raise MovieMemError("give either video paths or --text, not both")
+    if text is not None and subtitles is not None:
+        raise MovieMemError("--subtitles replaces a video's speech recognition; a --text film's dialogue is the "
+                            "--text file itself")
     if text is None and not paths:
         raise MovieMemError("nothing to ingest: give video paths or --text FILE")
     if len(paths) > 1 and (film_id or subtitles or captions):
@@ -78,7 +81,8 @@ def ingest(
     summaries = []
     if text is not None:
         films_done: Iterable[Film] = [lib.ingest_text(text, film_id=film_id, title=title, year=year, as_=as_, duration_s=duration,
-                                      encoding=encoding, stages=stage_list, replace=replace, reporter=_reporter(False))]
+                                      captions=captions, encoding=encoding, stages=stage_list, replace=replace,
+                                      reporter=_reporter(False))]
     else:
         films_done = (lib.ingest(p, film_id=film_id, title=title, year=year, subtitles=subtitles, captions=captions,
                                  encoding=encoding, stages=stage_list, replace=replace, reporter=_reporter(False)) for p in paths)

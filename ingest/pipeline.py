@@ -153,6 +153,12 @@ def _commit_film(store: MemoryStore, settings: Settings, inputs: Inputs, stages:
                 )
             store.delete_film(film.film_id)
             existing = None
+        if existing is not None and abs(existing.duration_s - film.duration_s) > 1e-3:  # a text film's --duration
+            if not replace:
+                raise MovieMemError(f"film {film.film_id!r} is {existing.duration_s:g} s long, not {film.duration_s:g} s; "
+                                    "pass --replace to rebuild it at the new length")
+            store.delete_film(film.film_id)
+            existing = None
         if not film.title:
             film.title = existing.title if existing is not None else Path(film.source_path).stem
         if existing is not None:
@@ -218,18 +224,27 @@ def ingest_text(store: MemoryStore, settings: Settings, path: Path | str, *, fil
                 title: str | None = None, year: int | None = None, as_: str = "utterances", duration_s: float | None = None,
                 fmt: str | None = None, encoding: str | None = None, meta: dict[str, Any] | None = None,
                 stages: list[str] | None = None, replace: bool = False, reporter: Reporter | None = None,
-                lock_wait_s: float = 6 * 3600) -> str:
-    """A film without video: its memory comes from a subtitle, script or narration track.
-    Duration is the last cue's end unless given; stages that need pixels are skipped ("no video")."""
+                lock_wait_s: float = 6 * 3600, captions: Path | str | None = None) -> str:
+    """A film without video: its memory comes from a subtitle, script or narration track, and
+    optionally a description track (`captions`) beside dialogue, as an audio-described film has.
+    Duration is the text track's last cue end unless given; stages that need pixels are skipped ("no video")."""
     reporter = reporter or QuietReporter()
     if as_ not in ("utterances", "captions"):
         raise MovieMemError(f"--as must be utterances or captions, not {as_!r}")
+    if captions is not None and as_ != "utterances":
+        raise MovieMemError("--captions adds a description track beside a dialogue --text; this --text is already "
+                            "read as captions")
     path = Path(path)
     film_id = check_film_id(film_id if film_id is not None else slug_for(path))
     if duration_s is not None and check_time(duration_s, "--duration") == 0:
         raise MovieMemError("--duration must be positive, not 0")
+    if duration_s is None and not replace and path.is_file():  # a re-ingest keeps the length the film was given
+        known = store.film_row(film_id)
+        duration_s = known.duration_s if known is not None and known.sha256 == file_sha256(path) else None
     track, sha = _load_text(path, reporter, duration_s=duration_s, encoding=encoding, fmt=fmt)
     duration = duration_s if duration_s is not None else track.last_end
+    # the --text track sets the film's length, so a description track never changes it (clip_to warns)
+    described = _load_text(captions, reporter, duration_s=duration, encoding=encoding) if captions is not None else None
     inputs = Inputs(video=None, probe=None, film=FilmRow(
         film_id=film_id, title=title or "", year=year, source_path=str(path.resolve()), sha256=sha,
         duration_s=round(duration, 3), has_audio=False, has_video=False, meta=json.dumps(meta or {}, sort_keys=True),
@@ -239,4 +254,6 @@ def ingest_text(store: MemoryStore, settings: Settings, path: Path | str, *, fil
         inputs.subtitles, inputs.subtitles_sha, inputs.text_source = track, sha, "text"
     else:
         inputs.captions, inputs.captions_sha = track, sha
+    if described is not None:
+        inputs.captions, inputs.captions_sha = described
     return _commit_film(store, settings, inputs, stages, replace, reporter, lock_wait_s)

@@ -44,6 +44,29 @@ def test_narration_as_captions_with_duration(tmp_path: Path) -> None:
     assert len(film.segments()) == 5
 
 
+def test_dialogue_with_a_description_track_beside_it(tmp_path: Path, cli) -> None:
+    srt, narr = tmp_path / "front.srt", tmp_path / "ad.txt"
+    srt.write_text(SRT)
+    narr.write_text("0:0:1|0:0:4|[Hildy] walks into the press room.\n0:2:40|0:2:50|Credits roll.\n")
+    res = cli("ingest", "--text", str(srt), "--captions", str(narr), "--film-id", "front", "--json")
+    assert res.code == 0, res.err
+    s = res.json()
+    assert (s["counts"]["utterances"], s["counts"]["captions"], s["duration_s"]) == (3, 1, 151.0)
+    assert "0 cue(s) clipped and 1 dropped at the film's end (151.0 s)" in " ".join(res.err.split())  # dialogue sets it
+    longer = ("ingest", "--text", str(srt), "--captions", str(narr), "--film-id", "front", "--duration", "200", "--json")
+    refused = cli(*longer)
+    assert refused.code == 2 and "is 151 s long, not 200 s; pass --replace" in " ".join(refused.err.split())
+    assert cli("ingest", "--text", str(srt), "--film-id", "front", "--json").json()["duration_s"] == 151.0
+    rebuilt = cli(*longer, "--replace").json()
+    assert (rebuilt["duration_s"], rebuilt["counts"]["captions"]) == (200.0, 2)
+    assert cli("ingest", "--text", str(srt), "--film-id", "front", "--json").json()["duration_s"] == 200.0  # kept
+    for args, says in ((("--subtitles", str(srt)), "--subtitles replaces"), (("--as", "captions"), "already read as captions")):
+        bad = cli("ingest", "--text", str(narr), "--captions", str(narr), "--film-id", "x", *args)
+        assert bad.code == 2 and says in bad.err and bad.err.count("\n") == 1
+    assert cli("ingest", "--text", str(srt), "--captions", str(tmp_path / "none.srt"), "--film-id", "y").code == 2
+    assert [f.film_id for f in Library(tmp_path / "lib").films()] == ["front"]
+
+
 def test_vtt_and_json_text_films_and_bad_ones(tmp_path: Path) -> None:
     lib = Library(tmp_path / "lib")
     vtt = tmp_path / "a.vtt"
