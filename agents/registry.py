@@ -7,6 +7,7 @@ defaults in a nested `Settings` dataclass; `needs` names the film content it rea
 
 from __future__ import annotations
 
+import json
 import math
 import typing
 from collections.abc import Callable
@@ -81,9 +82,38 @@ def list_policies() -> list[PolicyInfo]:
     return out
 
 
+def setting_value(raw: str) -> Any:
+    """A setting's value as written on a command line: JSON where it parses (64, true, [1,2]), else text."""
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw.strip()
+
+
+def parse_policy_spec(spec: str) -> tuple[str, dict[str, Any]]:
+    """`name` or `name[key=value,...]`, so one grid can hold one policy under several settings,
+    e.g. `end-to-end[frames=64]`."""
+    spec = spec.strip()
+    if "[" not in spec:
+        return spec, {}
+    name, _, rest = spec.partition("[")
+    if not rest.endswith("]") or not name:
+        raise MovieMemError(f"bad policy spec {spec!r}: use name or name[key=value,...]")
+    settings: dict[str, Any] = {}
+    for part in filter(None, (p.strip() for p in rest[:-1].split(","))):
+        key, sep, raw = part.partition("=")
+        if not sep or not key.strip():
+            raise MovieMemError(f"bad policy setting {part!r} in {spec!r}: use key=value")
+        settings[key.strip()] = setting_value(raw)
+    return name.strip(), settings
+
+
 def get_policy(name: str, **settings: Any) -> Policy:
-    """A policy by name with its settings overridden; unknown names and settings are refused, and
-    each value is checked against its setting's type (a number finite and not negative), once, here."""
+    """A policy by name (or `name[key=value,...]`) with its settings overridden, keyword settings over
+    the spec's; unknown names and settings are refused, and each value is checked against its
+    setting's type (a number finite and not negative), once, here."""
+    name, written = parse_policy_spec(name)
+    settings = {**written, **settings}
     info = policy_info(name)
     unknown = sorted(set(settings) - set(info.defaults))
     if unknown:

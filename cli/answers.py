@@ -34,7 +34,7 @@ def ask(
     question: Annotated[str, typer.Argument(help="The question (or the claim, with --kind claim).")],
     option: Annotated[Optional[list[str]], typer.Option("--option", help="An answer option (repeat for each, in order A, B, ...).")] = None,
     kind: Annotated[Optional[str], typer.Option(help="mcq, claim or open (default: mcq with options, else open).")] = None,
-    policy: Annotated[str, typer.Option(help="Policy (see `moviemem policies`).")] = "hybrid",
+    policy: Annotated[str, typer.Option(help="Policy (see `moviemem policies`); settings as name[key=value,...] or --set.")] = "hybrid",
     backbone: Annotated[str, typer.Option(help="Backbone spec (e.g. local, gemini:gemini-3-flash).")] = "local",
     until: Annotated[Optional[str], typer.Option(help="Show the policy only what is on screen by this time (seconds or h:mm:ss).")] = None,
     setting: Annotated[Optional[list[str]], typer.Option("--set", help="Override a policy setting: key=value (repeatable).")] = None,

@@ -100,15 +100,14 @@ def _show_human(summary: dict[str, Any]) -> None:
 
 def _policy_settings(items: list[str] | None) -> dict[str, Any]:
     """--set key=value pairs; values read as JSON where they parse (8, true, [1,2]), else text."""
+    from ..agents.registry import setting_value
+
     out: dict[str, Any] = {}
     for item in items or []:
         key, sep, raw = item.partition("=")
         if not sep or not key.strip():
             raise MovieMemError(f"--set takes key=value, not {item!r}")
-        try:
-            out[key.strip()] = json.loads(raw)
-        except ValueError:
-            out[key.strip()] = raw
+        out[key.strip()] = setting_value(raw)
     return out
 
 

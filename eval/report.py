@@ -14,11 +14,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..agents.registry import parse_policy_spec
 from ..errors import MovieMemError
 from ..timefmt import hms
 from . import evidence, metrics, provenance
 from .formats import LETTERS, Item, item_category
-from .runner import grid_records, parse_policy_spec, read_manifest, summarise
+from .runner import grid_records, read_manifest, summarise
 
 REPORT = "report.md"
 PLOT = "accuracy_vs_tokens.png"

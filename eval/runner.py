@@ -37,6 +37,7 @@ from typing import Any, Protocol, cast
 
 from filelock import FileLock, Timeout
 
+from ..agents.registry import parse_policy_spec
 from ..backbones import Backbone, Reply, Request
 from ..backbones.base import Wrapper
 from ..backbones.retry import redact, redact_urls
@@ -66,27 +67,6 @@ class Answerer(Protocol):
     (anything with choice, text, confidence, invalid, error, evidence, trace, usage)."""
 
     def __call__(self, film_id: str, query: Query, policy: str, backbone: Any) -> Any: ...
-
-
-def parse_policy_spec(spec: str) -> tuple[str, dict[str, Any]]:
-    """`name` or `name[key=value,...]` (values read as JSON where they parse: 64, true, "x"),
-    so one grid can hold one policy under several settings, e.g. `end-to-end[frames=64]`."""
-    spec = spec.strip()
-    if "[" not in spec:
-        return spec, {}
-    name, _, rest = spec.partition("[")
-    if not rest.endswith("]") or not name:
-        raise MovieMemError(f"bad policy spec {spec!r}: use name or name[key=value,...]")
-    settings: dict[str, Any] = {}
-    for part in filter(None, (p.strip() for p in rest[:-1].split(","))):
-        key, sep, raw = part.partition("=")
-        if not sep or not key.strip():
-            raise MovieMemError(f"bad policy setting {part!r} in {spec!r}: use key=value")
-        try:
-            settings[key.strip()] = json.loads(raw)
-        except ValueError:
-            settings[key.strip()] = raw.strip()
-    return name.strip(), settings
 
 
 class LibraryAnswerer:

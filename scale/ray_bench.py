@@ -110,8 +110,7 @@ class AnswerWorker:
 
 
 def _check_policies(policies: Sequence[str]) -> None:
-    from ..agents.registry import get_policy
-    from ..eval.runner import parse_policy_spec
+    from ..agents.registry import get_policy, parse_policy_spec
 
     for p in policies:
         name, settings = parse_policy_spec(p)

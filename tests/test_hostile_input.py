@@ -72,9 +72,15 @@ def test_policy_settings_are_checked_against_their_types(tmp_path: Path, cli, se
     res = cli("ask", "t1", "Who is asked about?", "--backbone", "scripted:A", "--set", setting)
     assert res.code == 2 and len(res.err.strip().splitlines()) == 1
     assert f"error: policy hybrid setting {why}" in res.err, res.err
+    if "," not in setting:  # written into the policy, as `bench --policies` takes it
+        res = cli("ask", "t1", "Who is asked about?", "--backbone", "scripted:A", "--policy", f"hybrid[{setting}]")
+        assert res.code == 2 and f"error: policy hybrid setting {why}" in res.err, res.err
     ok = cli("ask", "t1", "Who is asked about?", "--option", "Williams", "--option", "Nobody", "--backbone", "scripted:A",
              "--set", "budget_tokens=\"300\"", "--json")  # lax: the text of a number is the number
     assert ok.code == 0, ok.err
+    ok = cli("ask", "t1", "Who is asked about?", "--option", "Williams", "--option", "Nobody", "--backbone", "scripted:A",
+             "--policy", "hybrid[budget_tokens=300]", "--json")
+    assert ok.code == 0 and ok.json()["policy"] == "hybrid", ok.err
 
 
 def test_a_python_caller_may_still_pass_objects_a_setting_declares() -> None:
