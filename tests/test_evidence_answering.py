@@ -432,6 +432,8 @@ def test_budget_is_capped_at_a_share_of_a_short_films_text(textfilm) -> None:
     assert effective_budget(1000, 0.5, 15_000) == 1000  # a feature film: the budget stands
     assert effective_budget(1000, 0.5, 900) == 450  # a short film: at most half of its text
     assert effective_budget(1000, 0.0, 900) == 1000  # 0 turns the cap off
+    assert effective_budget(1000, 0.5, 18) == 100  # a two-line film: its lines still fit
+    assert effective_budget(60, 0.5, 18) == 60  # ... within the budget asked for
     _, film, _ = textfilm
     total = Lines(film).total_tokens()
     assert 0 < total < 2000
