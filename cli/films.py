@@ -57,6 +57,8 @@ def ingest(
     paths = paths or []
     if text is not None and paths:
         raise MovieMemError("give either video paths or --text, not both")
+    if text is None and (duration is not None or as_ != "utterances"):
+        raise MovieMemError("--duration and --as apply to --text films; a video's length and tracks come from the file")
     if text is not None and subtitles is not None:
         raise MovieMemError("--subtitles replaces a video's speech recognition; a --text film's dialogue is the "
                             "--text file itself")

@@ -64,6 +64,9 @@ def test_dialogue_with_a_description_track_beside_it(tmp_path: Path, cli) -> Non
         bad = cli("ingest", "--text", str(narr), "--captions", str(narr), "--film-id", "x", *args)
         assert bad.code == 2 and says in bad.err and bad.err.count("\n") == 1
     assert cli("ingest", "--text", str(srt), "--captions", str(tmp_path / "none.srt"), "--film-id", "y").code == 2
+    for args in (("--duration", "60"), ("--as", "captions")):  # they would be ignored on a video
+        bad = cli("ingest", str(tmp_path / "film.mp4"), *args)
+        assert bad.code == 2 and "apply to --text films" in bad.err
     assert [f.film_id for f in Library(tmp_path / "lib").films()] == ["front"]
 
 
