@@ -237,17 +237,18 @@ def filter_cmd(
 
     result, path, report_path = filter_benchmark(file, _csv(closed_book_backbones), out_path, library=_library(library),
                                                  run_dir=run_dir, concurrency=concurrency, max_cost_usd=max_cost, fmt=format_)
-    def nan_none(x: float) -> float | None:  # NaN (nothing kept) is not JSON
-        return None if x != x else x
-
     summary = {"out": str(path), "report": str(report_path), "kept": len(result.kept), "excluded": len(result.excluded),
-               "accuracy_before": nan_none(result.accuracy_before), "accuracy_after": nan_none(result.accuracy_after),
-               "chance": nan_none(result.chance), "per_category": result.per_category}
+               "accuracy_before": result.accuracy_before, "accuracy_after": result.accuracy_after,
+               "chance": result.chance, "per_category": result.per_category}
     if as_json:
         _print_json(summary)
         return
+
+    def pct(x: float | None) -> str:  # None: nothing kept
+        return "n/a" if x is None else f"{100 * x:.1f}%"
+
     out.print(f"kept {len(result.kept)} of {len(result.kept) + len(result.excluded)} questions; closed-book accuracy "
-              f"{100 * result.accuracy_before:.1f}% -> {100 * result.accuracy_after:.1f}% (chance {100 * result.chance:.1f}%)")
+              f"{pct(result.accuracy_before)} -> {pct(result.accuracy_after)} (chance {pct(result.chance)})")
     t = Table("category", "questions", "excluded", "rate", box=None)
     for c, v in result.per_category.items():
         t.add_row(c, str(v["n"]), str(v["excluded"]), f"{100 * v['exclusion_rate']:.0f}%")

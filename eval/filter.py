@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import MovieMemError
+from ..files import atomic_write_text
 from .formats import MCQ, Benchmark, item_category, load_benchmark, write_jsonl
 from .runner import Answerer, grid_records, run_bench
 
@@ -29,9 +30,9 @@ class FilterResult:
     excluded: list[str]
     ranking: list[tuple[str, int]]  # (item id, backbones answering correctly), in keep order
     backbones: list[str]
-    chance: float  # mean chance accuracy of the kept set
+    chance: float | None  # mean chance accuracy of the kept set (None: nothing kept)
     accuracy_before: float  # mean closed-book accuracy over all items
-    accuracy_after: float  # ... over the kept items
+    accuracy_after: float | None  # ... over the kept items
     per_category: dict[str, dict[str, Any]]
 
     def to_dict(self) -> dict[str, Any]:
@@ -74,13 +75,13 @@ def memorization_filter(items: Sequence[MCQ], correct: Mapping[str, Mapping[str,
     for c in cats.values():
         c["exclusion_rate"] = c["excluded"] / c["n"]
     def mean(ids: Sequence[str]) -> float:
-        return sum(hits[i] for i in ids) / (len(bbs) * len(ids)) if ids else float("nan")
+        return sum(hits[i] for i in ids) / (len(bbs) * len(ids))
 
     return FilterResult(
         kept=[it.id for it in items if it.id in kept], excluded=[it.id for it in items if it.id not in kept],
         ranking=[(it.id, hits[it.id]) for it in ranked], backbones=bbs,
-        chance=chance_sum / len(kept_ids) if kept_ids else float("nan"),
-        accuracy_before=mean([it.id for it in items]), accuracy_after=mean(kept_ids), per_category=dict(sorted(cats.items())))
+        chance=chance_sum / len(kept_ids) if kept_ids else None, accuracy_before=mean([it.id for it in items]),
+        accuracy_after=mean(kept_ids) if kept_ids else None, per_category=dict(sorted(cats.items())))
 
 
 def filter_benchmark(path: str | Path, backbones: Sequence[Any], out: str | Path, *, library: Any = None,
@@ -93,6 +94,9 @@ def filter_benchmark(path: str | Path, backbones: Sequence[Any], out: str | Path
     if bench.format != "mcq":
         raise MovieMemError(f"the memorization filter takes mcq benchmarks, not {bench.format}")
     out = Path(out)
+    report = out.with_name(out.name + ".filter.json")
+    if Path(path).resolve() in (out.resolve(), report.resolve()):
+        raise MovieMemError(f"--out {out} would overwrite the benchmark it filters; write the filtered set elsewhere")
     run_dir = Path(run_dir) if run_dir else out.with_name(out.stem + ".closed-book")
     res = run_bench(bench, [policy], backbones, run_dir, library=library, answerer=answerer, concurrency=concurrency,
                     max_cost_usd=max_cost_usd, cache=cache)
@@ -105,7 +109,6 @@ def filter_benchmark(path: str | Path, backbones: Sequence[Any], out: str | Path
     result = memorization_filter(bench.items, correct)  # type: ignore[arg-type]  # an mcq benchmark (checked on load) holds MCQ items
     kept = set(result.kept)
     write_jsonl([it for it in bench.items if it.id in kept], out)
-    report = out.with_name(out.name + ".filter.json")
-    report.write_text(json.dumps({"source": str(path), "run_dir": str(run_dir), **result.to_dict()}, indent=1,
-                                 default=str) + "\n", encoding="utf-8")
+    atomic_write_text(report, json.dumps({"source": str(path), "run_dir": str(run_dir), **result.to_dict()}, indent=1,
+                                         default=str, allow_nan=False) + "\n")
     return result, out, report

@@ -190,6 +190,19 @@ def test_bench_report_inspect_filter_commands(text_film: tuple[Path, Path], cli,
     assert f["kept"] + f["excluded"] == sum(1 for _ in mcq.open()) and f["kept"] > 0
     assert f["accuracy_after"] <= f["chance"] + 1e-9
     assert len(out.read_text().splitlines()) == f["kept"]
+    before = mcq.read_text()
+    r = cli("filter", str(mcq), "--closed-book-backbones", "scripted:A", "--out", str(mcq), *lib_args, library=False)
+    assert r.code == 2 and "would overwrite the benchmark" in r.err and mcq.read_text() == before
+
+
+def test_memorization_filter_that_keeps_nothing_writes_null_not_nan() -> None:
+    from moviemem.eval.filter import memorization_filter
+    from moviemem.eval.formats import MCQ
+
+    items = [MCQ(id="q1", film_id="f", question="Q?", options=["a", "b"], answer="A")]
+    res = memorization_filter(items, {"m": {"q1": True}})  # answered from memory: excluded
+    assert (res.kept, res.chance, res.accuracy_after, res.accuracy_before) == ([], None, None, 1.0)
+    assert json.loads(json.dumps(res.to_dict(), allow_nan=False))["chance"] is None
 
 
 def _fixed(choice_of):
