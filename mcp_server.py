@@ -22,7 +22,6 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
-from urllib.parse import urlsplit
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
@@ -36,9 +35,9 @@ from . import film_tools
 from ._version import __version__
 from .errors import MovieMemError
 from .library import Library
+from .loopback import LOOPBACK, foreign
 
 log = logging.getLogger("moviemem.mcp")
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
 HOST = "127.0.0.1"
 PATH = "/mcp"
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
@@ -262,9 +261,7 @@ class OriginGuard:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-            host = urlsplit(f"//{headers.get('host', '')}").hostname
-            origin = headers.get("origin")
-            if host not in self.allowed or (origin is not None and urlsplit(origin).hostname not in self.allowed):
+            if foreign(headers.get("host"), headers.get("origin"), self.allowed):
                 body = b"this MCP server answers only requests to and from 127.0.0.1, localhost and ::1"
                 await send({"type": "http.response.start", "status": 403,
                             "headers": [(b"content-type", b"text/plain"), (b"content-length", str(len(body)).encode())]})

@@ -22,7 +22,6 @@ import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import numpy as np
 from fastapi import FastAPI
@@ -31,6 +30,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from ..errors import MovieMemError
+from ..loopback import LOOPBACK, foreign
 from .base import Backbone
 from .registry import load
 from .types import Reply, Request, Tool
@@ -39,7 +39,6 @@ SHUTDOWN_GRACE_S = 5  # requests in flight get this long after SIGTERM; then the
 log = logging.getLogger("moviemem.backbones.gateway")
 
 _FINISH = {"stop", "length", "tool_calls", "content_filter"}
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
 MAX_BODY_BYTES = 32 * 2**20  # a few full-size stills as data: URLs
 
 
@@ -155,9 +154,7 @@ def create_app(backbone: Backbone, embedder: Any = None, *, token: str | None = 
     async def guard(http: HTTPRequest, call_next: Any) -> Any:
         """Refuse before routing: a foreign Host or Origin (a web page driving the gateway from the
         user's browser, DNS rebinding), a missing token, a POST that is not JSON."""
-        host = urlsplit(f"//{http.headers.get('host', '')}").hostname
-        origin = http.headers.get("origin")
-        if host not in allowed or (origin is not None and urlsplit(origin).hostname not in allowed):
+        if foreign(http.headers.get("host"), http.headers.get("origin"), allowed):
             return _error(403, "this gateway answers only requests to and from " + ", ".join(sorted(allowed)),
                           kind="permission_error")
         if token is not None and http.headers.get("authorization") != f"Bearer {token}":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import http.server
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -11,6 +12,7 @@ import typer
 from rich.table import Table
 
 from ..errors import MovieMemError
+from ..loopback import foreign
 from .common import (
     JsonOpt,
     LibraryOpt,
@@ -124,6 +126,16 @@ def report(
     _print_paths(paths, as_json)
 
 
+class InspectorFiles(http.server.SimpleHTTPRequestHandler):
+    """The inspector's files, to loopback requests only (loopback.py says why)."""
+
+    def send_head(self) -> Any:
+        if foreign(self.headers.get("host"), self.headers.get("origin")):
+            self.send_error(403, "this inspector answers only requests to and from 127.0.0.1, localhost and ::1")
+            return None
+        return super().send_head()
+
+
 @app.command()
 def inspect(
     run_dir: Annotated[Path, typer.Argument(help="A run directory written by `moviemem bench`.")],
@@ -132,8 +144,6 @@ def inspect(
     open_: Annotated[bool, typer.Option("--open", help="Open it in a web browser.")] = False,
 ) -> None:
     """Build the static HTML inspector of a run and serve (or open) it."""
-    import functools
-    import http.server
     import webbrowser
 
     from ..eval.report import write_inspector
@@ -144,7 +154,7 @@ def inspect(
         if open_:
             webbrowser.open(index.resolve().as_uri())
         return
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(index.parent))
+    handler = functools.partial(InspectorFiles, directory=str(index.parent))
     try:
         httpd = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
     except OSError as exc:

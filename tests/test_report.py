@@ -236,3 +236,32 @@ def test_claims_relations_and_setting_sweep_reports(tmp_path: Path):
     md = write_report(tmp_path / "rel", inspector=False)["report"].read_text()
     assert "## NEST relations (F1 per type)" in md
     assert "| p | scripted | 0.50 | 0.22 | 0.00 | 0.00 | 0.67 | 100.0 [34.2, 100.0] |" in md
+
+
+def test_inspector_server_answers_loopback_requests_only(tmp_path: Path) -> None:
+    import functools
+    import http.client
+    import http.server
+    import threading
+
+    from moviemem.cli.bench import InspectorFiles
+
+    (tmp_path / "index.html").write_text("<p>run</p>")
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(InspectorFiles, directory=str(tmp_path)))
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    port = httpd.server_address[1]
+
+    def status(**headers: str) -> int:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        conn.request("GET", "/index.html", headers=headers)
+        code = conn.getresponse().status
+        conn.close()
+        return code
+
+    try:
+        assert status() == 200 and status(Host=f"localhost:{port}", Origin=f"http://127.0.0.1:{port}") == 200
+        assert status(Host=f"rebound.example:{port}") == 403  # DNS rebinding
+        assert status(Origin="https://elsewhere.example") == 403  # a page in the user's browser
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
