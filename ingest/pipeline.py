@@ -153,7 +153,7 @@ def _commit_film(store: MemoryStore, settings: Settings, inputs: Inputs, stages:
                 )
             store.delete_film(film.film_id)
             existing = None
-        if existing is not None and abs(existing.duration_s - film.duration_s) > 1e-3:  # a text film's --duration
+        if existing is not None and not film.has_video and abs(existing.duration_s - film.duration_s) > 1e-3:  # --duration
             if not replace:
                 raise MovieMemError(f"film {film.film_id!r} is {existing.duration_s:g} s long, not {film.duration_s:g} s; "
                                     "pass --replace to rebuild it at the new length")
@@ -238,10 +238,14 @@ def ingest_text(store: MemoryStore, settings: Settings, path: Path | str, *, fil
     film_id = check_film_id(film_id if film_id is not None else slug_for(path))
     if duration_s is not None and check_time(duration_s, "--duration") == 0:
         raise MovieMemError("--duration must be positive, not 0")
-    if duration_s is None and not replace and path.is_file():  # a re-ingest keeps the length the film was given
-        known = store.film_row(film_id)
-        duration_s = known.duration_s if known is not None and known.sha256 == file_sha256(path) else None
     track, sha = _load_text(path, reporter, duration_s=duration_s, encoding=encoding, fmt=fmt)
+    known = store.film_row(film_id) if duration_s is None and not replace else None
+    if known is not None and known.sha256 == sha and abs(known.duration_s - round(track.last_end, 3)) > 1e-3:
+        duration_s = known.duration_s  # a re-ingest keeps the length the film was given with --duration
+        clipped = clip_to(track, duration_s)
+        for w in clipped.warnings[len(track.warnings):]:
+            reporter.warn(w)
+        track = clipped
     duration = duration_s if duration_s is not None else track.last_end
     # the --text track sets the film's length, so a description track never changes it (clip_to warns)
     described = _load_text(captions, reporter, duration_s=duration, encoding=encoding) if captions is not None else None
