@@ -7,3 +7,8 @@ class MovieMemError(Exception):
 
 class FilmBusyError(MovieMemError):
     """Another process holds the film's ingest lock."""
+
+
+class UnwritableError(MovieMemError, OSError):
+    """A file could not be written where it was asked for. An OSError too, so code that tolerates
+    an unwritable folder (a read-only library's caches) still catches it as one."""

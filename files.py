@@ -17,6 +17,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
+from .errors import UnwritableError
+
 PUBLIC = 0o644  # what a plain open() makes under the usual umask
 PRIVATE = 0o600  # what mkstemp makes: the owner only
 
@@ -25,9 +27,12 @@ PRIVATE = 0o600  # what mkstemp makes: the owner only
 def atomic_path(path: str | Path, *, mode: int = PUBLIC, suffix: str = ".tmp") -> Iterator[Path]:
     """A fresh, empty temporary file beside `path`, moved over `path` with permissions `mode` when
     the block ends without an error, and removed when it raises. `suffix` lets a writer that picks
-    its format by file name (ffmpeg) see the right one. The folder must exist."""
+    its format by file name (ffmpeg, matplotlib) see the right one. The folder must exist."""
     target = Path(path)
-    fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=suffix)
+    try:
+        fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=suffix)
+    except OSError as exc:  # a folder that is missing or not writable: a one-line error naming the target
+        raise UnwritableError(f"cannot write {target}: {exc.strerror or exc}") from None
     os.close(fd)
     tmp = Path(name)
     try:

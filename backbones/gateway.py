@@ -381,9 +381,10 @@ def serve(backbone_spec: str, embedder: str | None = "minilm", host: str = "127.
     """Run the gateway in the foreground until interrupted (`moviemem serve`)."""
     import uvicorn
 
+    if host not in LOOPBACK and not token:
+        raise MovieMemError(f"--host {host} listens beyond this machine; give a token (--token or "
+                            "$MOVIEMEM_GATEWAY_TOKEN) so that only clients holding it are answered")
     bb, emb = _resolve(backbone_spec, embedder, cache, cache_mode)
-    if host not in LOOPBACK and token is None:
-        log.warning("the gateway has no --token and is listening on %s", host)
     allowed = LOOPBACK if host in LOOPBACK or host in ("0.0.0.0", "::") else (*LOOPBACK, host)
     sock = listen(host, port)
     log.info("moviemem gateway on http://%s:%d/v1 (backbone %s, embedder %s)", host, port, bb.name,

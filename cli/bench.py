@@ -212,6 +212,8 @@ def retrieval_eval_cmd(
         sizes = [int(b) for b in budgets.split(",") if b.strip()]
     except ValueError:
         raise MovieMemError(f"--budgets takes comma-separated integers, not {budgets!r}") from None
+    if plot_path is not None and not plot_path.parent.is_dir():  # before the evaluation, not after it
+        raise MovieMemError(f"cannot write {plot_path}: no folder {plot_path.parent}")
     lib = _library(library)
     result = retrieval_eval(lib, load_benchmark(file, library=lib), [r.strip() for r in retrievers.split(",") if r.strip()],
                             sizes)

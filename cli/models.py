@@ -92,7 +92,9 @@ def serve(
     host: Annotated[str, typer.Option(help="Address to bind (loopback by default).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port.")] = 8383,
     cache: Annotated[Optional[Path], typer.Option(help="Replay-cache directory for the backbone's requests.")] = None,
-    token: Annotated[Optional[str], typer.Option(help="Require 'Authorization: Bearer TOKEN' on every request.")] = None,
+    token: Annotated[Optional[str], typer.Option(envvar="MOVIEMEM_GATEWAY_TOKEN", show_envvar=True,
+                                                 help="Require 'Authorization: Bearer TOKEN' on every request (needed "
+                                                      "to bind beyond loopback; the variable keeps it out of `ps`).")] = None,
 ) -> None:
     """An OpenAI-compatible gateway (/v1/models, /v1/chat/completions, /v1/embeddings) over moviemem's models."""
     from ..backbones import serve as run_gateway

@@ -16,6 +16,7 @@ from typing import Any
 
 from ..agents.registry import parse_policy_spec
 from ..errors import MovieMemError
+from ..files import atomic_path, atomic_write_text
 from ..timefmt import hms
 from . import evidence, metrics, provenance
 from .formats import LETTERS, Item, item_category
@@ -190,7 +191,7 @@ def write_report(run_dir: str | Path, baseline: str | None = None, inspector: bo
     if inspector:
         paths["inspector"] = write_inspector(run_dir)
         md += ["", f"Inspector: [{INSPECTOR}/index.html]({INSPECTOR}/index.html)"]
-    (run_dir / REPORT).write_text("\n".join(md) + "\n", encoding="utf-8")
+    atomic_write_text(run_dir / REPORT, "\n".join(md) + "\n")
     return paths
 
 
@@ -330,7 +331,8 @@ def plot_accuracy_vs_tokens(rows: list[dict[str, Any]], path: Path) -> Path | No
     ax.grid(True, alpha=0.3)
     ax.legend(title="backbone", fontsize=8)
     fig.tight_layout()
-    fig.savefig(path)
+    with atomic_path(path, suffix=path.suffix) as tmp:
+        fig.savefig(tmp)
     plt.close(fig)
     return path
 

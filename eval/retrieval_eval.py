@@ -13,12 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from ..agents.packing import Lines
 from ..agents.policies.hybrid import CHANNELS, GatherSettings, Hybrid, gather, pack
 from ..agents.types import Question
 from ..errors import MovieMemError
+from ..files import atomic_path
 from ..memory.view import FilmMemory
 from . import evidence as ev
 from .formats import MCQ, Benchmark, ClaimPair, item_category
@@ -178,6 +180,7 @@ def plot(result: dict[str, Any], path: str) -> None:
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    with atomic_path(path, suffix=Path(path).suffix) as tmp:
+        fig.savefig(tmp, dpi=120)
     plt.close(fig)
 

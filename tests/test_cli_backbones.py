@@ -35,6 +35,8 @@ def _free_port() -> int:
     (("no-such-command",), "error: No such command 'no-such-command'."),
     (("ask",), "error: Missing argument 'film'."),
     (("bench", "x.jsonl", "--concurrency", "many"), "error: Invalid value for '--concurrency'"),
+    (("serve", "--host", "0.0.0.0", "--port", "0"), "error: --host 0.0.0.0 listens beyond this machine; give a token"),
+    (("retrieval-eval", "x.jsonl", "--plot", "no-such-folder/r.png"), "error: cannot write no-such-folder/r.png: no folder"),
 ])
 def test_usage_errors_are_one_line_with_exit_code_2(cli, args, message) -> None:
     """typer vendors click, so its usage errors are not the `click` package's: each must still be one

@@ -10,6 +10,7 @@ from typing import BinaryIO
 
 import pytest
 
+from moviemem.errors import MovieMemError
 from moviemem.files import PRIVATE, PUBLIC, atomic_path, atomic_write, atomic_write_text
 
 
@@ -58,9 +59,11 @@ def test_atomic_path_gives_a_fresh_hidden_file_beside_the_target_with_the_suffix
     assert target.read_bytes() == b"video" and not tmp.exists() and _mode(target) == 0o644
 
 
-def test_a_missing_folder_is_an_error(tmp_path):
-    with pytest.raises(FileNotFoundError):
-        atomic_write_text(tmp_path / "no" / "such.txt", "x")
+def test_a_missing_folder_is_an_error_that_names_the_target(tmp_path):
+    target = tmp_path / "no" / "such.txt"
+    with pytest.raises(MovieMemError, match=f"cannot write {target}: No such file or directory") as caught:
+        atomic_write_text(target, "x")
+    assert isinstance(caught.value, OSError)  # code that tolerates an unwritable folder still catches it
 
 
 def test_racing_writers_never_show_a_reader_half_a_file(tmp_path):
