@@ -70,6 +70,9 @@ def ingest(
         raise MovieMemError(f"--events-mode is 'refine' or 'extract', not {events_mode!r}")
     lib = _library(library, captioner=captioner, backbone=backbone,
                    **({"events_mode": events_mode} if events_mode else {}))
+    if events_mode and not ("backbone" in lib.settings.model_fields_set and lib.settings.backbone):
+        raise MovieMemError("--events-mode chooses what a model does with the event graph; give --backbone (or "
+                            "$MOVIEMEM_BACKBONE), or leave it out for the rule graph")
     stage_list = [s.strip() for s in stages.split(",") if s.strip()] if stages else None
     if ray is not None or ray_resources is not None:
         if text is not None:

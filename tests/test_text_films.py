@@ -60,7 +60,8 @@ def test_dialogue_with_a_description_track_beside_it(tmp_path: Path, cli) -> Non
     rebuilt = cli(*longer, "--replace").json()
     assert (rebuilt["duration_s"], rebuilt["counts"]["captions"]) == (200.0, 2)
     assert cli("ingest", "--text", str(srt), "--film-id", "front", "--json").json()["duration_s"] == 200.0  # kept
-    for args, says in ((("--subtitles", str(srt)), "--subtitles replaces"), (("--as", "captions"), "already read as captions")):
+    for args, says in ((("--subtitles", str(srt)), "--subtitles replaces"), (("--as", "captions"), "already read as captions"),
+                       (("--events-mode", "extract"), "give --backbone")):  # no model to extract with
         bad = cli("ingest", "--text", str(narr), "--captions", str(narr), "--film-id", "x", *args)
         assert bad.code == 2 and says in bad.err and bad.err.count("\n") == 1
     assert cli("ingest", "--text", str(srt), "--captions", str(tmp_path / "none.srt"), "--film-id", "y").code == 2
