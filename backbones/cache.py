@@ -82,8 +82,11 @@ class ReplayCache(Wrapper):
         self._stats_lock = threading.Lock()
         self._local = threading.local()
         if mode != "off":
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._conn()  # create the schema now: a bad path fails at load, not mid-run
+            try:  # create the schema now: a bad path fails at load, not mid-run
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._conn()
+            except (OSError, sqlite3.Error) as exc:
+                raise MovieMemError(f"cannot keep a replay cache at {self.path}: {exc}") from None
 
     def __repr__(self) -> str:
         return f"<ReplayCache {self.name} mode={self.mode} {self.path}>"

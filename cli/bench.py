@@ -38,7 +38,7 @@ def bench(
     limit: Annotated[Optional[int], typer.Option(help="Only the first N items.")] = None,
     sample: Annotated[Optional[int], typer.Option("--sample", help="A seeded random sample of N items (instead of the first N).")] = None,
     stratify: Annotated[Optional[str], typer.Option("--stratify", help="With --sample: keep each category's (or film's) share: category or film.")] = None,
-    seed: Annotated[int, typer.Option("--seed", help="With --sample: the sample's seed (the same seed picks the same items).")] = 0,
+    seed: Annotated[Optional[int], typer.Option("--seed", help="With --sample: the sample's seed (the same seed picks the same items; default 0).")] = None,
     concurrency: Annotated[int, typer.Option(help="Items answered at once.")] = 1,
     max_cost: Annotated[Optional[float], typer.Option("--max-cost", help="Stop before spending more than this many USD on model calls (cache hits are free).")] = None,
     max_tokens: Annotated[Optional[int], typer.Option("--max-tokens", help="Token cap: no call starts unless the tokens spent, those calls in flight may still produce and its own max_tokens fit under it (a call's prompt tokens are counted when it returns).")] = None,
@@ -64,14 +64,14 @@ def bench(
         parse_address(ray)  # bad input fails before anything is read
     if sample is not None and limit is not None:
         raise MovieMemError("--sample and --limit both choose items; give one")
-    if stratify is not None and sample is None:
-        raise MovieMemError("--stratify needs --sample N")
+    if (stratify is not None or seed is not None) and sample is None:
+        raise MovieMemError("--stratify and --seed need --sample N")
     lib = _library(library)
     b = load_benchmark(file, format_, library=lib)
     if sample is not None:
         from ..eval.sample import sample as sample_items
 
-        b = sample_items(b, sample, stratify=stratify, seed=seed)
+        b = sample_items(b, sample, stratify=stratify, seed=seed or 0)
     if permute:
         from ..eval.permute import rotated
 

@@ -161,3 +161,10 @@ def test_a_cache_opened_while_another_process_locks_the_new_file_waits(tmp_path)
     _set_up(other)
     assert other.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert other.execute("SELECT COUNT(*) FROM replies").fetchone()[0] == 0
+
+
+def test_a_cache_path_under_a_file_is_a_clear_error(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    with pytest.raises(MovieMemError, match=f"cannot keep a replay cache at {blocker}"):
+        ReplayCache(ScriptedBackbone(["x"]), blocker, "readwrite")

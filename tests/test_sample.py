@@ -63,5 +63,6 @@ def test_cli_checks_sample_options(cli, tmp_path: Path) -> None:
     f.write_text('{"id": "1", "film_id": "x", "question": "Q?", "options": ["a", "b"], "answer": "A"}\n')
     res = cli("bench", str(f), "--sample", "1", "--limit", "1")
     assert res.code == 2 and "give one" in res.err
-    res = cli("bench", str(f), "--stratify", "category")
-    assert res.code == 2 and "--stratify needs --sample" in res.err
+    for args in (("--stratify", "category"), ("--seed", "5")):  # they would be ignored without a sample
+        res = cli("bench", str(f), *args)
+        assert res.code == 2 and "--stratify and --seed need --sample" in res.err
