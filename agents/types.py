@@ -46,6 +46,8 @@ class Question:
     @classmethod
     def make(cls, text: str, options: list[str] | tuple[str, ...] | None = None, kind: str | None = None) -> Question:
         """Kind defaults to mcq with options and open without."""
+        if isinstance(options, str):  # a string would become one option per character
+            raise MovieMemError(f"options are a list of strings, not one string ({options[:40]!r})")
         opts = tuple(str(o) for o in options or ())
         return cls(text, opts, (kind or ("mcq" if opts else "open")))  # type: ignore[arg-type]  # a free string here; __post_init__ rejects an unknown kind
 

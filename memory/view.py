@@ -295,6 +295,8 @@ class FilmMemory:
         """Every visible scene's summary, one line each, within a token budget."""
         from .overview import overview
 
+        if isinstance(budget_tokens, bool) or not isinstance(budget_tokens, int) or budget_tokens < 0:
+            raise MovieMemError(f"budget_tokens is a whole number of tokens >= 0, not {budget_tokens!r}")
         return overview(self.scenes(), budget_tokens)
 
     def events(self) -> list[EventRow]:

@@ -400,3 +400,14 @@ def test_an_edited_results_line_fails_in_one_line(tmp_path: Path, cli) -> None:
     (run / RESULTS).write_text(good[0] + "\n" + json.dumps(rec) + "\n")
     with pytest.raises(MovieMemError, match="line 2: usage.input_tokens: input should be greater than or equal to 0"):
         read_results(run)
+
+
+def test_python_callers_get_clear_errors_for_mistaken_arguments(tmp_path: Path) -> None:
+    srt = tmp_path / "a.srt"
+    srt.write_text(SRT)
+    film = Library(tmp_path / "lib").ingest_text(srt, film_id="t1")
+    with pytest.raises(MovieMemError, match="options are a list of strings, not one string"):
+        film.ask("Who is asked about?", options="AB", backbone="scripted:A", policy="subtitles")  # type: ignore[arg-type]
+    with pytest.raises(MovieMemError, match="budget_tokens is a whole number of tokens >= 0, not -5"):
+        film.overview(-5)
+    assert film.overview(0) == "" and film.overview(1500).startswith("scene 1 [")
