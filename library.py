@@ -137,6 +137,8 @@ class Library:
         from .ingest.texttracks import remembered_tracks
 
         reporter = reporter or QuietReporter()
+        if limit is not None and limit < 1:  # a negative one would drop the last films
+            raise MovieMemError(f"limit must be at least 1, not {limit}")
         todo = items(kind, Path(root))[:limit]
         stats = timings if timings is not None else {}
         for key in ("parse_s", "embed_s", "commit_s", "wait_s", "cues", "embedded"):

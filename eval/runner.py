@@ -397,6 +397,9 @@ def _one_writer(fn: Callable[..., BenchResult]) -> Callable[..., BenchResult]:
     @functools.wraps(fn)
     def locked(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any], out: str | Path,
                **kw: Any) -> BenchResult:
+        limit = kw.get("limit")
+        if limit is not None and limit < 1:  # 0 would mean no limit, and a negative one would drop the last items
+            raise MovieMemError(f"limit must be at least 1, not {limit}")
         run_dir = Path(out)
         try:
             run_dir.mkdir(parents=True, exist_ok=True)
@@ -444,7 +447,7 @@ def run_bench(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any
     if check is not None:
         check(policies)
     task = task_for(bench.format)
-    items = list(bench.items)[:limit] if limit else list(bench.items)
+    items = list(bench.items)[:limit]
     specs = [_backbone_spec(b) for b in backbones]
     if len(set(specs)) != len(specs) or len(set(policies)) != len(policies):
         raise MovieMemError("a policy or backbone is named twice")

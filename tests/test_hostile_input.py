@@ -411,3 +411,18 @@ def test_python_callers_get_clear_errors_for_mistaken_arguments(tmp_path: Path) 
     with pytest.raises(MovieMemError, match="budget_tokens is a whole number of tokens >= 0, not -5"):
         film.overview(-5)
     assert film.overview(0) == "" and film.overview(1500).startswith("scene 1 [")
+
+
+@pytest.mark.parametrize("n", ["0", "-1"])
+def test_a_limit_below_one_is_refused_before_anything_is_written(tmp_path: Path, cli, n: str) -> None:
+    srt = tmp_path / "a.srt"
+    srt.write_text(SRT)
+    assert cli("ingest", "--text", str(srt), "--film-id", "t1").code == 0
+    items = tmp_path / "q.jsonl"
+    items.write_text(json.dumps({"id": "1", "film_id": "t1", "question": "Who?", "options": ["a", "b"], "answer": "A"}) + "\n")
+    res = cli("bench", str(items), "--backbones", "scripted:A", "--out", str(tmp_path / "run"), "--limit", n)
+    assert res.code == 2 and f"limit must be at least 1, not {n}" in res.err and not (tmp_path / "run").exists()
+    (tmp_path / "mf2" / "transcripts").mkdir(parents=True)
+    (tmp_path / "mf2" / "transcripts" / "1.srt").write_text(SRT)
+    res = cli("import-collection", "mf2", str(tmp_path / "mf2"), "--limit", n)
+    assert res.code == 2 and f"limit must be at least 1, not {n}" in res.err
