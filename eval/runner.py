@@ -84,17 +84,19 @@ class LibraryAnswerer:
             return self._films[film_id]
 
     def __call__(self, film_id: str, query: Query, policy: str, backbone: Any) -> Any:
-        name, settings = parse_policy_spec(policy)
         return self.film(film_id).ask(query.question, options=list(query.options) or None, kind=query.kind,
-                                      policy=name, backbone=backbone, until=query.until, **settings)
+                                      policy=policy, backbone=backbone, until=query.until)  # get_policy reads the spec
 
     def check_policies(self, policies: Sequence[str]) -> None:
-        """Refuse unknown policy names and settings before any call is made."""
-        from ..agents.registry import get_policy
+        check_policies(policies)
 
-        for p in policies:
-            name, settings = parse_policy_spec(p)
-            get_policy(name, **settings)
+
+def check_policies(policies: Sequence[str]) -> None:
+    """Refuse unknown policy names and settings (`name[key=value,...]`) before any call is made."""
+    from ..agents.registry import get_policy
+
+    for p in policies:
+        get_policy(p)
 
 
 # ----------------------------------------------------------------------------- budget and metering

@@ -32,7 +32,7 @@ from ..backbones.base import BackboneBase
 from ..config import Settings, get_settings
 from ..errors import MovieMemError
 from ..eval.formats import Benchmark
-from ..eval.runner import BenchResult, Budget, MeteredBackbone, Progress, Spend, run_bench
+from ..eval.runner import BenchResult, Budget, MeteredBackbone, Progress, Spend, check_policies, run_bench
 from ..eval.tasks import Query
 from .cluster import cap_threads, describe, import_ray
 from .remote_cache import RemoteCache, start_server
@@ -109,14 +109,6 @@ class AnswerWorker:
             return "error", (type(exc).__name__, str(exc)), spend, os.getpid()
 
 
-def _check_policies(policies: Sequence[str]) -> None:
-    from ..agents.registry import get_policy, parse_policy_spec
-
-    for p in policies:
-        name, settings = parse_policy_spec(p)
-        get_policy(name, **settings)
-
-
 class RayAnswerer:
     """An eval.runner Answerer that answers through a pool of AnswerWorker actors."""
 
@@ -129,7 +121,7 @@ class RayAnswerer:
         self._lock = threading.Lock()
 
     def check_policies(self, policies: Sequence[str]) -> None:
-        _check_policies(policies)
+        check_policies(policies)
 
     def _pick(self, film_id: str) -> int:
         with self._lock:
@@ -212,7 +204,7 @@ def bench_on_ray(bench: Benchmark, policies: Sequence[str], backbones: Sequence[
         raise MovieMemError(f"concurrency must be at least 1, not {concurrency}")
     if workers is not None and workers < 1:
         raise MovieMemError(f"--ray-workers must be at least 1, not {workers}")
-    _check_policies(policies)
+    check_policies(policies)
     settings = settings or get_settings()
     lib = Library(library, settings)
     if lib.store.is_local:
