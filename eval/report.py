@@ -501,13 +501,14 @@ def _hms(t: Any) -> str:
 
 
 def _thumb(frame: str | None, library: str | None, out_dir: Path) -> str | None:
-    """A small JPEG copy of an evidence frame under inspector/thumbs/; None when the file is gone."""
-    if not frame:
+    """A small JPEG copy of an evidence frame under inspector/thumbs/; None when the file is gone,
+    and for any file outside the run's library: results.jsonl and the faces table name the
+    paths, and a run or bundle from elsewhere must not copy the user's own pictures into a page."""
+    if not frame or not library:
         return None
-    path = Path(frame)
-    if not path.is_absolute() and library:
-        path = Path(library) / path
-    if not path.is_file():
+    root = Path(library).resolve()
+    path = (root / frame).resolve()  # an absolute `frame` stays itself
+    if not path.is_relative_to(root) or not path.is_file():
         return None
     name = hashlib.sha1(str(path).encode()).hexdigest()[:16] + ".jpg"
     dest = out_dir / name

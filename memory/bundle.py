@@ -24,6 +24,8 @@ from .store import MemoryStore, sql_str
 
 FORMAT = "moviemem-film"
 FORMAT_VERSION = 1
+# table -> its column naming a picture under the film's media folder (bundled on export; checked and renamed on import)
+MEDIA_COLUMNS = {"frames": "image", "faces": "thumbnail"}
 
 
 def export_film(store: MemoryStore, film_id: str, out: Path) -> Path:
@@ -54,7 +56,7 @@ def export_film(store: MemoryStore, film_id: str, out: Path) -> Path:
             _add_bytes(tar, f"tables/{table}.parquet", buf.getvalue())
             dim = store.vector_dim(table) if vector_columns(ROW_MODELS[table]) else None
             manifest["tables"][table] = {"file": f"tables/{table}.parquet", "rows": data.num_rows, "vector_dim": dim}
-            media_column = {"frames": "image", "faces": "thumbnail"}.get(table)
+            media_column = MEDIA_COLUMNS.get(table)
             if media_column:
                 rels: list[str] = [r for r in data.column(media_column).to_pylist() if r]
                 for rel in rels:
@@ -172,10 +174,10 @@ def _checked_rows(reader: _Reader, store: MemoryStore, metas: dict[str, Any], me
             data = pq.read_table(io.BytesIO(reader.read(str(meta.get("file")))))
         except (pa.ArrowException, OSError) as exc:
             raise reader.fail(f"table {table!r} is not valid Parquet ({str(exc).splitlines()[0][:120]})") from None
-        if table == "frames":
-            for image in data.column("image").to_pylist() if "image" in data.column_names else []:
-                if image not in bundled:
-                    raise reader.fail(f"frame image {image!r} is not a still of film {src_id!r} in the bundle")
+        column = MEDIA_COLUMNS.get(table)
+        for image in data.column(column).to_pylist() if column in data.column_names else []:
+            if image and image not in bundled:  # a face row without a crop has ""
+                raise reader.fail(f"{table} image {image!r} is not a still of film {src_id!r} in the bundle")
         try:
             rows[table] = _rows(table, data, src_id, dst_id)
         except (ValueError, TypeError) as exc:
@@ -188,7 +190,7 @@ def _rows(table: str, data: pa.Table, src_id: str, dst_id: str) -> list[Row]:
     rows = []
     for rec in data.to_pylist():
         rec["film_id"] = dst_id
-        column = {"frames": "image", "faces": "thumbnail"}.get(table)
+        column = MEDIA_COLUMNS.get(table)
         if column and src_id != dst_id and rec.get(column):
             rec[column] = rec[column].replace(f"media/{src_id}/", f"media/{dst_id}/", 1)
         rows.append(model.model_validate(rec))

@@ -338,6 +338,12 @@ def test_hostile_bundles_fail_in_one_line_and_leave_nothing(tmp_path: Path, cli)
     def frames(m):
         m["tables"]["frames"] = {"file": "tables/frames.parquet", "rows": 1, "vector_dim": None}
 
+    faces_buf = io.BytesIO()  # a face identity whose crop is a file outside the library
+    pq.write_table(pa.table({"frame_idx": [1], "t": [1.0], "cluster": [0], "thumbnail": ["../../home/u/me.jpg"]}), faces_buf)
+
+    def faces(m):
+        m["tables"]["faces"] = {"file": "tables/faces.parquet", "rows": 1, "vector_dim": None}
+
     def escape(m):
         m["media"] = ["media/a/../../../etc/hostname"]
 
@@ -345,6 +351,9 @@ def test_hostile_bundles_fail_in_one_line_and_leave_nothing(tmp_path: Path, cli)
         "frame path outside the film's media": (_rebundle(good, tmp_path / "1.tar", manifest_edit=frames,
                                                           add={"tables/frames.parquet": buf.getvalue()}),
                                                 "is not a still of film"),
+        "face crop outside the film's media": (_rebundle(good, tmp_path / "8.tar", manifest_edit=faces,
+                                                         add={"tables/faces.parquet": faces_buf.getvalue()}),
+                                               "faces image '../../home/u/me.jpg' is not a still of film"),
         "no stages table": (_rebundle(good, tmp_path / "2.tar", manifest_edit=lambda m: m["tables"].pop("stages")),
                             "stages table"),
         "no tables key": (_rebundle(good, tmp_path / "3.tar", manifest_edit=lambda m: m.pop("tables")), "'tables'"),

@@ -31,7 +31,8 @@ def _bench(n: int = 8) -> Benchmark:
 def frame(tmp_path: Path) -> Path:
     from PIL import Image
 
-    p = tmp_path / "frame.jpg"
+    p = tmp_path / "lib" / "media" / "f0" / "frame.jpg"  # inside the run's library: only such frames are shown
+    p.parent.mkdir(parents=True)
     Image.new("RGB", (640, 360), (200, 30, 30)).save(p)
     return p
 
@@ -53,10 +54,30 @@ def _answerer(frame: Path):
 @pytest.fixture
 def run_dir(tmp_path: Path, frame: Path) -> Path:
     from moviemem.backbones import ScriptedBackbone
+    from moviemem.library import Library
 
     run = tmp_path / "run"
-    run_bench(_bench(), ["good", "weak"], [ScriptedBackbone(["x"], cycle=True)], run, answerer=_answerer(frame))
+    run_bench(_bench(), ["good", "weak"], [ScriptedBackbone(["x"], cycle=True)], run, answerer=_answerer(frame),
+              library=Library(tmp_path / "lib"))
     return run
+
+
+def test_inspector_copies_no_picture_from_outside_the_library(tmp_path: Path) -> None:
+    """results.jsonl names the frames it shows; a run from elsewhere naming the user's own pictures gets none."""
+    from PIL import Image
+
+    from moviemem.backbones import ScriptedBackbone
+    from moviemem.library import Library
+
+    outside = tmp_path / "home" / "holiday.jpg"
+    outside.parent.mkdir()
+    Image.new("RGB", (64, 64), (1, 2, 3)).save(outside)
+    for name, lib in (("with-library", Library(tmp_path / "lib")), ("no-library", None)):
+        run = tmp_path / name
+        run_bench(_bench(2), ["good"], [ScriptedBackbone(["x"], cycle=True)], run, answerer=_answerer(outside), library=lib)
+        index = write_inspector(run)
+        assert not list((index.parent / "thumbs").glob("*")), name
+        assert "<img" not in (index.parent / "items" / "1.html").read_text(), name
 
 
 def test_report_tables_and_plot(run_dir: Path):
