@@ -12,3 +12,8 @@ class FilmBusyError(MovieMemError):
 class UnwritableError(MovieMemError, OSError):
     """A file could not be written where it was asked for. An OSError too, so code that tolerates
     an unwritable folder (a read-only library's caches) still catches it as one."""
+
+
+class UnreachableError(MovieMemError):
+    """A server moviemem talks to (a Letta server) did not answer: not the input's fault, so a
+    benchmark records the item as a transport fault, which a rerun asks again."""

@@ -41,7 +41,7 @@ from ..agents.registry import parse_policy_spec
 from ..backbones import Backbone, Reply, Request
 from ..backbones.base import Wrapper
 from ..backbones.retry import redact, redact_urls
-from ..errors import MovieMemError
+from ..errors import MovieMemError, UnreachableError
 from ..files import atomic_write_text
 from . import evidence, metrics
 from .formats import Benchmark, Item, formats, item_category, text_lines
@@ -523,6 +523,7 @@ def run_bench(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any
         item_spend = mb.begin_item()
         answers: dict[str, dict[str, Any]] = {}
         failure: str | None = None
+        unreachable = False
         for q in task.queries(item):
             try:
                 answers[q.key] = answer_record(answerer(item.film_id, q, policy, mb))
@@ -532,6 +533,7 @@ def run_bench(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any
                 return None
             except MovieMemError as exc:
                 failure = f"{q.key}: {exc}"
+                unreachable = isinstance(exc, UnreachableError)  # a server down, not the item: asked again on rerun
                 break
             except Exception as exc:  # noqa: BLE001 - recorded with its reason, never dropped
                 failure = f"{q.key}: {type(exc).__name__}: {exc}"
@@ -546,14 +548,15 @@ def run_bench(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any
         gold = getattr(item, "evidence", None) or []
         if gold and answers:
             extra["evidence"] = evidence.record_evidence([list(g) for g in gold], answers, scored_correct)
+        fault = bool(item_spend.transient) or unreachable
         n_search = evidence.searches(answers)
         if n_search is not None:
             extra["searches"] = n_search
         return {
             "key": record_key(policy, mb.name, item.id), "policy": policy, "backbone": mb.name, "item_id": item.id,
             "film_id": item.film_id, "format": bench.format, "category": item_category(item),
-            "status": ("transient" if item_spend.transient else "invalid") if reason else "answered",
-            "reason": f"transport fault: {reason}" if reason and item_spend.transient else reason, "correct": scored_correct,
+            "status": ("transient" if fault else "invalid") if reason else "answered",
+            "reason": f"transport fault: {reason}" if reason and fault else reason, "correct": scored_correct,
             "detail": _jsonable(detail), "answers": answers, "usage": _usage_sum(answers),
             "spend": dataclasses.asdict(item_spend), "wall_s": round(time.perf_counter() - t0, 4),
             "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **extra,

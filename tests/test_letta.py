@@ -220,6 +220,24 @@ def test_policy_settings_and_errors(monkeypatch, tmp_path, letta_film):
         pol.answer(letta_film, _question({"question": {"question": "Q?", "options": ["a", "b"]}}), ScriptedBackbone([]))
 
 
+def test_a_server_that_does_not_answer_is_one_line_and_a_transport_fault(monkeypatch, tmp_path, letta_film, cli):
+    from moviemem.agents import get_policy
+    from moviemem.backbones import ScriptedBackbone
+    from moviemem.errors import UnreachableError
+
+    with socket.socket() as sock:  # a loopback port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    monkeypatch.setenv("MOVIEMEM_LETTA_URL", f"http://alice:hunter2pw@127.0.0.1:{port}")
+    q = _question({"question": {"question": "Q?", "options": ["a", "b"]}})
+    with pytest.raises(UnreachableError, match=f"Letta server at http://\\*\\*\\*@127.0.0.1:{port} did not answer") as exc:
+        get_policy("letta", timeout_s=5).answer(letta_film, q, ScriptedBackbone([]))
+    assert "hunter2pw" not in str(exc.value)
+    r = cli("ask", letta_film.film_id, "Q?", "--policy", "letta", "--backbone", "scripted", "--library",
+            str(tmp_path / "lib"), library=False)
+    assert r.code == 2 and "did not answer" in r.err and "Traceback" not in r.err and "hunter2pw" not in r.err + r.out
+
+
 # ----------------------------------------------------------------------------- sidecar bookkeeping
 
 

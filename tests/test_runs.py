@@ -52,6 +52,27 @@ def test_transport_faults_are_transient_never_cached_and_asked_again(tmp_path: P
         assert summarise(tmp_path / "run")[0]["accuracy"]["value"] == 1.0
 
 
+def test_a_server_the_policy_could_not_reach_is_a_transport_fault_asked_again(tmp_path: Path) -> None:
+    """A policy's own server (Letta) down is not the item's fault: the item is not scored, and a plain rerun asks it again."""
+    from moviemem.backbones import ScriptedBackbone
+    from moviemem.errors import UnreachableError
+
+    down = [True]
+
+    def answerer(film_id, query, policy, backbone):
+        if down[0]:
+            raise UnreachableError("the Letta server at http://127.0.0.1:1 did not answer")
+        return _parsing_answerer(film_id, query, policy, backbone)
+
+    first = run_bench(_bench(2), ["p"], [ScriptedBackbone(["B"], cycle=True)], tmp_path / "run", answerer=answerer)
+    recs = read_results(tmp_path / "run")
+    assert [r["status"] for r in recs] == ["transient", "transient"] and not first.complete
+    assert all(r["reason"].startswith("transport fault") and "did not answer" in r["reason"] for r in recs)
+    down[0] = False
+    again = run_bench(_bench(2), ["p"], [ScriptedBackbone(["B"], cycle=True)], tmp_path / "run", answerer=answerer)
+    assert again.complete and [r["status"] for r in read_results(tmp_path / "run")] == ["answered", "answered"]
+
+
 def test_parse_answer_reads_only_the_models_reply() -> None:
     from moviemem.backbones import Reply
 

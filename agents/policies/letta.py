@@ -32,7 +32,8 @@ from typing import Any
 
 from ...backbones import Backbone, Usage
 from ...backbones.prompt import Prompt
-from ...errors import MovieMemError
+from ...backbones.retry import describe, redact_urls
+from ...errors import MovieMemError, UnreachableError
 from ...memory.view import FilmMemory
 from ...retrievers.base import Evidence
 from ...timefmt import hms
@@ -316,13 +317,24 @@ class LettaPolicy(BasePolicy):
         return final, searches, inserts
 
     def _answer(self, film: FilmMemory, question: Question, run: Run) -> Parsed:
-        s = self.settings
-        if s.max_steps < 1:
+        from letta_client import APIConnectionError, APIError, APITimeoutError
+
+        if self.settings.max_steps < 1:
             raise MovieMemError("max_steps must be at least 1")
+        if not run.backbone.capabilities.tools:
+            raise MovieMemError(f"backbone {run.backbone.name} cannot call tools; letta needs one that can")
+        session = self._session(run.backbone)
+        try:
+            return self._converse(session, film, question, run)
+        except (APIConnectionError, APITimeoutError) as exc:
+            raise UnreachableError(f"the Letta server at {redact_urls(session.url)} did not answer ({describe(exc)}); "
+                                   "is it running? (`moviemem letta status`)") from None
+        except APIError as exc:
+            raise MovieMemError(f"the Letta server at {redact_urls(session.url)} refused: {describe(exc)}") from None
+
+    def _converse(self, session: _Session, film: FilmMemory, question: Question, run: Run) -> Parsed:
+        s = self.settings
         backbone = run.backbone
-        if not backbone.capabilities.tools:
-            raise MovieMemError(f"backbone {backbone.name} cannot call tools; letta needs one that can")
-        session = self._session(backbone)
         agent_id, passages = self._agent(session, film, backbone, run)
         by_id = {e.id: e for e in passages}
         conversation = session.client.conversations.create(agent_id=agent_id).id
