@@ -71,6 +71,8 @@ RETRIEVERS: dict[str, tuple[str, Callable[[], GatherSettings]]] = {
                     lambda: replace(_hybrid_default(), context="budget")),
     "hybrid-option-lines": ("the hybrid policy's gathering, each option's own best line first (option_lines=1)",
                             lambda: replace(_hybrid_default(), option_lines=1)),
+    "hybrid-context1": ("the hybrid policy's gathering, line hits shown with 1 neighbour either side (context_lines=1)",
+                        lambda: replace(_hybrid_default(), context_lines=1)),
     "hybrid-lines-grow": ("the hybrid policy's routing over single lines, widened as the budget allows",
                           lambda: replace(_hybrid_default(), units="lines", context="budget")),
 }
