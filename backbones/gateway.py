@@ -40,6 +40,7 @@ log = logging.getLogger("moviemem.backbones.gateway")
 
 _FINISH = {"stop", "length", "tool_calls", "content_filter"}
 MAX_BODY_BYTES = 32 * 2**20  # a few full-size stills as data: URLs
+MAX_EMBED_INPUTS = 2048  # texts per embeddings request, as OpenAI allows
 
 
 async def _read_json(http: HTTPRequest) -> Any:
@@ -108,6 +109,9 @@ def _request_from_body(body: dict[str, Any]) -> tuple[Request, bool, bool]:
         raise MovieMemError("'messages' must be a list")
     if body.get("n") not in (None, 1):
         raise MovieMemError("only n=1 is supported")
+    for key in ("tools", "functions"):
+        if not isinstance(body.get(key) or [], list) or not all(isinstance(t, dict) for t in body.get(key) or []):
+            raise MovieMemError(f"'{key}' must be a list of objects")
     tools = [t for t in body.get("tools") or [] if t.get("type", "function") == "function"]
     tools += [{"function": f} for f in body.get("functions") or []]  # the legacy form
     choice = body.get("tool_choice", body.get("function_call"))
@@ -257,6 +261,9 @@ def create_app(backbone: Backbone, embedder: Any = None, *, token: str | None = 
             stats.add(errors=1)
             return _error(400, "'input' must be a string or a non-empty list of strings (token arrays are not supported)",
                           param="input")
+        if len(texts) > MAX_EMBED_INPUTS:
+            stats.add(errors=1)
+            return _error(400, f"'input' holds {len(texts)} texts; at most {MAX_EMBED_INPUTS} per request", param="input")
         dims = body.get("dimensions")
         if dims is not None and dims != embedder.dim:
             stats.add(errors=1)

@@ -436,6 +436,10 @@ class Reply:
 # ----------------------------------------------------------------------------- request
 
 
+MAX_OUTPUT_TOKENS = 131072  # the most any served model writes in one reply
+MAX_TEMPERATURE = 2.0  # the OpenAI and Gemini range
+
+
 @dataclass(frozen=True)
 class Request:
     """One normalised chat call; the replay cache keys on `fingerprint()`."""
@@ -455,8 +459,10 @@ class Request:
               json_schema: dict[str, Any] | None = None, max_tokens: int = 512, temperature: float = 0.0,
               tool_choice: str | None = None, timeout: float | None = None, seed: int | None = None,
               logprobs: int = 0) -> Request:
-        if max_tokens < 1:
-            raise MovieMemError("max_tokens must be at least 1")
+        if not 1 <= max_tokens <= MAX_OUTPUT_TOKENS:
+            raise MovieMemError(f"max_tokens must be between 1 and {MAX_OUTPUT_TOKENS}, not {max_tokens}")
+        if not 0.0 <= float(temperature) <= MAX_TEMPERATURE:  # NaN fails too
+            raise MovieMemError(f"temperature must be between 0 and {MAX_TEMPERATURE:g}, not {temperature}")
         tool_list = tuple(Tool.from_any(t) for t in tools or ())
         if tool_choice not in (None, "auto", "none", "required") and tool_choice not in {t.name for t in tool_list}:
             raise MovieMemError(f"tool_choice {tool_choice!r} names no given tool")

@@ -112,6 +112,25 @@ def test_errors_use_the_openai_error_shape(client, gateway):
     assert raw.status_code == 400 and set(raw.json()["error"]) >= {"message", "type"}
 
 
+def test_out_of_range_requests_are_refused_before_the_model_runs(gateway):
+    """Sizes and numbers a client sends are bounded where they enter: each is a 400 naming the field."""
+    hi = [{"role": "user", "content": "hi"}]
+    calls = len(gateway.backbone.calls)
+    cases = {
+        "temperature": {"messages": hi, "temperature": "nan"},  # float("nan") passes every comparison-free check
+        "max_tokens": {"messages": hi, "max_tokens": 10**12},
+        "tools": {"messages": hi, "tools": "junk"},
+    }
+    for field, body in cases.items():
+        raw = httpx.post(f"{gateway.base_url}/chat/completions", json={"model": "scripted-gw", **body})
+        assert raw.status_code == 400 and field in raw.json()["error"]["message"], (field, raw.text)
+    assert len(gateway.backbone.calls) == calls
+    from moviemem.backbones.gateway import MAX_EMBED_INPUTS
+
+    raw = httpx.post(f"{gateway.base_url}/embeddings", json={"model": "minilm", "input": ["a"] * (MAX_EMBED_INPUTS + 1)})
+    assert raw.status_code == 400 and f"at most {MAX_EMBED_INPUTS}" in raw.json()["error"]["message"]
+
+
 def test_upstream_failures_are_502_and_usage_is_counted(embedder):
     class Down(Exception):
         status_code = 503
