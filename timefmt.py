@@ -7,6 +7,7 @@ keys) did not change."""
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any
 
 from .errors import MovieMemError
@@ -20,6 +21,16 @@ def check_time(value: float, what: str) -> float:
     if not math.isfinite(value) or value < 0 or value > MAX_FILM_S:
         raise MovieMemError(f"{what} {value!r} is not a time in seconds between 0 and {MAX_FILM_S:.0f} (48 h)")
     return value
+
+
+def seconds(value: Any, what: str, *, open_end: bool = False) -> float:
+    """A time given through the Python API: a real number (not a bool or a string) that passes
+    check_time. `open_end`: the end of a window, where a time past the bound (inf: to the end of
+    the film) means the bound."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise MovieMemError(f"{what} must be a number of seconds, not {type(value).__name__} {value!r}")
+    t = float(value)
+    return check_time(MAX_FILM_S if open_end and t > MAX_FILM_S else t, what)  # NaN is never > the bound
 
 
 def optional_seconds(value: Any) -> float | None:

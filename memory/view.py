@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import MovieMemError
+from ..timefmt import seconds
 from .schema import (
     POINT_TABLES,
     TABLE_OWNER,
@@ -89,6 +90,7 @@ class FilmMemory:
     # -- views -------------------------------------------------------------
     def window(self, t0: float, t1: float) -> FilmMemory:
         """Rows overlapping [t0, t1), of the same runs as this view."""
+        t0, t1 = seconds(t0, "window start"), seconds(t1, "window end", open_end=True)
         if t1 <= t0:
             raise MovieMemError(f"empty window: {t0} >= {t1}")
         return type(self)(self.store, self.film_id, t0=max(t0, self.t0), t1=min(t1, self.t1), until=self._until,
@@ -96,6 +98,7 @@ class FilmMemory:
 
     def until(self, t: float) -> FilmMemory:
         """Only what has been shown by time t (rows that end after t are hidden), of the same runs as this view."""
+        t = seconds(t, "until")
         return type(self)(self.store, self.film_id, t0=self.t0, t1=min(t, self.t1), until=True, state=self.state())
 
     @property
@@ -111,6 +114,8 @@ class FilmMemory:
         """The film's finished run of the table's owning stage, without any time restriction
         (None when that stage has not finished). Retrievers key caches on it: it changes
         whenever a stage is rerun, so a cache can never serve rows of a replaced run."""
+        if table not in TABLE_OWNER:
+            raise MovieMemError(f"unknown table {table!r}; use one of {', '.join(sorted(TABLE_OWNER))}")
         run = self._runs.get(TABLE_OWNER[table])
         if run is None or run.status != "done":
             return None
@@ -284,6 +289,8 @@ class FilmMemory:
         return self._rows("onscreen", "start")
 
     def passages(self, source: str | None = None) -> list[PassageRow]:
+        if source not in (None, "utterance", "caption"):
+            raise MovieMemError(f"unknown passage source {source!r}; use utterance or caption")
         rows: list[PassageRow] = self._rows("passages", "idx")
         return [r for r in rows if source is None or r.source == source]
 

@@ -420,6 +420,18 @@ def test_python_callers_get_clear_errors_for_mistaken_arguments(tmp_path: Path) 
     with pytest.raises(MovieMemError, match="budget_tokens is a whole number of tokens >= 0, not -5"):
         film.overview(-5)
     assert film.overview(0) == "" and film.overview(1500).startswith("scene 1 [")
+    # times: NaN, negative, past 48 h, a string or a bool are refused where they enter the view
+    for call, why in [(lambda: film.until(float("nan")), "until nan is not a time"),
+                      (lambda: film.until(-1), "until -1.0 is not a time"),
+                      (lambda: film.until(True), "until must be a number of seconds, not bool"),
+                      (lambda: film.window(float("nan"), 5), "window start nan is not a time"),
+                      (lambda: film.window("0", "5"), "window start must be a number of seconds, not str"),  # type: ignore[arg-type]
+                      (lambda: film.window(0, float("nan")), "window end nan is not a time"),
+                      (lambda: film.passages("x' OR 1=1"), "unknown passage source"),
+                      (lambda: film.arrow("films; drop"), "unknown table")]:
+        with pytest.raises(MovieMemError, match=re.escape(why)):
+            call()
+    assert film.window(0, float("inf")).utterances() == film.utterances()  # an open end: to the end of the film
 
 
 @pytest.mark.parametrize("n", ["0", "-1"])
