@@ -43,7 +43,7 @@ from ..words import dialogue_stop_words
 from .base import Run
 from .parsing import Parsed
 from .prompts import CLAIM_ANSWERS, CLAIM_CLOZE, CLAIM_QUESTIONS
-from .reader import calibrated, done, letter_probs
+from .reader import calibrated, check_rotations, choose, done
 from .types import LETTERS, Question, Step
 
 CLAIM_READERS = ("calibrated", "foils", "qa")
@@ -67,7 +67,7 @@ def read_claim(run: Run, q: Question, context: str, how: str = "calibrated", com
     writes in lower case, which are no names where a claim capitalises them ("Waiting at the inn, Tom ...");
     `located`: whether the claim's order of two events agrees with where the film shows them (foils asks
     it only when the evidence's own lines do not place both events); `rotations`: the orders in which
-    foils and qa show the statements they choose between (`_orders`); `form`: whether foils shows its
+    foils and qa show the statements they choose between (`reader.orders`); `form`: whether foils shows its
     versions as whole statements or, where a version changes one stretch of words, as the words that fill
     that blank in the claim (`_groups`)."""
     check_reading(rotations, form)
@@ -80,42 +80,14 @@ def read_claim(run: Run, q: Question, context: str, how: str = "calibrated", com
     raise MovieMemError(f"unknown claim reader {how!r}; use one of {', '.join(CLAIM_READERS)}")
 
 
-ROTATIONS = ("all", "two")
 FORMS = ("statements", "blanks")
 
 
 def check_reading(rotations: str, form: str) -> None:
     """Fail on a reading setting that no reader knows, before anything is asked."""
-    if rotations not in ROTATIONS:
-        raise MovieMemError(f"unknown rotations {rotations!r}; use one of {', '.join(ROTATIONS)}")
+    check_rotations(rotations)
     if form not in FORMS:
         raise MovieMemError(f"unknown foil form {form!r}; use one of {', '.join(FORMS)}")
-
-
-def _orders(n: int, rotations: str) -> list[list[int]]:
-    """The orders the options are shown in (order[pos]: the option shown at pos). `all`: every rotation,
-    so each option is read once in each position (n calls); `two`: as given and reversed, which swaps
-    first and last, the positions a small model favours most (2 calls). On the MF² dev claims with
-    `local`, two lost one pair of 60 to all at 30% fewer tokens; one order with the letters' prior
-    divided out (Zhao et al., 2021: a content-free question over content-free evidence) lost 12."""
-    if rotations == "all":
-        return [[(i + shift) % n for i in range(n)] for shift in range(n)]
-    return [list(range(n))] + ([list(reversed(range(n)))] if n > 1 else [])  # two (check_reading knows no other)
-
-
-def _choose(run: Run, question: str, options: list[str], context: str, rotations: str = "two") -> list[float] | str:
-    """Each option's letter probability averaged over the orders `rotations` names."""
-    n = len(options)
-    orders = _orders(n, rotations)
-    mean = [0.0] * n
-    for order in orders:
-        mcq = Question(question, tuple(options[i] for i in order))
-        probs = letter_probs(run, mcq, context)
-        if isinstance(probs, str):
-            return probs
-        for pos, i in enumerate(order):
-            mean[i] += probs[mcq.letters[pos]] / len(orders)
-    return mean
 
 
 # ----------------------------------------------------------------------------- foils
@@ -381,7 +353,7 @@ def _read_foils(run: Run, q: Question, context: str, common: AbstractSet[str] = 
     verdict, confidence = "TRUE", 1.0
     for question, mine, theirs, shown in groups:
         options = list(dict.fromkeys([mine, *theirs]))[: len(LETTERS)]
-        mean = _choose(run, question, options, context, rotations)
+        mean = choose(run, question, options, context, rotations)
         if isinstance(mean, str):
             return Parsed.fail(mean)
         best = max(range(len(options)), key=lambda i: (mean[i], i == 0))
@@ -508,7 +480,7 @@ def _read_qa(run: Run, q: Question, context: str, rotations: str = "two") -> Par
         d: dict[str, Any] = {"question": question, "claimed": claimed, "found": answer,
                              "agreement": round(agreement(claimed, answer), 4)}
         if d["agreement"] < AGREE:
-            both = _choose(run, question, [claimed, answer], context, rotations)
+            both = choose(run, question, [claimed, answer], context, rotations)
             if isinstance(both, str):
                 return Parsed.fail(both)
             d["p_claimed"] = round(both[0], 4)

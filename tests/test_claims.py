@@ -145,6 +145,25 @@ def test_two_rotations_read_the_options_as_given_and_reversed() -> None:
 
 
 
+def test_multiple_choice_read_in_two_orders_cancels_a_favoured_position() -> None:
+    """A reader that favours the first letter says A both times; averaged over the orders, the
+    option it prefers once moved to another position wins (reader.read_letter, rotations)."""
+    from moviemem.agents.reader import read_letter
+
+    q = Question("Who left the milk?", ("Corwin", "Ned Fowler", "Greta"))
+    one = ScriptedBackbone([_lp(A=0.5, B=0.3, C=0.2)], capabilities={"logprobs": True})
+    assert read_letter(Run(one), q, EVIDENCE).choice == "A" and len(one.calls) == 1
+    # as given: A (Corwin) 0.5, B (Ned) 0.3; reversed (Greta, Ned, Corwin): A (Greta) 0.4, B (Ned) 0.45, C (Corwin) 0.15
+    two = ScriptedBackbone([_lp(A=0.5, B=0.3, C=0.2), _lp(A=0.4, B=0.45, C=0.15)], capabilities={"logprobs": True})
+    run = Run(two)
+    got = read_letter(run, q, EVIDENCE, rotations="two")
+    assert got.choice == "B" and got.text == "Ned Fowler" and len(two.calls) == 2
+    assert "C. Corwin" in two.calls[1].messages[-1].text and "A. Greta" in two.calls[1].messages[-1].text
+    assert "in two orders" in next(s for s in run.trace if s.kind == "scores").data["how"]
+    with pytest.raises(MovieMemError, match="unknown rotations"):
+        read_letter(Run(two), q, EVIDENCE, rotations="three")
+
+
 def test_a_version_that_changes_one_stretch_of_words_is_that_blank_filled_otherwise() -> None:
     assert blank_of("Back from Dunmore, Tom hears the news.", "Back from Kilbride, Tom hears the news.") == (
         "Back from ___, Tom hears the news.", "Dunmore", "Kilbride")
