@@ -30,7 +30,7 @@ from typing import Any
 from ..backbones import Reply, Request
 from ..backbones.base import BackboneBase
 from ..config import Settings, get_settings
-from ..errors import MovieMemError
+from ..errors import MovieMemError, UnreachableError
 from ..eval.formats import Benchmark
 from ..eval.runner import BenchResult, Budget, MeteredBackbone, Progress, Spend, check_policies, run_bench
 from ..eval.tasks import Query
@@ -103,8 +103,8 @@ class AnswerWorker:
             b = self._backbone(spec)
             spend = b.begin_item()
             return "ok", self.answerer(film_id, query, policy, b), spend, os.getpid()
-        except MovieMemError as exc:
-            return "moviemem", str(exc), spend, os.getpid()
+        except MovieMemError as exc:  # a server down (UnreachableError) stays one, so the item is asked again
+            return "unreachable" if isinstance(exc, UnreachableError) else "moviemem", str(exc), spend, os.getpid()
         except Exception as exc:  # noqa: BLE001 - recorded with its reason by the runner
             return "error", (type(exc).__name__, str(exc)), spend, os.getpid()
 
@@ -159,6 +159,8 @@ class RayAnswerer:
             return payload
         if kind == "moviemem":
             raise MovieMemError(payload)
+        if kind == "unreachable":
+            raise UnreachableError(payload)
         name, text = payload
         raise type(name, (Exception,), {})(text)  # same type name and text as in a serial run's record
 

@@ -305,3 +305,21 @@ def test_cli_ingest_on_ray_reports_failures_and_resumes(cluster, cli, films, lib
     assert [f["film_id"] for f in out["failed"]] == ["broken"]
     r = cli("ingest", str(films[2].path), "--stages", "frames,shots,segments", "--ray", "auto", "--json")
     assert r.code == 0 and r.json()["failed"] == [] and r.json()["films"][0]["counts"]["shots"] == 3
+
+
+def test_a_server_a_worker_could_not_reach_comes_back_as_one_so_the_item_is_asked_again() -> None:
+    """A worker returns errors as values; an UnreachableError (Letta down) must not come back as a
+    plain error, which the runner would record as invalid instead of a transport fault."""
+    from moviemem.backbones import ScriptedBackbone
+    from moviemem.errors import UnreachableError
+    from moviemem.eval.runner import Budget, MeteredBackbone
+    from moviemem.scale.ray_bench import AnswerWorker
+
+    def down(*_: object) -> object:
+        raise UnreachableError("the Letta server at http://127.0.0.1:1 did not answer")
+
+    worker = object.__new__(AnswerWorker)  # the actor's body without an actor: its answer() alone
+    worker.answerer = down
+    worker._backbone = lambda spec: MeteredBackbone(ScriptedBackbone(["A"]), Budget(), spec)  # type: ignore[method-assign]
+    kind, payload, _, _ = worker.answer("f", None, "letta", "scripted")  # type: ignore[arg-type]
+    assert kind == "unreachable" and "did not answer" in payload
