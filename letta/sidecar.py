@@ -32,7 +32,7 @@ from typing import Any
 import httpx
 from filelock import FileLock
 
-from ..errors import MovieMemError
+from ..errors import MovieMemError, UnreachableError
 from ..files import atomic_write_text
 
 LETTA_VERSION = "0.16.8"
@@ -459,5 +459,5 @@ def server_url(settings: Any = None) -> str:
     st = Sidecar.from_settings(settings or get_settings()).status()
     if not st["running"]:
         why = f" ({', '.join(st['crashed'])} crashed; see {st['logs']})" if st.get("crashed") else ""
-        raise MovieMemError(f"no Letta server is running{why}: run `moviemem letta up` or set {ENV_URL}")
+        raise UnreachableError(f"no Letta server is running{why}: run `moviemem letta up` or set {ENV_URL}")
     return str(st["url"])
