@@ -25,6 +25,7 @@ import dataclasses
 import functools
 import hashlib
 import json
+import math
 import os
 import statistics
 import threading
@@ -49,6 +50,7 @@ from .records import check_record
 from .tasks import Query, task_for
 
 RESULTS = "results.jsonl"
+MAX_CONCURRENCY = 1024  # items answered at once: the driver's threads, and requests in flight
 ITEMS = "items.jsonl"
 MANIFEST = "run.json"
 LOCK = ".writer.lock"
@@ -392,6 +394,17 @@ def _order(items: Sequence[Item]) -> list[Item]:
     return sorted(items, key=lambda it: first[it.film_id])
 
 
+def _check_sizes(limit: int | None, concurrency: int, max_cost_usd: float | None, max_tokens: int | None) -> None:
+    """A bench's numbers, checked before its run directory is made."""
+    if limit is not None and limit < 1:  # 0 would mean no limit, and a negative one would drop the last items
+        raise MovieMemError(f"limit must be at least 1, not {limit}")
+    if not 1 <= concurrency <= MAX_CONCURRENCY:
+        raise MovieMemError(f"concurrency must be between 1 and {MAX_CONCURRENCY}, not {concurrency}")
+    for name, cap in (("max cost", max_cost_usd), ("max tokens", max_tokens)):
+        if cap is not None and not 0 <= cap < math.inf:  # NaN fails too: a NaN cap would never stop anything
+            raise MovieMemError(f"{name} must be a finite number >= 0, not {cap}")
+
+
 def _one_writer(fn: Callable[..., BenchResult]) -> Callable[..., BenchResult]:
     """A run directory has one writer at a time: a second bench on the same --out would ask and
     pay for every item again, and a --retry-invalid rewrite would drop the other's appends."""
@@ -399,9 +412,9 @@ def _one_writer(fn: Callable[..., BenchResult]) -> Callable[..., BenchResult]:
     @functools.wraps(fn)
     def locked(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any], out: str | Path,
                **kw: Any) -> BenchResult:
-        limit = kw.get("limit")
-        if limit is not None and limit < 1:  # 0 would mean no limit, and a negative one would drop the last items
-            raise MovieMemError(f"limit must be at least 1, not {limit}")
+        if not policies or not backbones:
+            raise MovieMemError(f"no {'policies' if not policies else 'backbones'} given")
+        _check_sizes(kw.get("limit"), kw.get("concurrency", 1), kw.get("max_cost_usd"), kw.get("max_tokens"))
         run_dir = Path(out)
         try:
             run_dir.mkdir(parents=True, exist_ok=True)
@@ -432,15 +445,6 @@ def run_bench(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any
     <library>/cache) or Backbone objects. `retry_invalid` reruns items recorded invalid.
     """
     started = time.perf_counter()
-    if not policies:
-        raise MovieMemError("no policies given")
-    if not backbones:
-        raise MovieMemError("no backbones given")
-    if concurrency < 1:
-        raise MovieMemError(f"concurrency must be at least 1, not {concurrency}")
-    for name, cap in (("max cost", max_cost_usd), ("max tokens", max_tokens)):
-        if cap is not None and cap < 0:
-            raise MovieMemError(f"{name} must not be negative")
     if answerer is None:
         if library is None:
             raise MovieMemError("run_bench needs a library or an answerer")

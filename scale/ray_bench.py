@@ -32,7 +32,16 @@ from ..backbones.base import BackboneBase
 from ..config import Settings, get_settings
 from ..errors import MovieMemError, UnreachableError
 from ..eval.formats import Benchmark
-from ..eval.runner import BenchResult, Budget, MeteredBackbone, Progress, Spend, check_policies, run_bench
+from ..eval.runner import (
+    MAX_CONCURRENCY,
+    BenchResult,
+    Budget,
+    MeteredBackbone,
+    Progress,
+    Spend,
+    check_policies,
+    run_bench,
+)
 from ..eval.tasks import Query
 from .cluster import cap_threads, describe, import_ray
 from .remote_cache import RemoteCache, start_server
@@ -206,6 +215,9 @@ def bench_on_ray(bench: Benchmark, policies: Sequence[str], backbones: Sequence[
         raise MovieMemError(f"concurrency must be at least 1, not {concurrency}")
     if workers is not None and workers < 1:
         raise MovieMemError(f"--ray-workers must be at least 1, not {workers}")
+    n = workers or max(1, int(cluster.cpus))
+    if n * concurrency > MAX_CONCURRENCY:
+        raise MovieMemError(f"{n} workers x concurrency {concurrency} is more than {MAX_CONCURRENCY} questions at once")
     check_policies(policies)
     settings = settings or get_settings()
     lib = Library(library, settings)
@@ -218,7 +230,6 @@ def bench_on_ray(bench: Benchmark, policies: Sequence[str], backbones: Sequence[
     for src in SOURCES.values():  # made once here: workers creating them at once would collide on commits
         ensure_indexes(lib.store, src.where)
 
-    n = workers or max(1, int(cluster.cpus))
     cpus_each = cluster.cpus_per_worker(n)
     server = start_server(cache_dir) if mode != "off" else None
     worker_cls = ray.remote(AnswerWorker).options(num_cpus=cpus_each, max_restarts=max_retries,

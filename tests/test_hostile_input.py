@@ -447,3 +447,19 @@ def test_a_limit_below_one_is_refused_before_anything_is_written(tmp_path: Path,
     (tmp_path / "mf2" / "transcripts" / "1.srt").write_text(SRT)
     res = cli("import-collection", "mf2", str(tmp_path / "mf2"), "--limit", n)
     assert res.code == 2 and f"limit must be at least 1, not {n}" in res.err
+
+
+@pytest.mark.parametrize("option,value,why", [("--max-cost", "nan", "max cost must be a finite number >= 0, not nan"),
+                                              ("--max-cost", "inf", "max cost must be a finite number >= 0, not inf"),
+                                              ("--max-tokens", "-5", "max tokens must be a finite number >= 0, not -5"),
+                                              ("--concurrency", "100000", "concurrency must be between 1 and 1024")])
+def test_bench_caps_and_concurrency_out_of_range_are_refused(tmp_path: Path, cli, option: str, value: str, why: str) -> None:
+    """A NaN cost cap compared false with every spend, so it never stopped anything."""
+    srt = tmp_path / "a.srt"
+    srt.write_text(SRT)
+    assert cli("ingest", "--text", str(srt), "--film-id", "t1").code == 0
+    items = tmp_path / "q.jsonl"
+    items.write_text(json.dumps({"id": "1", "film_id": "t1", "question": "Who?", "options": ["a", "b"], "answer": "A"}) + "\n")
+    res = cli("bench", str(items), "--backbones", "scripted:A", "--out", str(tmp_path / "run"), option, value)
+    assert res.code == 2 and why in res.err and len(res.err.strip().splitlines()) == 1, res.err
+    assert not (tmp_path / "run").exists()
