@@ -218,9 +218,10 @@ class Hybrid(BasePolicy):
         reader: str = "auto"  # json | logprobs | auto (logprobs where the backbone gives them, for mcq and claims)
         claims: str = "foils"  # how the logprobs reader judges a claim: foils | calibrated | qa (agents/claims.py)
         # claims: the orders in which the readers show the options they choose between (all: every rotation; two: as
-        # given and reversed), and whether foils shows a version that changes one stretch of the claim as the words
-        # filling that blank (blanks) or as a whole statement (statements). MF² dev claims with `local`: two + blanks
-        # 25 of 60 pairs at a median 5,000 input tokens a pair, all + statements 24 at 7,200
+        # given and reversed; one: as given), and whether foils shows a version that changes one stretch of the claim
+        # as the words filling that blank (blanks) or as a whole statement (statements). MF² dev claims with `local`:
+        # two + blanks 25 of 60 pairs at a median 5,000 input tokens a pair, all + statements 24 at 7,200, one 21 at
+        # 2,500, one with budget_tokens=700 23 at 1,860, two with budget_tokens=700 18 at 3,730
         rotations: str = "two"
         foil_form: str = "blanks"
         option_words: bool = False  # short options scored as the answer's first word, not by letter (reader.word_probs)
