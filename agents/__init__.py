@@ -11,7 +11,6 @@ from typing import Any
 from ..backbones import Backbone
 from ..errors import MovieMemError
 from ..memory.view import FilmMemory
-from ..timefmt import check_time
 from .base import Policy
 from .registry import PolicyInfo, get_policy, list_policies, register_policy
 from .types import Answer, Question, Step
@@ -28,8 +27,7 @@ def ask(film: FilmMemory, question: str | Question, options: list[str] | None = 
     if until is not None:
         if not isinstance(until, (int, float)) or until <= 0:
             raise MovieMemError(f"until must be a positive number of seconds, not {until!r}")
-        check_time(float(until), "until")  # finite and at most 48 h (NaN, which compares as not <= 0, too)
-        film = film.until(float(until))
+        film = film.until(float(until))  # the view checks it is finite and at most 48 h (NaN too)
     pol = get_policy(policy, **settings)
     if isinstance(backbone, str):
         from ..backbones import load

@@ -110,7 +110,8 @@ def _request_from_body(body: dict[str, Any]) -> tuple[Request, bool, bool]:
     if body.get("n") not in (None, 1):
         raise MovieMemError("only n=1 is supported")
     for key in ("tools", "functions"):
-        if not isinstance(body.get(key) or [], list) or not all(isinstance(t, dict) for t in body.get(key) or []):
+        given = body.get(key) or []
+        if not isinstance(given, list) or not all(isinstance(t, dict) for t in given):
             raise MovieMemError(f"'{key}' must be a list of objects")
     tools = [t for t in body.get("tools") or [] if t.get("type", "function") == "function"]
     tools += [{"function": f} for f in body.get("functions") or []]  # the legacy form
