@@ -6,11 +6,24 @@ Precedence: explicit arguments > environment > ./moviemem.toml (or $MOVIEMEM_CON
 from __future__ import annotations
 
 import os
+import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
+from pydantic import Field, ValidationError
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    SettingsError,
+    TomlConfigSettingsSource,
+)
+
+from .errors import SettingsInvalidError
+
+CacheMode = Literal["off", "read", "write", "readwrite", "replay-only"]
+Threads = Annotated[int, Field(ge=0, le=1024)]  # 0: one per core
+Seconds = Annotated[float, Field(ge=0, le=24 * 3600)]
 
 
 def _home() -> Path:
@@ -18,7 +31,10 @@ def _home() -> Path:
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="MOVIEMEM_", extra="ignore")
+    """Every number is bounded and finite where it enters (NaN and infinity are refused), so a typo in
+    the environment fails here, on one line naming the variable, not deep inside an ingest."""
+
+    model_config = SettingsConfigDict(env_prefix="MOVIEMEM_", extra="ignore", allow_inf_nan=False)
 
     home: Path = Field(default_factory=_home)
     library: Path | None = None
@@ -26,33 +42,33 @@ class Settings(BaseSettings):
 
     # text embeddings (utterances, captions, on-screen text, events)
     embedder: str = "minilm"
-    vector_cache_mb: int = 512  # films' text vectors held in memory for retrieval (about 3 MB per feature film)
+    vector_cache_mb: int = Field(default=512, ge=0, le=1 << 20)  # films' text vectors held in memory for retrieval (about 3 MB per feature film)
     # ASR
     asr_model: str = "base"
     asr_language: str | None = None
     asr_compute_type: str = "int8"
-    asr_threads: int = 0
-    asr_beam_size: int = 1
+    asr_threads: Threads = 0
+    asr_beam_size: int = Field(default=1, ge=1, le=64)
     # also decode what the VAD heard as no speech (lines said over a loud score); such lines must pass Whisper's own
     # confidence rule. Costs about 0.04x real time on a film with no dialogue at all
     asr_gaps: bool = True
     # frames and shots
-    frame_pools: tuple[int, ...] = (64, 128, 256)
-    strip_fps: float = 0.5
-    jpeg_quality: int = 85
-    frame_max_side: int = 512
+    frame_pools: tuple[Annotated[int, Field(ge=1, le=100_000)], ...] = Field(default=(64, 128, 256), min_length=1)
+    strip_fps: float = Field(default=0.5, gt=0, le=60)
+    jpeg_quality: int = Field(default=85, ge=1, le=100)
+    frame_max_side: int = Field(default=512, ge=16, le=16_384)
     shot_detector: str = "content"
-    shot_threshold: float | None = None  # None: the detector's default (content 27, adaptive 3)
-    shot_min_len_s: float = 0.5
+    shot_threshold: float | None = Field(default=None, ge=0, le=1000)  # None: the detector's default (content 27, adaptive 3)
+    shot_min_len_s: Seconds = 0.5
     # segments
-    segment_target_s: float = 60.0
-    segment_min_s: float = 10.0
+    segment_target_s: float = Field(default=60.0, gt=0, le=24 * 3600)
+    segment_min_s: Seconds = 10.0
     # CLIP: no weights ship offline; a local checkpoint path (or a tag where a network allows)
     clip_model: str = "ViT-B-32"
     clip_pretrained: str | None = None
     # OCR
     ocr_lang: str = "eng"
-    ocr_min_confidence: float = 60.0
+    ocr_min_confidence: float = Field(default=60.0, ge=0, le=100)
     # model backbones used by ingest (captions, events, relations, narration); specs as in backbones.load
     captioner: str | None = None  # None: the captioner stage is skipped (or captions are imported)
     backbone: str = "local"  # text backbone for events, relations and narration
@@ -60,10 +76,20 @@ class Settings(BaseSettings):
     # film with a local model) or extracts events and links anew (extract, about an hour a feature film)
     events_mode: Literal["refine", "extract"] = "refine"
     refine_max_pairs: int = Field(default=200, ge=0, le=10_000)  # candidate links a model checks, most confident first
-    cache_mode: str = "readwrite"  # replay cache of ingest requests, under <library>/cache
+    cache_mode: CacheMode = "readwrite"  # replay cache of ingest requests, under <library>/cache
     # local LLMs
-    llm_context: int = 8192
-    llm_threads: int = 0
+    llm_context: int = Field(default=8192, ge=256, le=1 << 20)
+    llm_threads: Threads = 0
+
+    def __init__(self, **values: Any) -> None:
+        try:
+            super().__init__(**values)
+        except ValidationError as e:
+            raise SettingsInvalidError(_explain(e)) from None
+        except SettingsError as e:  # a list or tuple setting whose JSON does not parse
+            raise SettingsInvalidError(f"invalid moviemem setting: {e} (a list is written as JSON: [64, 128])") from None
+        except tomllib.TOMLDecodeError as e:
+            raise SettingsInvalidError(f"{_toml_path()} is not valid TOML: {e}") from None
 
     @classmethod
     def settings_customise_sources(
@@ -74,7 +100,7 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        toml = Path(os.environ.get("MOVIEMEM_CONFIG", "moviemem.toml"))
+        toml = _toml_path()
         sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
         if toml.is_file():
             sources.append(TomlConfigSettingsSource(settings_cls, toml_file=toml))
@@ -87,6 +113,19 @@ class Settings(BaseSettings):
     @property
     def models_path(self) -> Path:
         return (self.models_dir or self.home / "models").expanduser()
+
+
+def _toml_path() -> Path:
+    return Path(os.environ.get("MOVIEMEM_CONFIG", "moviemem.toml"))
+
+
+def _explain(e: ValidationError) -> str:
+    """One line: which setting, where it is set, what is wrong. The value itself is not echoed (a
+    variable may hold a secret), only its type."""
+    err = e.errors()[0]
+    name = str(err["loc"][0]) if err["loc"] else "?"
+    more = f" (and {e.error_count() - 1} more)" if e.error_count() > 1 else ""
+    return (f"setting {name} (MOVIEMEM_{name.upper()} or moviemem.toml): {err['msg']}{more}")
 
 
 def cpu_cores() -> int:

@@ -17,3 +17,7 @@ class UnwritableError(MovieMemError, OSError):
 class UnreachableError(MovieMemError):
     """A server moviemem talks to (a Letta server) did not answer: not the input's fault, so a
     benchmark records the item as a transport fault, which a rerun asks again."""
+
+
+class SettingsInvalidError(MovieMemError):
+    """A MOVIEMEM_* variable or a moviemem.toml value that no setting takes."""

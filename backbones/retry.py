@@ -8,7 +8,6 @@ from __future__ import annotations
 import email.utils
 import logging
 import os
-import re
 import time
 from collections.abc import Callable, Iterable
 
@@ -16,6 +15,7 @@ import httpx
 import tenacity
 
 from ..errors import MovieMemError
+from ..redaction import redact_urls
 from .types import Reply
 
 log = logging.getLogger("moviemem.backbones")
@@ -89,15 +89,6 @@ def is_transient(exc: BaseException) -> bool:
     if type(exc).__name__ in ("APIConnectionError", "APITimeoutError"):  # openai wraps httpx errors
         return True
     return any(isinstance(e, _TRANSPORT) for e in _chain(exc))
-
-
-_USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
-
-
-def redact_urls(text: str) -> str:
-    """Text with the user:password part of every URL replaced by ***: a backbone spec such as
-    openai-compatible:http://alice:pw@host/v1#m is written to results and reports as http://***@host."""
-    return _USERINFO.sub("***@", text)
 
 
 def redact(text: str, secrets: Iterable[str] = ()) -> str:

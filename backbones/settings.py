@@ -7,31 +7,30 @@ moviemem.toml > defaults) without touching config.py.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from ..config import Settings
+from pydantic import Field
 
-CacheMode = Literal["off", "read", "write", "readwrite", "replay-only"]
+from ..config import Seconds, Settings
 
 
 class BackboneSettings(Settings):
     # price table overriding backbones/prices.toml (MOVIEMEM_PRICES)
     prices: Path | None = None
     # per-request timeout and bounded retries (429, 5xx, timeouts, resets)
-    backbone_timeout_s: float = 120.0
-    backbone_max_attempts: int = 5
-    backbone_retry_initial_s: float = 1.0
-    backbone_retry_max_s: float = 60.0
+    backbone_timeout_s: float = Field(default=120.0, gt=0, le=24 * 3600)
+    backbone_max_attempts: int = Field(default=5, ge=1, le=100)
+    backbone_retry_initial_s: Seconds = 1.0
+    backbone_retry_max_s: Seconds = 60.0
     # requests in flight at once per backbone
-    backbone_concurrency: int = 4
-    # replay cache: directory (None = <library>/cache when cache=True) and mode
+    backbone_concurrency: int = Field(default=4, ge=1, le=1024)
+    # replay cache: directory (None = <library>/cache when cache=True); its mode is the package's cache_mode
     cache_dir: Path | None = None
-    cache_mode: CacheMode = "readwrite"
     # llama.cpp: RAM prompt-cache capacity (saved KV states for reuse across contexts)
-    llm_cache_bytes: int = 1 << 30
+    llm_cache_bytes: int = Field(default=1 << 30, ge=0, le=1 << 40)
     # Gemini video: send inline below these sizes, otherwise upload with the Files API
-    gemini_inline_max_bytes: int = 15_000_000
-    gemini_inline_clip_max_s: float = 120.0
+    gemini_inline_max_bytes: int = Field(default=15_000_000, ge=0, le=20_000_000)
+    gemini_inline_clip_max_s: Seconds = 120.0
 
     @property
     def cache_path(self) -> Path:

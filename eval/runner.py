@@ -41,9 +41,10 @@ from filelock import FileLock, Timeout
 from ..agents.registry import parse_policy_spec
 from ..backbones import Backbone, Reply, Request
 from ..backbones.base import Wrapper
-from ..backbones.retry import redact, redact_urls
+from ..backbones.retry import redact
 from ..errors import MovieMemError, UnreachableError
 from ..files import atomic_write_text
+from ..redaction import redact_urls
 from . import evidence, metrics
 from .formats import Benchmark, Item, formats, item_category, text_lines
 from .records import check_record

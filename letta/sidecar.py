@@ -34,6 +34,7 @@ from filelock import FileLock
 
 from ..errors import MovieMemError, UnreachableError
 from ..files import atomic_write_text
+from ..redaction import redact_urls
 
 LETTA_VERSION = "0.16.8"
 ENV_URL = "MOVIEMEM_LETTA_URL"
@@ -262,8 +263,8 @@ class Sidecar:
         environment is checked or built and PostgreSQL starts; the server starts last, because
         it lists the gateway's models when it starts. When a step fails, what this call started
         is stopped again."""
-        if os.environ.get(ENV_URL):
-            progress(f"{ENV_URL} is set: using the Letta server at {os.environ[ENV_URL]}, starting nothing")
+        if external := external_url():
+            progress(f"{ENV_URL} is set: using the Letta server at {redact_urls(external)}, starting nothing")
             return self.status()
         with self._lock():
             before = {name: (self._state().get(name) or {}).get("pid") for name in COMPONENTS}
@@ -410,10 +411,10 @@ class Sidecar:
     def status(self) -> dict[str, Any]:
         """{"running", "url", "version", "postgres", "gateway", "server", "crashed"}: a component
         that was started and is gone is listed in `crashed`."""
-        external = os.environ.get(ENV_URL)
+        external = external_url()
         if external:
             h = health(external)
-            return {"running": h is not None, "url": external, "version": (h or {}).get("version"), "external": True,
+            return {"running": h is not None, "url": redact_urls(external), "version": (h or {}).get("version"), "external": True,
                     "postgres": None, "gateway": None, "server": None, "crashed": []}
         state = self._state()
         out: dict[str, Any] = {"external": False, "venv": str(self.venv), "venv_ready": self.venv_ready(),
@@ -450,10 +451,30 @@ def _http_ok(url: str) -> bool:
         return False
 
 
+def checked_url(raw: str, source: str = ENV_URL) -> str:
+    """A Letta server's address, checked where it enters: http(s), a host, a port that exists. The
+    value is not echoed: it may hold credentials, or be a key pasted into the wrong variable."""
+    try:
+        u = httpx.URL(raw.strip())
+        ok = u.scheme in ("http", "https") and bool(u.host) and (u.port is None or 0 < u.port < 65536)
+    except (httpx.InvalidURL, TypeError):
+        ok = False
+    if not ok:
+        raise MovieMemError(f"{source} is not the http(s) URL of a Letta server with a host and a port from 1 to "
+                            "65535 (for example http://127.0.0.1:8283)")
+    return raw.strip().rstrip("/")
+
+
+def external_url() -> str | None:
+    """$MOVIEMEM_LETTA_URL, checked, or None where it is unset or empty."""
+    raw = os.environ.get(ENV_URL, "")
+    return checked_url(raw) if raw.strip() else None
+
+
 def server_url(settings: Any = None) -> str:
     """The Letta server moviemem should use: $MOVIEMEM_LETTA_URL, else the running sidecar."""
-    if os.environ.get(ENV_URL):
-        return os.environ[ENV_URL].rstrip("/")
+    if external := external_url():
+        return external
     from ..config import get_settings
 
     st = Sidecar.from_settings(settings or get_settings()).status()

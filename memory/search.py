@@ -176,7 +176,7 @@ def vector_cache_budget() -> int:
 @functools.lru_cache(maxsize=8)
 def _budget(_env: str | None) -> int:
     """Settings() costs ~1 ms (environment and moviemem.toml parsed): read once per value of the variable."""
-    return max(0, Settings().vector_cache_mb) * 2**20
+    return Settings().vector_cache_mb * 2**20
 
 
 def _seconds(rows: pa.Table, name: str) -> np.ndarray:

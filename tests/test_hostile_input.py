@@ -57,6 +57,36 @@ def test_duration_option_is_refused_in_one_line(tmp_path: Path, cli, duration: s
 
 
 
+@pytest.mark.parametrize("variable, value, why", [
+    ("MOVIEMEM_VECTOR_CACHE_MB", "nan", r"setting vector_cache_mb \(MOVIEMEM_VECTOR_CACHE_MB or moviemem.toml\): Input should be a valid integer"),
+    ("MOVIEMEM_VECTOR_CACHE_MB", "-5", "vector_cache_mb .*greater than or equal to 0"),
+    ("MOVIEMEM_STRIP_FPS", "inf", "strip_fps .*finite number"),
+    ("MOVIEMEM_FRAME_POOLS", "[0]", "frame_pools .*greater than or equal to 1"),
+    ("MOVIEMEM_FRAME_POOLS", "abc", "frame_pools.*a list is written as JSON"),
+    ("MOVIEMEM_CACHE_MODE", "sk-secret-mode", "cache_mode .*'readwrite' or 'replay-only'"),
+    ("MOVIEMEM_BACKBONE_TIMEOUT_S", "nan", "backbone_timeout_s .*finite number"),
+])
+def test_settings_from_the_environment_are_checked_in_one_line(cli, monkeypatch, variable: str, value: str,
+                                                                 why: str) -> None:
+    from moviemem.backbones.settings import get_backbone_settings
+
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(MovieMemError, match=why) as err:
+        get_backbone_settings()
+    assert value not in str(err.value) or value == "[0]"  # a variable may hold a secret: its value is never echoed
+    res = cli("films")
+    assert res.code == (0 if "BACKBONE" in variable else 2) and "Traceback" not in res.err
+    assert res.code == 0 or (len(res.err.strip().splitlines()) == 1 and re.search(why, res.err))
+
+
+def test_a_moviemem_toml_that_does_not_parse_is_named(tmp_path: Path, cli, monkeypatch) -> None:
+    bad = tmp_path / "conf.toml"
+    bad.write_text("strip_fps = [\n")
+    monkeypatch.setenv("MOVIEMEM_CONFIG", str(bad))
+    res = cli("films")
+    assert res.code == 2 and res.err.startswith(f"error: {bad} is not valid TOML") and len(res.err.strip().splitlines()) == 1
+
+
 @pytest.mark.parametrize("setting, why", [
     ("budget_tokens=-5", "budget_tokens=-5: -5 is not a finite number >= 0"),
     ("core_share=nan", "core_share=nan: nan is not a finite number >= 0"),

@@ -237,6 +237,23 @@ def test_a_server_that_does_not_answer_is_one_line_and_a_transport_fault(monkeyp
     r = cli("ask", letta_film.film_id, "Q?", "--policy", "letta", "--backbone", "scripted", "--library",
             str(tmp_path / "lib"), library=False)
     assert r.code == 2 and "did not answer" in r.err and "Traceback" not in r.err and "hunter2pw" not in r.err + r.out
+    for args in (["letta", "status"], ["letta", "status", "--json"], ["letta", "up"]):
+        r = cli(*args, "--library", str(tmp_path / "lib"), library=False)
+        assert r.code == 0 and "http://***@127.0.0.1" in r.out + r.err and "hunter2pw" not in r.out + r.err
+
+
+@pytest.mark.parametrize("url", ["ftp://127.0.0.1:8283", "http://127.0.0.1:99999", "127.0.0.1:8283", "http://", "sk-pasted"])
+def test_a_letta_url_that_is_no_server_address_is_one_line(tmp_path, cli, monkeypatch, url):
+    from moviemem.agents import get_policy
+    from moviemem.backbones import ScriptedBackbone
+
+    monkeypatch.setenv("MOVIEMEM_LETTA_URL", url)
+    r = cli("letta", "status", "--library", str(tmp_path / "lib"), library=False)
+    assert r.code == 2 and r.err.startswith("error: MOVIEMEM_LETTA_URL is not the http(s) URL of a Letta server")
+    assert len(r.err.strip().splitlines()) == 1 and "sk-pasted" not in r.err  # a value is never echoed
+    monkeypatch.delenv("MOVIEMEM_LETTA_URL")
+    with pytest.raises(MovieMemError, match="letta's url setting is not the http"):
+        get_policy("letta", url=url)._session(ScriptedBackbone([]))
 
 
 # ----------------------------------------------------------------------------- sidecar bookkeeping

@@ -32,9 +32,10 @@ from typing import Any
 
 from ...backbones import Backbone, Usage
 from ...backbones.prompt import Prompt
-from ...backbones.retry import describe, redact_urls
+from ...backbones.retry import describe
 from ...errors import MovieMemError, UnreachableError
 from ...memory.view import FilmMemory
+from ...redaction import redact_urls
 from ...retrievers.base import Evidence
 from ...timefmt import hms
 from ..base import BasePolicy, Run
@@ -180,9 +181,10 @@ class LettaPolicy(BasePolicy):
     def _session(self, backbone: Backbone) -> _Session:
         with self._lock:
             if id(backbone) not in self._sessions:
-                from ...letta import server_url
+                from ...letta import checked_url, server_url
 
-                self._sessions[id(backbone)] = _Session(self.settings.url or server_url(), backbone, self.settings.timeout_s)
+                url = checked_url(self.settings.url, "letta's url setting") if self.settings.url else server_url()
+                self._sessions[id(backbone)] = _Session(url, backbone, self.settings.timeout_s)
             return self._sessions[id(backbone)]
 
     # ------------------------------------------------------------------ archive and agent
@@ -338,7 +340,7 @@ class LettaPolicy(BasePolicy):
         agent_id, passages = self._agent(session, film, backbone, run)
         by_id = {e.id: e for e in passages}
         conversation = session.client.conversations.create(agent_id=agent_id).id
-        run.note("letta conversation", agent=agent_id, conversation=conversation, server=session.url)
+        run.note("letta conversation", agent=agent_id, conversation=conversation, server=redact_urls(session.url))
         text = overview_block(film, s.overview_tokens, run) + LETTA.render(duration=hms(film.duration_s),
                                                                            question=question_block(question))
         body, latency = self._send(session, conversation, LETTA, text, s.max_steps)
