@@ -28,6 +28,7 @@ class Run:
         self.evidence: dict[str, Evidence] = {}
         self.calls = 0
         self.replayed = 0  # calls answered from the replay cache
+        self.faults = 0  # calls that got no reply (the server did not answer or refused the request)
 
     def note(self, text: str, **data: Any) -> None:
         self.trace.append(Step("note", {"text": text, **data}))
@@ -51,6 +52,7 @@ class Run:
         reply = self.backbone.send(Request.build(messages, **kw))
         self.calls += 1
         self.replayed += bool(reply.cached)
+        self.faults += bool(reply.invalid and reply.transient)
         if not reply.usage.latency_s:
             reply.usage.latency_s = time.perf_counter() - started
         self.usage = self.usage + reply.usage
@@ -91,7 +93,7 @@ class BasePolicy:
         return Answer(choice=parsed.choice, text=parsed.text, confidence=parsed.confidence, invalid=parsed.invalid,
                       policy=self.name, backbone=getattr(backbone, "name", str(backbone)),
                       evidence=list(run.evidence.values()), trace=run.trace, usage=run.usage, error=parsed.error,
-                      calls=run.calls, replayed_calls=run.replayed)
+                      calls=run.calls, replayed_calls=run.replayed, faults=run.faults)
 
     def _answer(self, film: FilmMemory, question: Question, run: Run) -> Any:
         raise NotImplementedError

@@ -84,6 +84,7 @@ class Answer:
     error: str | None = None
     calls: int = 0  # model calls made for this answer
     replayed_calls: int = 0  # of which answered from the replay cache (their latency is the original call's)
+    faults: int = 0  # of which got no reply: the backbone's server did not answer, or refused the request
 
     @property
     def replayed(self) -> bool:
@@ -101,7 +102,7 @@ class Answer:
                          for e in self.evidence],
             "usage": {"input_tokens": u.input_tokens, "output_tokens": u.output_tokens, "images": u.images,
                       "latency_s": round(u.latency_s, 3), "cost_usd": u.cost_usd, "calls": self.calls,
-                      "replayed_calls": self.replayed_calls},
+                      "replayed_calls": self.replayed_calls, "faults": self.faults},
             "replayed": self.replayed,
             "trace": [s.to_dict() for s in self.trace],
         }

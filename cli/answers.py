@@ -12,6 +12,7 @@ from rich.table import Table
 from ..errors import MovieMemError
 
 if TYPE_CHECKING:
+    from ..agents.types import Answer
     from ..backbones import Backbone
 from .common import (
     JsonOpt,
@@ -48,7 +49,7 @@ def ask(
                 **_policy_settings(setting))
     if as_json:
         _print_json(ans.to_dict())
-        return
+        return _no_reply(ans)
     if ans.invalid:
         _styled(out, "bold red", "invalid", f" ({ans.error})")
     else:
@@ -63,6 +64,15 @@ def ask(
         f" ({ans.replayed_calls} of {ans.calls} calls replayed from the cache)" if ans.replayed_calls else "")
     err.print(f"{ans.policy} on {ans.backbone}: {u.input_tokens} input tokens, {u.output_tokens} output, "
               f"{u.images} images, {u.latency_s:.1f} s{replay}", highlight=False, soft_wrap=True)
+    _no_reply(ans)
+
+
+def _no_reply(ans: Answer) -> None:
+    """An answer the backbone never gave is a failed command (exit 2), so a script can tell it from a
+    model's unparseable reply; what was retrieved is still shown above, and nothing was cached."""
+    if ans.invalid and ans.faults:
+        raise MovieMemError(f"{ans.backbone} gave no reply to {ans.faults} of {ans.calls} call(s) ({ans.error}); "
+                            "nothing was cached: ask again when it answers")
 
 
 @app.command()

@@ -3,6 +3,7 @@ a token cap that holds."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -125,3 +126,25 @@ def test_token_cap_reserves_each_calls_output_limit_before_sending(tmp_path: Pat
     assert res.stopped and "token cap 100" in res.stopped
     # two calls (2 x 45 = 90) fit; a third could produce 40 more and is never sent (before: 135 spent)
     assert res.spend.calls == 2 and res.spend.tokens == 90 <= 100
+
+
+def test_ask_with_a_backbone_that_gives_no_reply_fails_while_a_bad_reply_is_an_answer(tmp_path: Path, cli) -> None:
+    """`moviemem ask` exits 2 when the backbone never replied (a script can tell it from an invalid
+    answer, which exits 0), still showing what was retrieved."""
+    srt = tmp_path / "a.srt"
+    srt.write_text("1\n00:00:05,000 --> 00:00:07,000\nWhere is Williams?\n")
+    assert cli("ingest", "--text", str(srt), "--film-id", "t1").code == 0
+    with FakeOpenAI() as srv:
+        spec = f"openai-compatible:{srv.base_url}#m"
+        args = ("ask", "t1", "Who is asked about?", "--option", "Williams", "--option", "Nobody", "--policy", "subtitles",
+                "--backbone", spec)
+        srv.push(FakeResponse(body={"id": "x", "object": "chat.completion", "choices": []}))  # no reply in it
+        r = cli(*args)
+        assert r.code == 2 and "invalid (transport fault" in r.out and "Where is Williams?" in r.out
+        assert r.err.strip().splitlines()[-1].startswith("error: openai-compatible") and "gave no reply to 1 of 1" in r.err
+        srv.push(FakeResponse(body={"id": "x", "object": "chat.completion", "choices": []}))
+        r = cli(*args, "--json")
+        assert r.code == 2 and json.loads(r.out)["usage"]["faults"] == 1
+        srv.push(FakeOpenAI.completion("I cannot tell."))  # a reply, just not an answer
+        r = cli(*args, "--json")
+        assert r.code == 0 and json.loads(r.out)["invalid"] and json.loads(r.out)["usage"]["faults"] == 0

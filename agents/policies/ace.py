@@ -79,7 +79,7 @@ class Ace(BasePolicy):
                                            "choice": a.choice, "invalid": a.invalid}))
             run.trace.extend(replace(step, data={**step.data, "candidate": k}) for step in a.trace)
             run.usage = run.usage + a.usage
-            run.calls, run.replayed = run.calls + a.calls, run.replayed + a.replayed_calls
+            run.calls, run.replayed, run.faults = run.calls + a.calls, run.replayed + a.replayed_calls, run.faults + a.faults
             cands.append(a)
         name = getattr(backbone, "name", str(backbone))
         valid = [a for a in cands if not a.invalid]
@@ -106,7 +106,8 @@ class Ace(BasePolicy):
     def _answer_from(self, chosen: Answer | None, run: Run, backbone: str, error: str | None = None) -> Answer:
         if chosen is None:
             return Answer(choice=None, text="", confidence=None, invalid=True, policy=self.name, backbone=backbone,
-                          trace=run.trace, usage=run.usage, error=error, calls=run.calls, replayed_calls=run.replayed)
+                          trace=run.trace, usage=run.usage, error=error, calls=run.calls, replayed_calls=run.replayed,
+                          faults=run.faults)
         return Answer(choice=chosen.choice, text=chosen.text, confidence=chosen.confidence, invalid=False,
                       policy=self.name, backbone=backbone, evidence=chosen.evidence, trace=run.trace, usage=run.usage,
-                      calls=run.calls, replayed_calls=run.replayed)
+                      calls=run.calls, replayed_calls=run.replayed, faults=run.faults)
