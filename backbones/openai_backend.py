@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from ..errors import MovieMemError
+from ..urls import http_url
 from . import media
 from .base import BaseBackbone
 from .settings import get_backbone_settings
@@ -202,6 +203,5 @@ def from_spec(kind: str, arg: str | None, **options: Any) -> OpenAIBackbone:
     if not arg or "#" not in arg:
         raise MovieMemError("use openai-compatible:BASE_URL#MODEL, e.g. openai-compatible:http://127.0.0.1:8000/v1#qwen2.5-vl")
     url, _, model = arg.rpartition("#")
-    if not url.startswith(("http://", "https://")):
-        raise MovieMemError(f"openai-compatible needs an http(s) base URL, not {url!r}")
+    url = http_url(url, "openai-compatible's base URL", "openai-compatible:http://127.0.0.1:8000/v1#MODEL")
     return OpenAIBackbone(model, base_url=url, compatible=True, **options)

@@ -15,7 +15,7 @@ import httpx
 import tenacity
 
 from ..errors import MovieMemError
-from ..redaction import redact_urls
+from ..urls import redact_urls
 from .types import Reply
 
 log = logging.getLogger("moviemem.backbones")

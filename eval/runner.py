@@ -44,7 +44,7 @@ from ..backbones.base import Wrapper
 from ..backbones.retry import redact
 from ..errors import MovieMemError, UnreachableError
 from ..files import atomic_write_text
-from ..redaction import redact_urls
+from ..urls import redact_urls
 from . import evidence, metrics
 from .formats import Benchmark, Item, formats, item_category, text_lines
 from .records import check_record

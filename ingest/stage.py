@@ -121,7 +121,7 @@ def chosen_backbone(ctx: Ctx) -> str | None:
 
 def chosen_backbone_label(ctx: Ctx) -> str | None:
     """The chosen backbone as stage params record it: a URL's user:password never reaches the library."""
-    from ..redaction import redact_urls
+    from ..urls import redact_urls
 
     spec = chosen_backbone(ctx)
     return redact_urls(spec) if spec else None

@@ -34,7 +34,7 @@ from filelock import FileLock
 
 from ..errors import MovieMemError, UnreachableError
 from ..files import atomic_write_text
-from ..redaction import redact_urls
+from ..urls import http_url, redact_urls
 
 LETTA_VERSION = "0.16.8"
 ENV_URL = "MOVIEMEM_LETTA_URL"
@@ -452,17 +452,8 @@ def _http_ok(url: str) -> bool:
 
 
 def checked_url(raw: str, source: str = ENV_URL) -> str:
-    """A Letta server's address, checked where it enters: http(s), a host, a port that exists. The
-    value is not echoed: it may hold credentials, or be a key pasted into the wrong variable."""
-    try:
-        u = httpx.URL(raw.strip())
-        ok = u.scheme in ("http", "https") and bool(u.host) and (u.port is None or 0 < u.port < 65536)
-    except (httpx.InvalidURL, TypeError):
-        ok = False
-    if not ok:
-        raise MovieMemError(f"{source} is not the http(s) URL of a Letta server with a host and a port from 1 to "
-                            "65535 (for example http://127.0.0.1:8283)")
-    return raw.strip().rstrip("/")
+    """A Letta server's address, checked where it enters."""
+    return http_url(raw, source, "http://127.0.0.1:8283").rstrip("/")
 
 
 def external_url() -> str | None:

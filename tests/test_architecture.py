@@ -12,7 +12,7 @@ import moviemem
 
 ROOT = Path(moviemem.__file__).resolve().parent
 SKIP = {"tests", "bench", "scripts", "docs", "out", ".venv"}
-BASE = {"errors", "_version", "hardware", "config", "plugins", "timefmt", "digests", "files", "words", "progress", "loopback", "redaction"}
+BASE = {"errors", "_version", "hardware", "config", "plugins", "timefmt", "digests", "files", "words", "progress", "loopback", "urls"}
 # what each layer may import besides itself and the base modules
 BELOW: dict[str, set[str]] = {
     "models": set(),

@@ -286,6 +286,16 @@ def test_url_credentials_and_echoed_keys_never_reach_disk_or_output(tmp_path: Pa
     assert "http://***@127.0.0.1" in (run / "results.jsonl").read_text()
 
 
+@pytest.mark.parametrize("url", ["ftp://bob:hunter2pass@127.0.0.1/v1", "http://127.0.0.1:99999/v1", "notaurl", "http://"])
+def test_a_backbone_base_url_is_checked_and_never_echoed(tmp_path: Path, cli, url: str) -> None:
+    srt = tmp_path / "a.srt"
+    srt.write_text(SRT)
+    assert cli("ingest", "--text", str(srt), "--film-id", "t1").code == 0
+    r = cli("ask", "t1", "Who?", "--backbone", f"openai-compatible:{url}#m")
+    assert r.code == 2 and r.err.startswith("error: openai-compatible's base URL is not an http(s) URL with a host")
+    assert len(r.err.strip().splitlines()) == 1 and "hunter2pass" not in r.err
+
+
 # --- item 2: the gateway reads no local file, answers only loopback JSON, takes a token -------------
 
 def test_gateway_refuses_paths_foreign_hosts_origins_plain_text_and_missing_tokens(tmp_path: Path) -> None:

@@ -249,10 +249,10 @@ def test_a_letta_url_that_is_no_server_address_is_one_line(tmp_path, cli, monkey
 
     monkeypatch.setenv("MOVIEMEM_LETTA_URL", url)
     r = cli("letta", "status", "--library", str(tmp_path / "lib"), library=False)
-    assert r.code == 2 and r.err.startswith("error: MOVIEMEM_LETTA_URL is not the http(s) URL of a Letta server")
+    assert r.code == 2 and r.err.startswith("error: MOVIEMEM_LETTA_URL is not an http(s) URL with a host")
     assert len(r.err.strip().splitlines()) == 1 and "sk-pasted" not in r.err  # a value is never echoed
     monkeypatch.delenv("MOVIEMEM_LETTA_URL")
-    with pytest.raises(MovieMemError, match="letta's url setting is not the http"):
+    with pytest.raises(MovieMemError, match="letta's url setting is not an http"):
         get_policy("letta", url=url)._session(ScriptedBackbone([]))
 
 

@@ -35,9 +35,9 @@ from ...backbones.prompt import Prompt
 from ...backbones.retry import describe
 from ...errors import MovieMemError, UnreachableError
 from ...memory.view import FilmMemory
-from ...redaction import redact_urls
 from ...retrievers.base import Evidence
 from ...timefmt import hms
+from ...urls import redact_urls
 from ..base import BasePolicy, Run
 from ..browse import overview_block
 from ..parsing import Parsed, parse_answer
