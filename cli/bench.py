@@ -139,7 +139,7 @@ class InspectorFiles(http.server.SimpleHTTPRequestHandler):
 @app.command()
 def inspect(
     run_dir: Annotated[Path, typer.Argument(help="A run directory written by `moviemem bench`.")],
-    port: Annotated[int, typer.Option(help="Port on 127.0.0.1.")] = 8765,
+    port: Annotated[int, typer.Option(help="Port on 127.0.0.1 (0: any free one).", min=0, max=65535)] = 8765,
     serve_: Annotated[bool, typer.Option("--serve/--no-serve", help="Serve the inspector over HTTP (until Ctrl-C).")] = True,
     open_: Annotated[bool, typer.Option("--open", help="Open it in a web browser.")] = False,
 ) -> None:

@@ -56,7 +56,7 @@ def models_list(as_json: JsonOpt = False) -> None:
 @app.command()
 def mcp(
     library: LibraryOpt = None,
-    http: Annotated[Optional[int], typer.Option("--http", metavar="PORT", help="Serve streamable HTTP on 127.0.0.1:PORT (endpoint /mcp) instead of stdio.")] = None,
+    http: Annotated[Optional[int], typer.Option("--http", metavar="PORT", min=0, max=65535, help="Serve streamable HTTP on 127.0.0.1:PORT (endpoint /mcp) instead of stdio.")] = None,
     backbone: Annotated[Optional[list[str]], typer.Option("--backbone", metavar="SPEC", help="A backbone spec the ask tool may use (repeatable; the first is its default). Default: the configured backbone.")] = None,
     no_ask: Annotated[bool, typer.Option("--no-ask", help="Leave out the ask tool (no model is ever called).")] = False,
     allow_ingest: Annotated[bool, typer.Option("--allow-ingest", help="Add the ingest_text tool, the only one that writes.")] = False,
@@ -90,7 +90,7 @@ def serve(
     backbone: Annotated[str, typer.Option(help="Backbone spec answering /v1/chat/completions.")] = "local",
     embedder: Annotated[str, typer.Option(help="Text embedder answering /v1/embeddings.")] = "minilm",
     host: Annotated[str, typer.Option(help="Address to bind (loopback by default).")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port.")] = 8383,
+    port: Annotated[int, typer.Option(help="Port (0: any free one).", min=0, max=65535)] = 8383,
     cache: Annotated[Optional[Path], typer.Option(help="Replay-cache directory for the backbone's requests.")] = None,
     token: Annotated[Optional[str], typer.Option(envvar="MOVIEMEM_GATEWAY_TOKEN", show_envvar=True,
                                                  help="Require 'Authorization: Bearer TOKEN' on every request (needed "

@@ -296,6 +296,13 @@ def test_a_backbone_base_url_is_checked_and_never_echoed(tmp_path: Path, cli, ur
     assert len(r.err.strip().splitlines()) == 1 and "hunter2pass" not in r.err
 
 
+@pytest.mark.parametrize("args", [("serve", "--backbone", "scripted:A", "--port", "99999"), ("mcp", "--http", "70000"),
+                                  ("inspect", "run", "--port", "-1")])
+def test_ports_out_of_range_are_one_line_before_anything_binds(tmp_path: Path, cli, args: tuple[str, ...]) -> None:
+    r = cli(*args, library=False)
+    assert r.code == 2 and "Invalid value for '--" in r.err and len(r.err.strip().splitlines()) == 1
+
+
 # --- item 2: the gateway reads no local file, answers only loopback JSON, takes a token -------------
 
 def test_gateway_refuses_paths_foreign_hosts_origins_plain_text_and_missing_tokens(tmp_path: Path) -> None:
