@@ -35,6 +35,8 @@ from collections.abc import Callable
 from collections.abc import Set as AbstractSet
 from typing import Any
 
+from text_to_num import alpha2digit
+
 from ..backbones import system, user
 from ..backbones.base import parse_json_reply
 from ..backbones.prompt import Prompt
@@ -48,12 +50,7 @@ from .types import LETTERS, Question, Step
 
 CLAIM_READERS = ("calibrated", "foils", "qa")
 MAX_FOILS = 4
-NUMBER_WORDS = {w: i for i, w in enumerate(
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
-    "seventeen eighteen nineteen twenty".split())} | {"thirty": 30, "forty": 40, "fifty": 50, "sixty": 60,
-                                                      "seventy": 70, "eighty": 80, "ninety": 90, "hundred": 100,
-                                                      "thousand": 1000}
-_TOKEN = re.compile(r"[A-Za-z][A-Za-z'-]*|\d+(?:[.,]\d+)?")
+_TOKEN = re.compile(r"[A-Za-z][A-Za-z'-]*|\d+(?:[.,]\d+)?(?:st|nd|rd|th)?")  # '3rd' is an ordinal, no number
 
 
 def lowercase_words(text: str) -> set[str]:
@@ -94,13 +91,17 @@ def check_reading(rotations: str, form: str) -> None:
 
 
 def _number(word: str) -> float | None:
-    w = word.lower().replace(",", "")
-    if w in NUMBER_WORDS:
-        return float(NUMBER_WORDS[w])
+    """A token's value as a number: '1,000', '2.5', 'two', 'thirty-five' (text2num reads the words)."""
     try:
-        return float(w)
+        return float(alpha2digit(word, "en", threshold=0).replace(",", ""))
     except ValueError:
         return None
+
+
+def numerals(text: str) -> str:
+    """Number words as digits ('two hundred and fifty' -> '250', 'thirty-five' -> '35'), so a claim's
+    '$250' is found in evidence that spells it out; isolated 'one' and 'two' stay words ('no one')."""
+    return str(alpha2digit(text, "en"))
 
 
 _TIME = re.compile(r"\[E\d+\]|\d{1,2}:\d{2}(?::\d{2})?(?:-\d{1,2}:\d{2}(?::\d{2})?)?")  # evidence ids and times
@@ -172,6 +173,7 @@ def foils(claim: str, context: str, most: int = MAX_FOILS, common: AbstractSet[s
     same one by part of it ('Pop Ledger' as 'Mr. Ledger', 'Greta's' as 'Greta'; 'Salt River' is no
     part of 'Cedar River') or within a longer name, and a name made only of a claim's own name words is no substitute
     ('Ledger' for 'Pop Ledger' says the same; 'Coast' from 'Coast Guard' says nothing)."""
+    context = numerals(context)
     lowercase = lowercase_words(context)
     mine = list(dict.fromkeys(specifics(claim, lowercase | set(common))))
     found = specifics(context, lowercase, sentence_openers(context))  # what may be swapped in: names, not openers

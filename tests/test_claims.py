@@ -52,6 +52,11 @@ def test_foils_challenge_only_what_the_evidence_never_mentions() -> None:
     assert foils("Ned Fowler left the milk for Corwin.", EVIDENCE) == []  # every detail is mentioned
     assert foils("The milk was left at the door.", EVIDENCE) == []  # no name or number to swap
     assert foils("Seven men came.", "[E1] 00:00:01-00:00:02 (said) seven men") == []  # the same value, in words
+    # numbers spelled out in the evidence are the same values ...
+    assert foils("He paid 35 cents, then $250.", "[E1] thirty-five cents. Two hundred and fifty dollars!") == []
+    # ... and swapped in as digits; an ordinal ('3rd', 'third') is no number
+    assert foils("He paid $2,500 on the 3rd day.", "[E1] Two hundred and fifty dollars, on the third day.") == [
+        "He paid $250 on the 3rd day."]
 
 
 def test_a_name_the_evidence_gives_in_part_is_mentioned_and_no_substitute_repeats_the_claims_own_names() -> None:
