@@ -165,6 +165,21 @@ def _named(words: set[str], named: list[set[str]]) -> bool:
     return any(n <= words or words <= n for n in named)
 
 
+# a claim opening with a participle and its preposition ("Questioned near the station, ...", "Asked if ...")
+_PARTICIPLE_OPENING = re.compile(
+    r"\s*([A-Z][a-z]{2,}(?:ed|ing))\s+(?:about|across|after|again|alone|as|at|before|behind|beside|by|during|for|from|if|"
+    r"in|inside|into|near|on|outside|over|since|that|through|to|under|when|while|with)\b")
+
+
+def participle_opening(claim: str, names: AbstractSet[str]) -> set[str]:
+    """The claim's opening word, lower-cased, where it is a participle opening a phrase ("Questioned
+    near the station, Benny ...") and not one of `names` (what the evidence writes as a name), which
+    'Mildred at the inn' would be: a capital there says nothing of a name, even for a word the film never
+    writes in lower case."""
+    m = _PARTICIPLE_OPENING.match(claim)
+    return {m.group(1).lower()} if m and m.group(1) not in names else set()
+
+
 def foils(claim: str, context: str, most: int = MAX_FOILS, common: AbstractSet[str] = frozenset()) -> list[str]:
     """Versions of the claim with one of its names or numbers that the evidence never mentions
     swapped for one the evidence holds and the claim does not (most frequent first). Details the
@@ -175,8 +190,9 @@ def foils(claim: str, context: str, most: int = MAX_FOILS, common: AbstractSet[s
     ('Ledger' for 'Pop Ledger' says the same; 'Coast' from 'Coast Guard' says nothing)."""
     context = numerals(context)
     lowercase = lowercase_words(context)
-    mine = list(dict.fromkeys(specifics(claim, lowercase | set(common))))
     found = specifics(context, lowercase, sentence_openers(context))  # what may be swapped in: names, not openers
+    opening = participle_opening(claim, {w for k, n in found if k == "name" for w in n.split()})
+    mine = list(dict.fromkeys(specifics(claim, lowercase | set(common) | opening)))
 
     def value(kind: str, w: str) -> object:
         return (kind, _number(w) if kind == "number" else w)

@@ -12,6 +12,7 @@ from moviemem.agents.claims import (
     cause_foil,
     foils,
     order_swapped,
+    participle_opening,
     read_claim,
     sentence_openers,
     specifics,
@@ -308,9 +309,15 @@ def test_a_word_the_film_writes_in_lower_case_is_no_name_where_a_claim_opens_wit
     said = """[E1] 00:01:00-00:01:30 (said):
     I've seen Pop Ledger at the station with Mr. Pruitt."""
     claim = "Waiting at the inn, Tom Jones met the train."
-    assert any(v.startswith(("Pruitt at", "Pop Ledger at")) for v in foils(claim, said))  # "Waiting" taken for a name
     film_wide = foils(claim, said, common={"waiting", "met"})
     assert film_wide and all(v.startswith("Waiting at the inn, ") for v in film_wide)  # only Tom Jones is challenged
+    # a participle opening a phrase is no name even where the film never writes it in lower case ...
+    assert foils(claim, said) == film_wide
+    assert foils("Questioned near the station, Pruitt said no.", said) == []
+    # ... while a name that looks like one, and that the evidence writes as a name, is still one
+    assert specifics("Mildred at the inn met Tom.", participle_opening("Mildred at the inn met Tom.", {"Mildred"})) == [
+        ("name", "Mildred"), ("name", "Tom")]
+    assert participle_opening("Mildred at the inn met Tom.", set()) == {"mildred"}
 
 
 def test_names_part_at_punctuation_and_sound_descriptions_in_capitals_are_none() -> None:
