@@ -76,7 +76,7 @@ class Settings(BaseSettings):
     # film with a local model) or extracts events and links anew (extract, about an hour a feature film)
     events_mode: Literal["refine", "extract"] = "refine"
     refine_max_pairs: int = Field(default=200, ge=0, le=10_000)  # candidate links a model checks, most confident first
-    cache_mode: CacheMode = "readwrite"  # replay cache of ingest requests, under <library>/cache
+    cache_mode: CacheMode = "readwrite"  # replay cache of model requests (ingest: under <library>/cache)
     # local LLMs
     llm_context: int = Field(default=8192, ge=256, le=1 << 20)
     llm_threads: Threads = 0
