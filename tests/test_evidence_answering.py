@@ -242,7 +242,7 @@ def _lp(**alts: float) -> Reply:
 def test_letter_logprob_reader_and_claim_calibration(textfilm) -> None:
     _, film, _ = textfilm
     b = ScriptedBackbone([_lp(_B=-0.2, A=-0.9, C=-3.0, D=-4.0, The=-1.0)], capabilities={"logprobs": True})
-    ans = ask(film, "Where does Sara's uncle work?", OPTIONS, policy="hybrid", backbone=b)
+    ans = ask(film, "Where does Sara's uncle work?", OPTIONS, policy="hybrid", backbone=b, letter_rotations="one")
     assert (ans.choice, ans.invalid) == ("B", False) and 0.4 < ans.confidence < 0.7
     req = b.calls[0]
     assert req.logprobs == 20 and req.max_tokens == 1 and "lighthouse" in req.messages[-1].text
@@ -257,7 +257,7 @@ def test_letter_logprob_reader_and_claim_calibration(textfilm) -> None:
     assert ans.choice == "FALSE" and "N/A" in b.calls[1].messages[-1].text
     assert b.calls[0].messages[-1].text.split("Statement:")[0] == b.calls[1].messages[-1].text.split("Statement:")[0]
     b = ScriptedBackbone([_lp(Hmm=-0.1, Well=-0.5)], capabilities={"logprobs": True})
-    ans = ask(film, "Where does Sara's uncle work?", OPTIONS, policy="hybrid", backbone=b)
+    ans = ask(film, "Where does Sara's uncle work?", OPTIONS, policy="hybrid", backbone=b, letter_rotations="one")
     assert ans.invalid and "none of A, B, C, D" in ans.error
     b = ScriptedBackbone(['{"answer": "A", "confidence": 3, "evidence": []}'])  # no log-probabilities: JSON reader
     assert ask(film, "Where does Sara's uncle work?", OPTIONS, policy="hybrid", backbone=b).choice == "A"

@@ -321,7 +321,7 @@ def test_cli_ask_json_shape_and_policies(cli, synth_film, lib_dir):
     assert (data["choice"], data["text"], data["invalid"], data["policy"]) == ("C", "Charlie", False, "subtitles")
     assert data["evidence"] and set(data["evidence"][0]) == {"kind", "start", "end", "text", "score", "retriever", "id", "cited"}
     assert all(e["end"] <= 60 for e in data["evidence"])
-    assert set(data["usage"]) == {"input_tokens", "output_tokens", "images", "latency_s", "cost_usd", "calls",
+    assert set(data["usage"]) == {"input_tokens", "output_tokens", "images", "latency_s", "cost_usd", "calls", "faults",
                                   "replayed_calls"}
     assert data["usage"]["calls"] == 1 and data["replayed"] is False
     assert any(s["kind"] == "prompt" and s["prompt"] == "subtitles" for s in data["trace"])

@@ -225,10 +225,14 @@ class Hybrid(BasePolicy):
         rotations: str = "two"
         foil_form: str = "blanks"
         option_words: bool = False  # short options scored as the answer's first word, not by letter (reader.word_probs)
-        # multiple choice: the orders the options are read in, one | two | all (reader.orders). two (as given and
-        # reversed) answered 26 of the 30 MF² dev MCQs instead of 25 and 29 of the synthetic film's 41 instead of 27
-        # (McNemar p 0.69), at twice the input tokens (dev median 1,217 -> 2,434): not the default
-        letter_rotations: str = "one"
+        # multiple choice: the orders the options are read in, one | two | all (reader.orders), and the evidence
+        # budget of each reading when there are several. Retrieval recall on the MF² dev MCQs is flat from 750 to
+        # 1,000 tokens (0.82 both), so those tokens go to a second reading, which cancels the small model's favoured
+        # letters: with `local`, two orders over 750 tokens answered 27 of the 30 dev MCQs (one order over 1,000: 25)
+        # at a median 1,890 input tokens (1,217), and 29 of the synthetic film's 41 (27); two orders over 1,000
+        # tokens 26 of 30 at 2,434
+        letter_rotations: str = "two"
+        letter_budget_tokens: int = 750
         overview_tokens: int = 0  # the film's scene list (its table of contents) put before the evidence (0: none)
         # order questions ("which happens first", "... right after X") and claims ("A before B"): locate | read.
         # locate places each option (each event) by its best line and answers from their order where it is
@@ -249,15 +253,18 @@ class Hybrid(BasePolicy):
             return located
         ranked = gather(film, question, s, run)
         lines = Lines(film)
-        budget = effective_budget(s.budget_tokens, s.budget_share, lines.total_tokens())
+        if s.reader not in ("auto", "json", "logprobs"):
+            raise MovieMemError(f"unknown reader {s.reader!r}; use auto, json or logprobs")
+        letters = s.reader == "logprobs" or (s.reader == "auto" and can_read(run, question))
+        rereads = letters and question.kind == "mcq" and s.letter_rotations != "one"
+        budget = effective_budget(s.letter_budget_tokens if rereads else s.budget_tokens, s.budget_share,
+                                  lines.total_tokens())
         shown = pack(ranked, budget, lines, s)
         run.note(f"{len(shown)} blocks from {len(ranked)} hits fit the budget of {budget} tokens")
         shown.sort(key=lambda e: (e.start, e.end, e.id))
         ids = {f"E{n}": e for n, e in enumerate(shown, 1)}
         context = overview_block(film, s.overview_tokens, run) + "\n".join(render(eid, e) for eid, e in ids.items())
-        if s.reader not in ("auto", "json", "logprobs"):
-            raise MovieMemError(f"unknown reader {s.reader!r}; use auto, json or logprobs")
-        if s.reader == "logprobs" or (s.reader == "auto" and can_read(run, question)):
+        if letters:
             run.note("reader: answer-token log-probabilities")
             run.show(shown)
             if question.kind == "claim":
