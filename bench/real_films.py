@@ -54,7 +54,7 @@ def retrieval(lib, dev: Path, formats: list[str]) -> None:
     from moviemem.eval.formats import load_benchmark
     from moviemem.eval.retrieval_eval import retrieval_eval
 
-    budgets = [450, 1000, 2000]
+    budgets = [450, 750, 1000, 2000]  # 750: multiple choice read in two orders; 1,000: claims and open questions
     print("\n## Retrieval (no model): evidence recall / coverage at evidence-token budgets")
     for fmt in formats:
         res = retrieval_eval(lib, load_benchmark(dev / FILES[fmt]), ["hybrid-lines", "hybrid", "passages"], budgets)
