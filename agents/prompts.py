@@ -196,6 +196,13 @@ READ_CLAIM = Prompt("read-claim", 1, READER_SYSTEM,
                     + "Statement: {claim}\n\nDoes the evidence show that this statement is true, with every detail "
                     "(who, what, where, when, why) as stated? Answer yes or no only.")
 
+# Reranking (hybrid[rerank=N], agents/rerank.py): the question comes first, so the calls about one question share a
+# prefix that llama.cpp reads once, and each candidate passage after it is the only new text of its call.
+RERANK_SYSTEM = "You judge whether a passage from a film helps answer a question about the film."
+RERANK = Prompt("rerank", 1, RERANK_SYSTEM,
+                "{question}\n\nPassage from the film:\n{passage}\n\n"
+                "Does this passage help answer the question? Answer yes or no only.")
+
 # Claims as questions (hybrid[claims=qa]): a model that says "yes" to a statement and to its minimal edit
 # alike may still answer a question from evidence and pick the better-supported of two answers. So the claim
 # becomes questions about its details, each with the claim's own answer (no evidence shown, so the claim
@@ -276,7 +283,7 @@ NARRATE_CLIP = Prompt(
 
 
 PROMPTS = {p.id: p for p in [CLOSED_BOOK, SUBTITLES, SOCRATIC, END_TO_END_FRAMES, END_TO_END_VIDEO, VIDEOAGENT, ARCHIVAL,
-                             ARCHIVAL_FINAL, GRAPH, HYBRID, ACE_SELECT, READ_LETTER, READ_WORD, READ_CLAIM, CLAIM_QUESTIONS, CLAIM_ANSWERS, CLAIM_CLOZE,
+                             ARCHIVAL_FINAL, GRAPH, HYBRID, ACE_SELECT, READ_LETTER, READ_WORD, READ_CLAIM, CLAIM_QUESTIONS, CLAIM_ANSWERS, CLAIM_CLOZE, RERANK,
                              ARCHIVAL_TEXT,
                              ARCHIVAL_TEXT_FINAL]}
 PROMPTS.update({p.id: p for p in [LETTA, LETTA_FINAL, DESCRIBE_GAP, SHORTEN, NARRATE_CLIP]})

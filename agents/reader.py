@@ -43,7 +43,7 @@ def _next_tokens(run: Run, prompt: Prompt, text: str) -> dict[str, float] | str:
     return (reply.logprobs or [{}])[0]
 
 
-def _scores(run: Run, prompt: Prompt, text: str, labels: Sequence[str]) -> dict[str, float] | str:
+def label_scores(run: Run, prompt: Prompt, text: str, labels: Sequence[str]) -> dict[str, float] | str:
     """log-probability of each label as the next token (best spelling: 'A', ' A', 'a'), or why not."""
     alts = _next_tokens(run, prompt, text)
     if isinstance(alts, str):
@@ -154,15 +154,15 @@ def choose(run: Run, question: str, options: Sequence[str], context: str, rotati
 
 
 def letter_probs(run: Run, q: Question, context: str) -> dict[str, float] | str:
-    scores = _scores(run, READ_LETTER, READ_LETTER.render(context=context, question=question_head(q)), q.letters)
+    scores = label_scores(run, READ_LETTER, READ_LETTER.render(context=context, question=question_head(q)), q.letters)
     return scores if isinstance(scores, str) else _softmax(scores, q.letters)
 
 
 def calibrated(run: Run, q: Question, context: str) -> Parsed:
     """yes/no, divided by the content-free statement's yes/no over the same evidence (Zhao et al.)."""
     labels = ("yes", "no")
-    raw = _scores(run, READ_CLAIM, READ_CLAIM.render(context=context, claim=q.text), labels)
-    free = _scores(run, READ_CLAIM, READ_CLAIM.render(context=context, claim=CONTENT_FREE), labels)
+    raw = label_scores(run, READ_CLAIM, READ_CLAIM.render(context=context, claim=q.text), labels)
+    free = label_scores(run, READ_CLAIM, READ_CLAIM.render(context=context, claim=CONTENT_FREE), labels)
     if isinstance(raw, str):
         return Parsed.fail(raw)
     p = _softmax(raw, labels)

@@ -13,11 +13,11 @@ from ..errors import MovieMemError
 
 if TYPE_CHECKING:
     from ..agents.types import Answer
-    from ..backbones import Backbone
 from .common import (
     JsonOpt,
     LibraryOpt,
     _library,
+    _open_backbone,
     _policy_settings,
     _print_json,
     _reporter,
@@ -100,13 +100,6 @@ def _settings_line(defaults: dict[str, Any], width: int = 40) -> str:
     return ", ".join(f"{k}={value(v)}" for k, v in defaults.items())
 
 
-def _narration_backbone(lib: Any, spec: str | None) -> Backbone:
-    from ..ingest.captioner import open_backbone
-
-    s = lib.settings
-    return open_backbone(spec or s.backbone, lib.store.root if lib.store.is_local else None, s.cache_mode)
-
-
 @app.command()
 def describe(
     film: Annotated[str, typer.Argument(help="Film id.")],
@@ -121,7 +114,7 @@ def describe(
     """Write an audio-description track: narrations placed in the gaps the dialogue leaves."""
     lib = _library(library)
     f = lib.film(film)
-    result = f.describe(out_path, backbone=_narration_backbone(lib, backbone), min_gap_s=min_gap, words_per_s=wps,
+    result = f.describe(out_path, backbone=_open_backbone(lib, backbone), min_gap_s=min_gap, words_per_s=wps,
                         max_cue_s=max_cue, reporter=_reporter(as_json))
     if as_json:
         _print_json(dict(result.to_dict(), film_id=film))
@@ -147,7 +140,7 @@ def narrate(
     kinds = [k.strip() for k in caption_kinds.split(",") if k.strip()] if caption_kinds else None
     if kinds and set(kinds) - {"frame", "clip", "imported"}:
         raise MovieMemError(f"--caption-kinds takes frame, clip and imported, not {caption_kinds!r}")
-    result = f.narrate(_seconds(start, "--start"), _seconds(end, "--end"), backbone=_narration_backbone(lib, backbone),
+    result = f.narrate(_seconds(start, "--start"), _seconds(end, "--end"), backbone=_open_backbone(lib, backbone),
                        caption_kinds=kinds)
     if as_json:
         _print_json(dict(result.to_dict(), film_id=film))

@@ -19,6 +19,7 @@ from .common import (
     RayOpt,
     _csv,
     _library,
+    _open_backbone,
     _print_json,
     _print_paths,
     _styled,
@@ -195,10 +196,11 @@ def retrieval_eval_cmd(
     budgets: Annotated[str, typer.Option("--budgets", help="Comma-separated evidence token budgets.")] = "250,500,1000,2000,4000",
     plot_path: Annotated[Optional[Path], typer.Option("--plot", help="Write recall and coverage against budget as a PNG.")] = None,
     list_: Annotated[bool, typer.Option("--list", help="List the retrievers and exit.")] = False,
+    backbone: Annotated[Optional[str], typer.Option("--backbone", help="Backbone that judges candidates, for retrievers that rerank (hybrid-rerank).")] = None,
     library: LibraryOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Retrieval alone, no backbone: evidence recall and coverage at token budgets, recall@k, MRR."""
+    """Retrieval alone, no backbone (but for reranking): evidence recall and coverage at token budgets, recall@k, MRR."""
     from rich.table import Table
 
     from ..eval.formats import load_benchmark
@@ -216,7 +218,7 @@ def retrieval_eval_cmd(
         raise MovieMemError(f"cannot write {plot_path}: no folder {plot_path.parent}")
     lib = _library(library)
     result = retrieval_eval(lib, load_benchmark(file, library=lib), [r.strip() for r in retrievers.split(",") if r.strip()],
-                            sizes)
+                            sizes, backbone=_open_backbone(lib, backbone) if backbone else None)
     if plot_path is not None:
         plot(result, str(plot_path))
     if as_json:

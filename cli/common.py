@@ -18,6 +18,7 @@ from ..errors import MovieMemError
 from ..timefmt import check_time
 
 if TYPE_CHECKING:
+    from ..backbones import Backbone
     from ..library import Library
     from ..progress import Reporter
 
@@ -130,3 +131,11 @@ def _csv(value: str | None) -> list[str]:
     return [v.strip() for v in re.split(r",(?![^\[]*\])", value or "") if v.strip()]
 
 
+
+
+def _open_backbone(lib: Any, spec: str | None) -> Backbone:
+    """`spec` (default: the library's backbone setting) behind the library's replay cache."""
+    from ..ingest.captioner import open_backbone
+
+    s = lib.settings
+    return open_backbone(spec or s.backbone, lib.store.root if lib.store.is_local else None, s.cache_mode)

@@ -1,4 +1,4 @@
-"""Retrieval measured apart from answering: recall of gold evidence spans, no backbone.
+"""Retrieval measured apart from answering: recall of gold evidence spans, no backbone (but for reranking).
 
 Each named retriever gathers a ranked list of evidence for an item's question (the same code the
 hybrid policy runs), then the list is cut to each token budget exactly as the policy cuts it, so
@@ -6,19 +6,23 @@ hybrid policy runs), then the list is cut to each token budget exactly as the po
 recall (share of gold spans some shown evidence overlaps), coverage (share of the gold spans'
 duration shown), recall@k over the raw ranking and the reciprocal rank of the first hit that
 overlaps gold. Means over items, overall and per category. This is how units, embedders and
-fusion settings are compared, in seconds, before any answer is paid for.
+fusion settings are compared, in seconds, before any answer is paid for. A retriever that reranks
+with a model (`hybrid-rerank`) needs a backbone and reports the input tokens its judgements cost.
 """
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from ..agents.base import Run
 from ..agents.packing import Lines
 from ..agents.policies.hybrid import CHANNELS, GatherSettings, Hybrid, gather, pack
 from ..agents.types import Question
+from ..backbones.base import Backbone
 from ..errors import MovieMemError
 from ..files import atomic_path
 from ..memory.view import FilmMemory
@@ -75,6 +79,9 @@ RETRIEVERS: dict[str, tuple[str, Callable[[], GatherSettings]]] = {
                         lambda: replace(_hybrid_default(), context_lines=1)),
     "hybrid-lines-grow": ("the hybrid policy's routing over single lines, widened as the budget allows",
                           lambda: replace(_hybrid_default(), units="lines", context="budget")),
+    "hybrid-rerank": ("the hybrid policy's gathering, its first 30 candidates reranked by a model's yes/no relevance "
+                      "(rerank=30; needs a backbone with log-probabilities)",
+                      lambda: replace(_hybrid_default(), rerank=30)),
 }
 
 
@@ -108,11 +115,12 @@ def probes(bench: Benchmark) -> list[Probe]:
 
 
 def score_probe(film: FilmMemory, lines: Lines, probe: Probe, settings: GatherSettings,
-                budgets: Sequence[int]) -> dict[str, Any]:
-    ranked = gather(film, probe.question, settings)
+                budgets: Sequence[int], backbone: Backbone | None = None) -> dict[str, Any]:
+    run = Run(backbone) if backbone is not None else None
+    ranked = gather(film, probe.question, settings, run)
     spans = [(e.start, e.end) for e in ranked]
     first = next((n for n, s in enumerate(spans, 1) if any(ev.overlaps(s, g) for g in probe.gold)), None)
-    out: dict[str, Any] = {"rr": 1.0 / first if first else 0.0,
+    out: dict[str, Any] = {"rr": 1.0 / first if first else 0.0, "input_tokens": run.usage.input_tokens if run else 0,
                            "recall_at_k": {str(k): ev.recall(probe.gold, spans[:k]) for k in AT_K}}
     for b in budgets:
         shown = [(e.start, e.end) for e in pack(ranked, b, lines, settings)]
@@ -126,15 +134,20 @@ def _summary(rows: Sequence[dict[str, Any]], budgets: Sequence[int]) -> dict[str
             "recall_at_budget": {str(b): ev.mean([r["recall_at_budget"][str(b)] for r in rows]) for b in budgets},
             "coverage_at_budget": {str(b): ev.mean([r["coverage_at_budget"][str(b)] for r in rows]) for b in budgets},
             "recall_at_k": {str(k): ev.mean([r["recall_at_k"][str(k)] for r in rows]) for k in AT_K},
-            "mrr": ev.mean([r["rr"] for r in rows])}
+            "mrr": ev.mean([r["rr"] for r in rows]),
+            "median_input_tokens": statistics.median(r["input_tokens"] for r in rows) if rows else 0}
 
 
 def retrieval_eval(library: Any, bench: Benchmark, retrievers: Sequence[str] = ("hybrid",),
-                   budgets: Sequence[int] = DEFAULT_BUDGETS, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
-    """The `moviemem retrieval-eval --json` object."""
+                   budgets: Sequence[int] = DEFAULT_BUDGETS, progress: Callable[[int, int], None] | None = None,
+                   backbone: Backbone | None = None) -> dict[str, Any]:
+    """The `moviemem retrieval-eval --json` object; `backbone` judges candidates for the retrievers that rerank."""
     unknown = [r for r in retrievers if r not in RETRIEVERS]
     if unknown:
         raise MovieMemError(f"unknown retriever(s) {', '.join(unknown)}; known: {', '.join(RETRIEVERS)}")
+    reranking = [r for r in retrievers if RETRIEVERS[r][1]().rerank]
+    if reranking and backbone is None:
+        raise MovieMemError(f"{', '.join(reranking)} rerank(s) with a model: name a backbone (--backbone)")
     if not budgets or any(b < 1 for b in budgets):
         raise MovieMemError("budgets must be positive token counts")
     items = probes(bench)
@@ -150,7 +163,7 @@ def retrieval_eval(library: Any, bench: Benchmark, retrievers: Sequence[str] = (
         rows: list[tuple[Probe, dict[str, Any]]] = []
         for p in items:
             film, lines = films[p.film_id]
-            rows.append((p, score_probe(film, lines, p, settings, budgets)))
+            rows.append((p, score_probe(film, lines, p, settings, budgets, backbone if settings.rerank else None)))
             done += 1
             if progress:
                 progress(done, total)

@@ -200,6 +200,8 @@ def test_retrieval_eval_finds_the_gold_span(textfilm, cli) -> None:
     assert set(out["retrievers"][0]) >= {"name", "default", "recall_at_budget", "coverage_at_budget", "mrr", "by_category"}
     bad = cli("retrieval-eval", str(items), "--retrievers", "telepathy", "--library", str(lib.path), library=False)
     assert bad.code == 2 and "unknown retriever" in bad.err
+    bad = cli("retrieval-eval", str(items), "--retrievers", "hybrid-rerank", "--library", str(lib.path), library=False)
+    assert bad.code == 2 and "--backbone" in bad.err and len(bad.err.strip().splitlines()) == 1
 
 
 def test_each_option_is_searched_joined_to_the_question_and_alone(textfilm) -> None:
