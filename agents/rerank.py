@@ -22,14 +22,12 @@ from .reader import can_read, label_scores
 from .types import Question, Step
 
 RRF_K = 60  # the fusion constant hybrid's channel fusion uses (packing.fuse)
-UNREAD = -1e9  # a candidate whose judgement could not be read ranks after every read one
 
 
 @dataclass(frozen=True)
 class Candidate:
     hit: Evidence
     text: str  # the block as the reader would be shown it
-    search_rank: int
 
 
 def candidates(ranked: list[Evidence], lines: Lines, n: int) -> tuple[list[Candidate], list[Evidence]]:
@@ -45,7 +43,7 @@ def candidates(ranked: list[Evidence], lines: Lines, n: int) -> tuple[list[Candi
         if span in seen:
             continue
         seen.add(span)
-        out.append(Candidate(e, block[0].text, len(out)))
+        out.append(Candidate(e, block[0].text))
         if len(out) >= n:
             break
     return out, list(ranked[used:])
@@ -61,20 +59,15 @@ def rerank(run: Run, question: Question, ranked: list[Evidence], lines: Lines, n
         return ranked
     cands, rest = candidates(ranked, lines, n)
     head = question_head(question)
-    margins: list[float] = []
-    unread = 0
+    margins: list[float | None] = []  # None: no yes/no among the model's likeliest tokens; ranks after every read one
     for c in cands:
         got = label_scores(run, RERANK, RERANK.render(question=head, passage=c.text), ("yes", "no"))
-        if isinstance(got, str):
-            unread += 1
-            margins.append(UNREAD)
-            continue
-        margins.append(got.get("yes", -30.0) - got.get("no", -30.0))
-    by_model = sorted(range(len(cands)), key=lambda i: (-margins[i], i))
+        margins.append(None if isinstance(got, str) else got.get("yes", -30.0) - got.get("no", -30.0))
+    by_model = sorted(range(len(cands)), key=lambda i: (margins[i] is None, -(margins[i] or 0.0), i))
     model_rank = {i: r for r, i in enumerate(by_model)}
     fused = sorted(range(len(cands)), key=lambda i: (-(1 / (RRF_K + i) + 1 / (RRF_K + model_rank[i])), i))
     run.trace.append(Step("rerank", {
-        "candidates": len(cands), "unread": unread,
+        "candidates": len(cands), "unread": margins.count(None),
         "order": [{"id": cands[i].hit.id, "search": i, "model": model_rank[i],
-                   "margin": None if margins[i] == UNREAD else round(margins[i], 3)} for i in fused]}))
+                   "margin": None if (m := margins[i]) is None else round(m, 3)} for i in fused]}))
     return [cands[i].hit for i in fused] + rest

@@ -131,8 +131,6 @@ def _csv(value: str | None) -> list[str]:
     return [v.strip() for v in re.split(r",(?![^\[]*\])", value or "") if v.strip()]
 
 
-
-
 def _open_backbone(lib: Any, spec: str | None) -> Backbone:
     """`spec` (default: the library's backbone setting) behind the library's replay cache."""
     from ..ingest.captioner import open_backbone

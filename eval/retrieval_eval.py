@@ -117,7 +117,7 @@ def probes(bench: Benchmark) -> list[Probe]:
 def score_probe(film: FilmMemory, lines: Lines, probe: Probe, settings: GatherSettings,
                 budgets: Sequence[int], backbone: Backbone | None = None) -> dict[str, Any]:
     run = Run(backbone) if backbone is not None else None
-    ranked = gather(film, probe.question, settings, run)
+    ranked = gather(film, probe.question, settings, run, lines)
     spans = [(e.start, e.end) for e in ranked]
     first = next((n for n, s in enumerate(spans, 1) if any(ev.overlaps(s, g) for g in probe.gold)), None)
     out: dict[str, Any] = {"rr": 1.0 / first if first else 0.0, "input_tokens": run.usage.input_tokens if run else 0,
@@ -145,7 +145,8 @@ def retrieval_eval(library: Any, bench: Benchmark, retrievers: Sequence[str] = (
     unknown = [r for r in retrievers if r not in RETRIEVERS]
     if unknown:
         raise MovieMemError(f"unknown retriever(s) {', '.join(unknown)}; known: {', '.join(RETRIEVERS)}")
-    reranking = [r for r in retrievers if RETRIEVERS[r][1]().rerank]
+    chosen = {name: RETRIEVERS[name][1]() for name in retrievers}
+    reranking = [name for name, settings in chosen.items() if settings.rerank]
     if reranking and backbone is None:
         raise MovieMemError(f"{', '.join(reranking)} rerank(s) with a model: name a backbone (--backbone)")
     if not budgets or any(b < 1 for b in budgets):
@@ -159,7 +160,7 @@ def retrieval_eval(library: Any, bench: Benchmark, retrievers: Sequence[str] = (
     out = []
     total, done = len(items) * len(retrievers), 0
     for name in retrievers:
-        settings = RETRIEVERS[name][1]()
+        settings = chosen[name]
         rows: list[tuple[Probe, dict[str, Any]]] = []
         for p in items:
             film, lines = films[p.film_id]

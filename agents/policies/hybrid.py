@@ -139,8 +139,10 @@ def queries_for(question: Question, per_option: int, option_alone: bool = False)
     return [question.text] + [f"{question.text} {o}" for o in question.options] + alone
 
 
-def gather(film: FilmMemory, question: Question, s: GatherSettings, run: Run | None = None) -> list[Evidence]:
-    """Every channel searched with every query, fused into one ranking, informative hits first."""
+def gather(film: FilmMemory, question: Question, s: GatherSettings, run: Run | None = None,
+           lines: Lines | None = None) -> list[Evidence]:
+    """Every channel searched with every query, fused into one ranking, informative hits first; `lines`: the
+    film's rows as the caller already holds them (a rerank renders its candidates from them)."""
     if s.context not in ("budget", "fixed"):
         raise MovieMemError(f"unknown context {s.context!r}; use budget or fixed")
     if not 0 < s.core_share <= 1:
@@ -200,7 +202,7 @@ def gather(film: FilmMemory, question: Question, s: GatherSettings, run: Run | N
     if s.rerank:
         if run is None:
             raise MovieMemError("rerank needs a backbone to judge the candidates")
-        ranked = rerank(run, question, ranked, Lines(film), s.rerank)
+        ranked = rerank(run, question, ranked, Lines(film) if lines is None else lines, s.rerank)
     return ranked
 
 
@@ -262,8 +264,8 @@ class Hybrid(BasePolicy):
         located = read_order(run, film, question, asked) if asked else None
         if located is not None:
             return located
-        ranked = gather(film, question, s, run)
         lines = Lines(film)
+        ranked = gather(film, question, s, run, lines)
         if s.reader not in ("auto", "json", "logprobs"):
             raise MovieMemError(f"unknown reader {s.reader!r}; use auto, json or logprobs")
         letters = s.reader == "logprobs" or (s.reader == "auto" and can_read(run, question))
