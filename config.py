@@ -78,7 +78,9 @@ class Settings(BaseSettings):
     refine_max_pairs: int = Field(default=200, ge=0, le=10_000)  # candidate links a model checks, most confident first
     cache_mode: CacheMode = "readwrite"  # replay cache of model requests (ingest: under <library>/cache)
     # local LLMs
-    llm_context: int = Field(default=8192, ge=256, le=1 << 20)
+    # tokens of context; 0: as long as the model was trained for (Qwen2.5 32,768, SmolLM2 8,192), so a feature
+    # film's whole transcript fits the full-context baselines
+    llm_context: int = Field(default=0, ge=0, le=1 << 20)
     llm_threads: Threads = 0
 
     def __init__(self, **values: Any) -> None:

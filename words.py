@@ -1,7 +1,9 @@
-"""English stop words, read once: the retrievers (who-questions) and the agents (packing, claims) share them."""
+"""English stop words, read once, and the rough token count: the retrievers (who-questions, packing), the
+agents (claims) and the backbones (a count for servers that report none) share them."""
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 
 # spoken-dialogue words with no content of their own, beyond the written-English list
@@ -20,3 +22,8 @@ def english_stop_words() -> frozenset[str]:
 def dialogue_stop_words() -> frozenset[str]:
     """Stop words and interjections: what a subtitle line can hold without saying anything."""
     return english_stop_words() | INTERJECTIONS
+
+
+def estimate_tokens(text: str) -> int:
+    """Rough token count (4 characters a token) for backends that report none and for evidence budgets."""
+    return math.ceil(len(text) / 4) if text else 0

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from ..backbones.base import Backbone
-from ..backbones.types import Reply, Request, Usage
+from ..backbones.types import CONTEXT, Reply, Request, Usage
 from ..memory.view import FilmMemory
 from ..retrievers.base import Evidence
 from .types import Answer, Question, Step
@@ -29,9 +29,13 @@ class Run:
         self.calls = 0
         self.replayed = 0  # calls answered from the replay cache
         self.faults = 0  # calls that got no reply (the server did not answer or refused the request)
+        self.unfit = 0  # calls whose prompt was longer than the backbone's context (nothing was read)
 
     def note(self, text: str, **data: Any) -> None:
         self.trace.append(Step("note", {"text": text, **data}))
+
+    def step(self, kind: str, data: dict[str, Any]) -> None:
+        self.trace.append(Step(kind, data))
 
     def retrieved(self, retriever: str, query: str, found: list[Evidence], **data: Any) -> list[Evidence]:
         self.trace.append(Step("retrieve", {"retriever": retriever, "query": query, "found": [e.id for e in found], **data}))
@@ -53,6 +57,7 @@ class Run:
         self.calls += 1
         self.replayed += bool(reply.cached)
         self.faults += bool(reply.invalid and reply.transient)
+        self.unfit += reply.finish_reason == CONTEXT
         if not reply.usage.latency_s:
             reply.usage.latency_s = time.perf_counter() - started
         self.usage = self.usage + reply.usage
@@ -90,10 +95,20 @@ class BasePolicy:
         from .parsing import Parsed
 
         parsed: Parsed = self._answer(film, question, run)
+        if run.unfit:  # the model read nothing: no answer to score and no evidence shown to it
+            run.note(f"{run.unfit} prompt(s) longer than the backbone's context were not read; "
+                     "the answer is invalid with reason 'context' (never scored)")
+            return Answer(choice=None, text="", confidence=None, invalid=True, policy=self.name,
+                          backbone=getattr(backbone, "name", str(backbone)), evidence=[], trace=run.trace,
+                          usage=run.usage, error=parsed.error, calls=run.calls, replayed_calls=run.replayed,
+                          faults=run.faults, reason=CONTEXT, grounded=False)
+        grounded = bool(run.evidence)
+        if not grounded and not parsed.invalid:
+            run.note("the model was shown no evidence from the film: this answer is a guess (grounded: false)")
         return Answer(choice=parsed.choice, text=parsed.text, confidence=parsed.confidence, invalid=parsed.invalid,
                       policy=self.name, backbone=getattr(backbone, "name", str(backbone)),
                       evidence=list(run.evidence.values()), trace=run.trace, usage=run.usage, error=parsed.error,
-                      calls=run.calls, replayed_calls=run.replayed, faults=run.faults)
+                      calls=run.calls, replayed_calls=run.replayed, faults=run.faults, grounded=grounded)
 
     def _answer(self, film: FilmMemory, question: Question, run: Run) -> Any:
         raise NotImplementedError

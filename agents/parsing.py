@@ -125,7 +125,9 @@ def parse_answer(reply: Reply | str, q: Question) -> Parsed:
             choice, words = _from_value(str(raw), q)
             conf = _confidence(data.get("confidence"))
             if q.kind == "open" and words:
-                return Parsed(None, words, conf, False, data=data, how="json")
+                # a free answer's self-rating is checked against nothing (the local model rates every one 3,
+                # shown as 1.00): no confidence rather than one that means nothing
+                return Parsed(None, words, None, False, data=data, how="json")
             if choice:
                 return Parsed(choice, words, conf, False, data=data, how="json")
             return Parsed.fail(f"the answer {str(raw)[:60]!r} is not one of the allowed answers", data)

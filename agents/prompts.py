@@ -72,13 +72,16 @@ def answer_schema(q: Question, *, cite: bool = False, missing: bool = False) -> 
 
 CLOSED_BOOK = Prompt("closed-book", 1, SYSTEM, "{film}{question}")
 
-SUBTITLES = Prompt("subtitles", 1, SYSTEM,
-                   "Here is the film's full transcript: every line of dialogue with its time (HH:MM:SS).\n\n"
-                   "{context}\n\n{question}")
+# Full-context prompts: the film's whole text first, the question last (as MF²'s transcripts_only prompt is laid
+# out), so every question on one film shares the prefix and a local model reads the film once (agents/calls.py,
+# compact_text: a line a row, a [M:SS] or [H:MM:SS] time mark about once a minute)
+SUBTITLES = Prompt("subtitles", 2, SYSTEM,
+                   "Here is the film's full transcript: every line of dialogue in order, a line each; [H:MM:SS] "
+                   "gives the time about once a minute.\n\n{context}\n\n{question}")
 
-SOCRATIC = Prompt("socratic", 1, SYSTEM,
+SOCRATIC = Prompt("socratic", 2, SYSTEM,
                   "Here is the film's world-state history: descriptions of what is seen{audio} through the whole "
-                  "film, one line per stretch of time as `HH:MM:SS - HH:MM:SS description`.\n\n{context}\n\n{question}")
+                  "film in order, a line each; [H:MM:SS] gives the time about once a minute.\n\n{context}\n\n{question}")
 
 END_TO_END_FRAMES = Prompt("end-to-end-frames", 1, SYSTEM,
                            "The images are {n} frames sampled uniformly from the whole film, in order, at these "

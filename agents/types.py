@@ -1,4 +1,4 @@
-"""The values policies trade in: questions, answers and the steps of a trace.
+"""The values policies trade in: answers and the steps of a trace (the question is the retrievers' query type).
 
 At the bottom of the agents folder: policies, the runner and the CLI share these types
 without importing any policy."""
@@ -7,53 +7,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from ..backbones.types import Usage
-from ..errors import MovieMemError
 from ..retrievers.base import Evidence
+from ..retrievers.query import LETTERS, MAX_TEXT_CHARS, Kind, Question
 
-Kind = Literal["mcq", "claim", "open"]
-LETTERS = "ABCDEFGHIJ"
-MAX_TEXT_CHARS = 10_000  # a question or an option: longer is no question about a film, and floods the prompt
-
-
-@dataclass(frozen=True)
-class Question:
-    """mcq: text + options (2-10); claim: a statement judged TRUE/FALSE; open: free answer."""
-
-    text: str
-    options: tuple[str, ...] = ()
-    kind: Kind = "mcq"
-
-    def __post_init__(self) -> None:
-        if not self.text or not self.text.strip():
-            raise MovieMemError("the question is empty")
-        long = [len(t) for t in (self.text, *self.options) if len(t) > MAX_TEXT_CHARS]
-        if long:
-            raise MovieMemError(f"a question or option of {long[0]:,} characters; at most {MAX_TEXT_CHARS:,}")
-        if self.kind not in ("mcq", "claim", "open"):
-            raise MovieMemError(f"unknown question kind {self.kind!r}; use mcq, claim or open")
-        if self.kind == "mcq" and not 2 <= len(self.options) <= len(LETTERS):
-            raise MovieMemError(f"a multiple-choice question needs 2 to {len(LETTERS)} options, not {len(self.options)}")
-        if self.kind != "mcq" and self.options:
-            raise MovieMemError(f"a {self.kind} question takes no options")
-
-    @property
-    def letters(self) -> str:
-        return LETTERS[: len(self.options)]
-
-    @classmethod
-    def make(cls, text: str, options: list[str] | tuple[str, ...] | None = None, kind: str | None = None) -> Question:
-        """Kind defaults to mcq with options and open without."""
-        if isinstance(options, str):  # a string would become one option per character
-            raise MovieMemError(f"options are a list of strings, not one string ({options[:40]!r})")
-        opts = tuple(str(o) for o in options or ())
-        return cls(text, opts, (kind or ("mcq" if opts else "open")))  # type: ignore[arg-type]  # a free string here; __post_init__ rejects an unknown kind
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"text": self.text, "options": list(self.options), "kind": self.kind}
-
+__all__ = ["LETTERS", "MAX_TEXT_CHARS", "Answer", "Kind", "Question", "Step"]
 
 @dataclass
 class Step:
@@ -85,6 +45,8 @@ class Answer:
     calls: int = 0  # model calls made for this answer
     replayed_calls: int = 0  # of which answered from the replay cache (their latency is the original call's)
     faults: int = 0  # of which got no reply: the backbone's server did not answer, or refused the request
+    reason: str | None = None  # why an invalid answer is not scored at all: "context" (the prompt did not fit)
+    grounded: bool = True  # False: the model was shown no evidence from the film, so the answer is a guess
 
     @property
     def replayed(self) -> bool:
@@ -96,6 +58,7 @@ class Answer:
         u = self.usage
         return {
             "choice": self.choice, "text": self.text, "confidence": self.confidence, "invalid": self.invalid,
+            "reason": self.reason, "grounded": self.grounded,
             "policy": self.policy, "backbone": self.backbone,
             "evidence": [{"kind": e.kind, "start": round(e.start, 3), "end": round(e.end, 3), "text": e.text,
                           "score": round(e.score, 6), "retriever": e.retriever, "id": e.id, "cited": e.cited}

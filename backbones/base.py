@@ -9,7 +9,6 @@ is a convenience that builds the Request. Wrappers therefore see every field of 
 from __future__ import annotations
 
 import json
-import math
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -242,6 +241,3 @@ class BaseBackbone(BackboneBase):
         return reply
 
 
-def estimate_tokens(text: str) -> int:
-    """Rough token count (4 characters a token) for backends that report none."""
-    return math.ceil(len(text) / 4) if text else 0

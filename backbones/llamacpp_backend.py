@@ -13,6 +13,7 @@ requests so questions over the same context run back to back.
 from __future__ import annotations
 
 import atexit
+import functools
 import hashlib
 import json
 import re
@@ -26,7 +27,7 @@ from ..errors import MovieMemError
 from ..hardware import default_threads
 from .base import BaseBackbone
 from .settings import get_backbone_settings
-from .types import Capabilities, Message, Reply, Request, Tool, ToolCall, Usage, parse_arguments
+from .types import CONTEXT, Capabilities, Message, Reply, Request, Tool, ToolCall, Usage, parse_arguments
 
 _TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.S)
 # the Hermes/Qwen convention, used for templates that know nothing about tools
@@ -49,7 +50,7 @@ class _Model:
     grammars: dict[str, Any] = field(default_factory=dict)
 
 
-_models: dict[tuple[str, int, int], _Model] = {}
+_models: dict[tuple[str, int, int, str], _Model] = {}
 _models_lock = threading.Lock()
 
 
@@ -80,8 +81,30 @@ def _RAMCache(base: type, capacity_bytes: int) -> Any:  # noqa: N802 - a class f
     return RAMCache(capacity_bytes=capacity_bytes)
 
 
-def _load(path: Path, n_ctx: int, n_threads: int, cache_bytes: int) -> _Model:
-    key = (str(path.resolve()), n_ctx, n_threads)
+KV_TYPES = {"f16": 1, "q8_0": 8}  # GGML_TYPE_F16, GGML_TYPE_Q8_0
+
+
+@functools.lru_cache(maxsize=16)
+def trained_context(path: Path) -> int:
+    """The context length a GGUF model was trained for, read from its metadata (vocabulary only: no weights)."""
+    try:
+        import llama_cpp
+    except ImportError:
+        raise MovieMemError("llama-cpp-python is not installed: pip install 'moviemem[llama]'") from None
+    try:
+        llm = llama_cpp.Llama(str(path), vocab_only=True, verbose=False)
+    except (ValueError, RuntimeError) as exc:
+        raise MovieMemError(f"cannot read {path.name}: {exc}") from None
+    meta = llm.metadata
+    value = meta.get(f"{meta.get('general.architecture', '')}.context_length")
+    llm.close()
+    if not value or not str(value).isdigit():
+        raise MovieMemError(f"{path.name} does not say its context length; set llm_context (MOVIEMEM_LLM_CONTEXT)")
+    return int(value)
+
+
+def _load(path: Path, n_ctx: int, n_threads: int, cache_bytes: int, kv_type: str = "f16") -> _Model:
+    key = (str(path.resolve()), n_ctx, n_threads, kv_type)
     with _models_lock:
         if key in _models:
             return _models[key]
@@ -94,8 +117,9 @@ def _load(path: Path, n_ctx: int, n_threads: int, cache_bytes: int) -> _Model:
         if not path.is_file():
             raise MovieMemError(f"no GGUF model at {path}")
         try:
+            kv = KV_TYPES[kv_type]
             llm = llama_cpp.Llama(str(path), n_ctx=n_ctx, n_threads=n_threads, n_threads_batch=n_threads,
-                                  seed=0, verbose=False)
+                                  seed=0, verbose=False, type_k=kv, type_v=kv, flash_attn=kv_type != "f16")
         except (ValueError, RuntimeError) as exc:
             raise MovieMemError(f"cannot load {path.name}: {exc}") from None
         if cache_bytes > 0:
@@ -142,7 +166,7 @@ def parse_tool_calls(text: str, tools: tuple[Tool, ...]) -> tuple[str, list[Tool
 class LlamaCppBackbone(BaseBackbone):
     """`llamacpp:/path/model.gguf`, or `local` / `local-small` for the prepared offline models.
 
-    Options: n_ctx (default: the llm_context setting), n_threads (llm_threads; 0 = the physical
+    Options: n_ctx (default: the llm_context setting; 0, its default, is the model's trained length), n_threads (llm_threads; 0 = the physical
     cores this process may use, for prompt reading and generation alike), cache_bytes (RAM prompt
     cache), seed, and BaseBackbone's reliability options.
     """
@@ -158,7 +182,10 @@ class LlamaCppBackbone(BaseBackbone):
         super().__init__(**options)
         settings = get_backbone_settings()
         self.path = Path(path).expanduser()
-        self.n_ctx = int(n_ctx or settings.llm_context)
+        self.n_ctx = int(n_ctx or settings.llm_context) or (trained_context(self.path) if self.path.is_file() else 8192)
+        if self.n_ctx < 256:
+            raise MovieMemError(f"a context of {self.n_ctx} tokens holds no prompt; use 256 or more, or 0 for the model's own")
+        self.kv_type = settings.llm_kv_type
         threads = settings.llm_threads if n_threads is None else n_threads
         self.n_threads = int(threads) if threads else default_threads()  # physical cores this process may use
         self.cache_bytes = settings.llm_cache_bytes if cache_bytes is None else int(cache_bytes)
@@ -166,12 +193,12 @@ class LlamaCppBackbone(BaseBackbone):
         self.name = name or f"llamacpp:{self.path}"
         # the file's name and size identify the weights without hashing a GB on every start
         size = self.path.stat().st_size if self.path.is_file() else 0
-        self.model_id = f"llamacpp:{self.path.name}:{size}:ctx{self.n_ctx}"
+        self.model_id = f"llamacpp:{self.path.name}:{size}:ctx{self.n_ctx}" + ("" if self.kv_type == "f16" else f":kv-{self.kv_type}")
         self.capabilities = Capabilities(text=True, tools=True, json=True, logprobs=True)
         self.last_perf: dict[str, float] = {}
 
     def model(self) -> _Model:
-        return _load(self.path, self.n_ctx, self.n_threads, self.cache_bytes)
+        return _load(self.path, self.n_ctx, self.n_threads, self.cache_bytes, self.kv_type)
 
     # -- prompt
 
@@ -248,7 +275,7 @@ class LlamaCppBackbone(BaseBackbone):
         room = self.n_ctx - len(tokens)
         if room < 1:
             return Reply.failed(f"prompt has {len(tokens)} tokens; the context holds {self.n_ctx}",
-                                usage=Usage(input_tokens=len(tokens)))
+                                usage=Usage(input_tokens=len(tokens)), finish_reason=CONTEXT)
         if request.logprobs:
             return self._next_token(model, tokens, request.logprobs)
         grammar = self._grammar(model, request)

@@ -12,7 +12,8 @@ from dataclasses import replace
 from typing import Any, Union
 
 from ..errors import MovieMemError
-from .base import BaseBackbone, estimate_tokens
+from ..words import estimate_tokens
+from .base import BaseBackbone
 from .types import Capabilities, Reply, Request, ToolCall, Usage
 
 Scripted = Union[str, Reply, dict[str, Any], BaseException]

@@ -7,7 +7,7 @@ moviemem.toml > defaults) without touching config.py.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -28,6 +28,9 @@ class BackboneSettings(Settings):
     cache_dir: Path | None = None
     # llama.cpp: RAM prompt-cache capacity (saved KV states for reuse across contexts)
     llm_cache_bytes: int = Field(default=1 << 30, ge=0, le=1 << 40)
+    # llama.cpp: the KV cache's number type. f16 is exact; q8_0 halves it (Qwen2.5-1.5B: 28 KiB a token in f16,
+    # 0.92 GiB at 32,768 tokens) and needs flash attention. Measured in bench/full_context.py
+    llm_kv_type: Literal["f16", "q8_0"] = "f16"
     # Gemini video: send inline below these sizes, otherwise upload with the Files API
     gemini_inline_max_bytes: int = Field(default=15_000_000, ge=0, le=20_000_000)
     gemini_inline_clip_max_s: Seconds = 120.0

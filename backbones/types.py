@@ -395,6 +395,9 @@ class Usage:
         return cls(**{k: v for k, v in d.items() if k in names})
 
 
+CONTEXT = "context"  # Reply.finish_reason of a prompt longer than the backbone's context: nothing was read
+
+
 @dataclass
 class Reply:
     """A model's answer. `invalid` replies keep what came back (`raw`) and say why (`error`);

@@ -56,6 +56,8 @@ def ask(
         conf = f" (confidence {ans.confidence:.2f})" if ans.confidence is not None else ""
         head = f"{ans.choice}. " if ans.choice and ans.choice not in ("TRUE", "FALSE") else (f"{ans.choice}: " if ans.choice else "")
         _styled(out, "bold", f"{head}{ans.text}", conf)
+    if not ans.grounded and not ans.invalid:
+        _styled(err, "yellow", "note:", " the model was shown no evidence from the film: this answer is a guess")
     for e in ans.evidence[:8]:  # cited evidence comes first, marked with *
         text = " / ".join(e.text.splitlines())
         out.print(f"{'*' if e.cited else ' '} {e.kind:<9} {e.start:8.1f}-{e.end:<8.1f} {text[:100]}", highlight=False)

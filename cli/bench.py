@@ -109,7 +109,8 @@ def bench(
         ci = "" if r["ci_low"] is None else f"{100 * r['ci_low']:.1f}-{100 * r['ci_high']:.1f}"
         t.add_row(r["policy"], r["backbone"], str(r["n"]), acc, ci, str(r["median_input_tokens"]))
     out.print(t)
-    err.print(f"{res.answered} answered, {res.invalid} invalid of {res.total}; {res.spend.calls} model calls, "
+    err.print(f"{res.answered} answered, {res.invalid} invalid" + (f", {res.unfit} not sent (longer than the context)" if res.unfit else "")
+              + f" of {res.total}; {res.spend.calls} model calls, "
               f"{res.spend.cache_hits} cache hits, ${res.spend.cost_usd:.4f}; results in {res.run_dir}", highlight=False)
 
 
@@ -192,7 +193,7 @@ def judge(
 @app.command("retrieval-eval")
 def retrieval_eval_cmd(
     file: Annotated[Path, typer.Argument(help="Benchmark JSONL whose items carry gold `evidence` spans (mcq or claims).")],
-    retrievers: Annotated[str, typer.Option("--retrievers", help="Comma-separated retrievers (see --list); `hybrid` is the hybrid policy's default.")] = "hybrid",
+    retrievers: Annotated[str, typer.Option("--retrievers", help="Comma-separated registered retrievers (see --list; plug-ins through the entry-point group moviemem.retrievers); `hybrid` is the hybrid policy's default.")] = "hybrid",
     budgets: Annotated[str, typer.Option("--budgets", help="Comma-separated evidence token budgets.")] = "250,500,1000,2000,4000",
     plot_path: Annotated[Optional[Path], typer.Option("--plot", help="Write recall and coverage against budget as a PNG.")] = None,
     list_: Annotated[bool, typer.Option("--list", help="List the retrievers and exit.")] = False,
@@ -204,11 +205,13 @@ def retrieval_eval_cmd(
     from rich.table import Table
 
     from ..eval.formats import load_benchmark
-    from ..eval.retrieval_eval import RETRIEVERS, plot, retrieval_eval
+    from ..eval.retrieval_eval import plot, retrieval_eval
+    from ..retrievers.registry import RETRIEVERS, describe
 
     if list_:
-        for name, (desc, _) in RETRIEVERS.items():
-            out.print(f"{name:20s} {desc}", highlight=False)
+        for name in RETRIEVERS.names():
+            source = RETRIEVERS.entry(name).source
+            out.print(f"{name:20s} {describe(name)}" + ("" if source == "moviemem" else f" [{source}]"), highlight=False)
         return
     try:
         sizes = [int(b) for b in budgets.split(",") if b.strip()]

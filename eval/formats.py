@@ -111,6 +111,7 @@ class ClaimPair(Item):
     true_claim: Text
     false_claim: Text
     category: str | None = None
+    granularity: str | None = None  # MF²: Single (one moment), Multi (several), Global (the whole film)
     evidence: list[Span] = Field(default_factory=list)
 
 
@@ -412,6 +413,7 @@ _MF2_COLUMNS = {
     "false": ("false_claim", "claim_false", "fib", "false", "false claim"),
     "pair": ("pair_id", "claim_id", "qid", "question_id"),
     "category": ("category", "type", "claim_type", "level"),
+    "granularity": ("granularity",),
 }
 
 
@@ -448,8 +450,9 @@ def read_mf2(path: Path, *, library: Any = None, film_prefix: str = "mf2-", **_:
         pair = (r.get(cols["pair"]) or "").strip() if cols["pair"] else ""
         row = {"id": f"{fid}-{pair or per_film[fid]}", "film_id": fid,
                "true_claim": (r.get(cols["true"]) or "").strip(), "false_claim": (r.get(cols["false"]) or "").strip()}
-        if cols["category"] and r.get(cols["category"]):
-            row["category"] = r[cols["category"]].strip()
+        for key in ("category", "granularity"):
+            if cols[key] and (r.get(cols[key]) or "").strip():
+                row[key] = r[cols[key]].strip()
         out.append((n, row))
     errors.raise_if_any()
     return validate_rows(out, "claims", str(path), library)

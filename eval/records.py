@@ -30,7 +30,7 @@ class ResultRecord(BaseModel):
     policy: str
     backbone: str
     item_id: str
-    status: Literal["answered", "invalid", "transient"]
+    status: Literal["answered", "invalid", "unfit", "transient"]  # unfit: the prompt did not fit the context
     correct: StrictBool | None = None
     usage: _Usage = _Usage()
     wall_s: float = Field(default=0.0, ge=0)

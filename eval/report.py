@@ -145,26 +145,33 @@ def write_report(run_dir: str | Path, baseline: str | None = None, inspector: bo
           f"Format `{fmt}`, {len(items)} items, {len({it.film_id for it in items})} film(s). "
           f"Run directory `{run_dir}`, last updated {manifest.get('updated')}.", "",
           "Accuracy in % with 95% Wilson intervals (the CHNB-style Wald ± is its own column); invalid answers count "
-          "as wrong; fallback-parsed is the share of valid answers read from free text rather than JSON. "
+          "as wrong; an item whose prompt was longer than the backbone's context was never sent: it is counted under "
+          "'not sent', not in n, accuracy, paired tests or evidence metrics; guesses are valid answers given while "
+          "the model was shown no evidence from the film (closed-book's, by design); "
+          "fallback-parsed is the share of valid answers read from free text rather than JSON. "
           "Compute is the summed wall time of the configuration's items; tokens are input tokens per item; "
           "cost is the priced cost of every call (cached replies included).", ""]
     md += ["## Results", "", _table(
-        ["paradigm", "backbone", "n", "compute (s)", "accuracy", "accuracy ± (Wald, CHNB)", "clustered 95% CI",
-         "invalid %", "fallback-parsed %", "median input tokens", "output tokens", "cost ($)"],
-        [[r["policy"], r["backbone"], r["n"], _secs(r["compute_s"]), _pct(r.get("accuracy")), _wald(r.get("accuracy")),
-          _ci(r.get("accuracy_clustered")), _pct(r.get("invalid")), _pct(r.get("fallback_parsed")),
-          r["median_input_tokens"], r["total_output_tokens"], _money(r["cost_usd"])] for r in rows])]
-    incomplete = [f"{r['policy']} / {r['backbone']} ({r['n']}/{len(items)})" for r in rows if r["n"] < len(items)]
+        ["paradigm", "backbone", "n", "not sent (context)", "compute (s)", "accuracy", "accuracy ± (Wald, CHNB)",
+         "clustered 95% CI", "invalid %", "guesses %", "fallback-parsed %", "median input tokens", "input tokens read",
+         "output tokens", "cost ($)"],
+        [[r["policy"], r["backbone"], r["n"], r.get("unfit_n", 0), _secs(r["compute_s"]), _pct(r.get("accuracy")),
+          _wald(r.get("accuracy")), _ci(r.get("accuracy_clustered")), _pct(r.get("invalid")), _pct(r.get("guesses")),
+          _pct(r.get("fallback_parsed")), r["median_input_tokens"], r.get("total_processed_tokens", ""),
+          r["total_output_tokens"], _money(r["cost_usd"])] for r in rows])]
+    incomplete = [f"{r['policy']} / {r['backbone']} ({r['n'] + r.get('unfit_n', 0)}/{len(items)})" for r in rows
+                  if r["n"] + r.get("unfit_n", 0) < len(items)]
     if incomplete:
         md += ["", "Incomplete configurations (the run stopped or is still going): " + ", ".join(incomplete) + "."]
     md += _format_sections(fmt, rows)
     md += _evidence_section(rows)
     md += _judge_section(run_dir, fmt)
-    cats = sorted({c for r in rows for c in (r.get("per_category") or {})})
-    if len(cats) > 1:
-        md += ["", "## Per category", "", _table(
-            ["category", *(f"{r['policy']} / {r['backbone']}" for r in rows)],
-            [[c, *(_pct((r.get("per_category") or {}).get(c)) for r in rows)] for c in cats])]
+    for key, title in (("per_granularity", "Per granularity (MF²: Single, Multi, Global)"), ("per_category", "Per category")):
+        cats = sorted({c for r in rows for c in (r.get(key) or {})})
+        if len(cats) > 1:
+            md += ["", f"## {title}", "", _table(
+                [key.split("_")[1], *(f"{r['policy']} / {r['backbone']}" for r in rows)],
+                [[c, *(_pct((r.get(key) or {}).get(c)) for r in rows)] for c in cats])]
     if baseline and fmt in ("mcq", "claims", "relations", "localization"):
         prs = _paired(items, grid, baseline)
         if prs:
@@ -551,7 +558,8 @@ def _category_table(items: list[Item], configs: list[tuple[str, str]],
 
     cells: dict[str, list[str]] = defaultdict(lambda: [""] * len(configs))
     for j, c in enumerate(configs):
-        pairs = [(by_item[it.id][c].get("correct"), item_category(it)) for it in items if c in by_item.get(it.id, {})]
+        pairs = [(by_item[it.id][c].get("correct"), item_category(it)) for it in items
+                 if c in by_item.get(it.id, {}) and by_item[it.id][c]["status"] != "unfit"]
         if not pairs:
             continue
         for cat, est in [*per_category([p[0] for p in pairs], [p[1] for p in pairs]).items(),
@@ -578,6 +586,8 @@ def _still(e: dict[str, Any], film: Any, library: str | None, out_dir: Path) -> 
 def _mark(rec: dict[str, Any] | None) -> tuple[str, str]:
     if rec is None:
         return "", "muted"
+    if rec["status"] == "unfit":
+        return "∅", "muted"
     if rec["status"] == "invalid":
         return "!", "inv"
     if rec.get("correct") is None:
@@ -605,7 +615,7 @@ def write_inspector(run_dir: str | Path) -> Path:
     """inspector/index.html and inspector/items/N.html; thumbnails copied under inspector/thumbs."""
     run_dir = Path(run_dir)
     manifest = read_manifest(run_dir)
-    items, grid = grid_records(run_dir)
+    items, grid = grid_records(run_dir, unfit=True)
     root = run_dir / INSPECTOR
     (root / "items").mkdir(parents=True, exist_ok=True)
     (root / "thumbs").mkdir(exist_ok=True)
@@ -638,7 +648,8 @@ def write_inspector(run_dir: str | Path) -> Path:
             if r is None:
                 continue
             mark, css = _mark(r)
-            verdict = {"✔": "right", "✘": "wrong", "!": "invalid", "·": "not scored"}.get(mark, "")
+            verdict = {"✔": "right", "✘": "wrong", "!": "invalid", "·": "not scored",
+                       "∅": "not sent: the prompt was longer than the backbone's context"}.get(mark, "")
             queries = []
             for key, a in (r.get("answers") or {}).items():
                 u = a.get("usage") or {}
@@ -659,6 +670,8 @@ def write_inspector(run_dir: str | Path) -> Path:
                                 "usage": f"{u.get('input_tokens', 0)} input / {u.get('output_tokens', 0)} output tokens, "
                                          f"{u.get('images', 0)} images, {u.get('latency_s') or 0:.2f} s{_replay_note(a)}, "
                                          f"cost {_money(u.get('cost_usd'))}"})
+            if r["status"] == "answered" and r.get("grounded") is False:
+                verdict += " (a guess: shown no evidence from the film)"
             answers.append({"policy": c[0], "backbone": c[1], "css": css, "verdict": verdict,
                             "reason": r.get("reason"), "queries": queries})
         lanes = [{"label": f"{a['policy']} / {a['backbone']}" + (f" ({q['key']})" if len(a["queries"]) > 1 else ""),

@@ -14,75 +14,25 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..agents.base import Run
-from ..agents.packing import Lines
-from ..agents.policies.hybrid import CHANNELS, GatherSettings, Hybrid, gather, pack
+from ..agents.rerank import relevance_judge
 from ..agents.types import Question
 from ..backbones.base import Backbone
 from ..errors import MovieMemError
 from ..files import atomic_path
 from ..memory.view import FilmMemory
+from ..retrievers.gather import QuestionRetriever
+from ..retrievers.packing import Lines
+from ..retrievers.registry import DEFAULT, RETRIEVERS, describe, get_retriever
 from . import evidence as ev
 from .formats import MCQ, Benchmark, ClaimPair, item_category
 
 DEFAULT_BUDGETS = (250, 500, 1000, 2000, 4000)
 AT_K = (1, 3, 5, 10)
-
-
-def _only(kind: str, k: int = 10) -> dict[str, tuple[tuple[str, int], ...]]:
-    return {t: ((kind, k),) for t in CHANNELS}
-
-
-def _hybrid_default() -> GatherSettings:
-    s = Hybrid.Settings()
-    return GatherSettings(**{f: getattr(s, f) for f in GatherSettings.__dataclass_fields__})
-
-
-def _transcript(**kw: Any) -> Callable[[], GatherSettings]:
-    """Settings that search the transcript channel alone, for comparing units, search modes and fusion."""
-    return lambda: GatherSettings(channels=_only("utterance"), **kw)
-
-
-# name -> (description, settings); "hybrid" is what the hybrid policy uses out of the box
-RETRIEVERS: dict[str, tuple[str, Callable[[], GatherSettings]]] = {
-    "hybrid": ("the hybrid policy's own gathering, default settings", _hybrid_default),
-    "hybrid-lines": ("hybrid routing over single lines, vector + BM25, round-robin over queries (moviemem 0.1's hybrid)",
-                     lambda: GatherSettings(units="lines", search="hybrid", fusion="interleave", informative=False,
-                                            context_lines=0)),
-    "hybrid-joined": ("the hybrid policy's gathering with each option searched only joined to the question (moviemem 0.2)",
-                      lambda: replace(_hybrid_default(), option_alone=False)),
-    "passages": ("passages, BM25, question and each option, fused", _transcript(units="passages", search="fts", context_lines=0)),
-    "passages-hybrid": ("passages, vector + BM25", _transcript(units="passages", search="hybrid", context_lines=0)),
-    "passages-vector": ("passages, vector search only", _transcript(units="passages", search="vector", context_lines=0)),
-    "passages-question": ("passages, BM25, the question alone (no per-option queries)",
-                          _transcript(units="passages", search="fts", per_option=0, context_lines=0)),
-    "lines": ("single lines, vector + BM25, fused, informative lines first", _transcript(units="lines", search="hybrid", context_lines=0)),
-    "lines-context1": ("single lines (vector + BM25) shown with 1 neighbour either side",
-                       _transcript(units="lines", search="hybrid", context_lines=1, context="fixed")),
-    "lines-context2": ("single lines (vector + BM25) shown with 2 neighbours either side",
-                       _transcript(units="lines", search="hybrid", context_lines=2, context="fixed")),
-    "lines-grow": ("single lines (vector + BM25), then up to 2 neighbours either side as the budget allows",
-                   _transcript(units="lines", search="hybrid", context_lines=2, context="budget")),
-    "mixed1": ("passages and single lines (1 neighbour either side) fused, BM25",
-               _transcript(units="mixed", search="fts", context_lines=1, context="fixed")),
-    "mixed2-hybrid": ("passages and single lines (2 neighbours either side) fused, vector + BM25",
-                      _transcript(units="mixed", context_lines=2, search="hybrid", context="fixed")),
-    "hybrid-grow": ("the hybrid policy's gathering, line hits widened as the budget allows (context=budget)",
-                    lambda: replace(_hybrid_default(), context="budget")),
-    "hybrid-option-lines": ("the hybrid policy's gathering, each option's own best line first (option_lines=1)",
-                            lambda: replace(_hybrid_default(), option_lines=1)),
-    "hybrid-context1": ("the hybrid policy's gathering, line hits shown with 1 neighbour either side (context_lines=1)",
-                        lambda: replace(_hybrid_default(), context_lines=1)),
-    "hybrid-lines-grow": ("the hybrid policy's routing over single lines, widened as the budget allows",
-                          lambda: replace(_hybrid_default(), units="lines", context="budget")),
-    "hybrid-rerank": ("the hybrid policy's gathering, its first 30 candidates reranked by a model's yes/no relevance "
-                      "(rerank=30; needs a backbone with log-probabilities)",
-                      lambda: replace(_hybrid_default(), rerank=30)),
-}
 
 
 @dataclass
@@ -114,16 +64,17 @@ def probes(bench: Benchmark) -> list[Probe]:
     return out
 
 
-def score_probe(film: FilmMemory, lines: Lines, probe: Probe, settings: GatherSettings,
+def score_probe(film: FilmMemory, lines: Lines, probe: Probe, retriever: QuestionRetriever,
                 budgets: Sequence[int], backbone: Backbone | None = None) -> dict[str, Any]:
     run = Run(backbone) if backbone is not None else None
-    ranked = gather(film, probe.question, settings, run, lines)
+    judge = relevance_judge(run, probe.question) if run is not None else None
+    ranked = retriever.retrieve(film, probe.question, trace=run, lines=lines, judge=judge)
     spans = [(e.start, e.end) for e in ranked]
     first = next((n for n, s in enumerate(spans, 1) if any(ev.overlaps(s, g) for g in probe.gold)), None)
     out: dict[str, Any] = {"rr": 1.0 / first if first else 0.0, "input_tokens": run.usage.input_tokens if run else 0,
                            "recall_at_k": {str(k): ev.recall(probe.gold, spans[:k]) for k in AT_K}}
     for b in budgets:
-        shown = [(e.start, e.end) for e in pack(ranked, b, lines, settings)]
+        shown = [(e.start, e.end) for e in retriever.pack(ranked, b, lines)]
         out.setdefault("recall_at_budget", {})[str(b)] = ev.recall(probe.gold, shown)
         out.setdefault("coverage_at_budget", {})[str(b)] = ev.coverage(probe.gold, shown)
     return out
@@ -144,9 +95,9 @@ def retrieval_eval(library: Any, bench: Benchmark, retrievers: Sequence[str] = (
     """The `moviemem retrieval-eval --json` object; `backbone` judges candidates for the retrievers that rerank."""
     unknown = [r for r in retrievers if r not in RETRIEVERS]
     if unknown:
-        raise MovieMemError(f"unknown retriever(s) {', '.join(unknown)}; known: {', '.join(RETRIEVERS)}")
-    chosen = {name: RETRIEVERS[name][1]() for name in retrievers}
-    reranking = [name for name, settings in chosen.items() if settings.rerank]
+        raise MovieMemError(f"unknown retriever(s) {', '.join(unknown)}; known: {', '.join(RETRIEVERS.names())}")
+    chosen = {name: get_retriever(name) for name in retrievers}
+    reranking = [name for name, r in chosen.items() if r.needs_judge]
     if reranking and backbone is None:
         raise MovieMemError(f"{', '.join(reranking)} rerank(s) with a model: name a backbone (--backbone)")
     if not budgets or any(b < 1 for b in budgets):
@@ -160,17 +111,17 @@ def retrieval_eval(library: Any, bench: Benchmark, retrievers: Sequence[str] = (
     out = []
     total, done = len(items) * len(retrievers), 0
     for name in retrievers:
-        settings = chosen[name]
+        retriever = chosen[name]
         rows: list[tuple[Probe, dict[str, Any]]] = []
         for p in items:
             film, lines = films[p.film_id]
-            rows.append((p, score_probe(film, lines, p, settings, budgets, backbone if settings.rerank else None)))
+            rows.append((p, score_probe(film, lines, p, retriever, budgets, backbone if retriever.needs_judge else None)))
             done += 1
             if progress:
                 progress(done, total)
         cats = sorted({p.category for p, _ in rows})
         summary = _summary([r for _, r in rows], budgets)
-        out.append({"name": name, "default": name == "hybrid", "description": RETRIEVERS[name][0],
+        out.append({"name": name, "default": name == DEFAULT, "description": describe(name),
                     **{k: v for k, v in summary.items() if k != "n"},
                     "by_category": {c: _summary([r for p, r in rows if p.category == c], budgets) for c in cats}})
     return {"items": len(items), "budgets": list(budgets), "retrievers": out}

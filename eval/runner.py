@@ -42,6 +42,7 @@ from ..agents.registry import parse_policy_spec
 from ..backbones import Backbone, Reply, Request
 from ..backbones.base import Wrapper
 from ..backbones.retry import redact
+from ..backbones.types import CONTEXT
 from ..errors import MovieMemError, UnreachableError
 from ..files import atomic_write_text
 from ..urls import redact_urls
@@ -243,7 +244,8 @@ def answer_record(ans: Any) -> dict[str, Any]:
     return {
         "choice": getattr(ans, "choice", None), "text": getattr(ans, "text", "") or "",
         "confidence": getattr(ans, "confidence", None), "invalid": bool(getattr(ans, "invalid", False)),
-        "error": getattr(ans, "error", None), "policy": getattr(ans, "policy", None),
+        "error": getattr(ans, "error", None), "reason": getattr(ans, "reason", None),
+        "grounded": bool(getattr(ans, "grounded", True)), "policy": getattr(ans, "policy", None),
         "backbone": getattr(ans, "backbone", None),
         "evidence": [_jsonable(e) for e in getattr(ans, "evidence", []) or []],
         "trace": [_jsonable(s.to_dict() if hasattr(s, "to_dict") else s) for s in getattr(ans, "trace", []) or []],
@@ -358,10 +360,11 @@ class BenchResult:
     stopped: str | None = None
     warnings: list[str] = field(default_factory=list)
     wall_s: float = 0.0
+    unfit: int = 0  # prompts longer than the backbone's context: not sent, not scored
 
     @property
     def complete(self) -> bool:
-        return self.answered + self.invalid == self.total
+        return self.answered + self.invalid + self.unfit == self.total
 
 
 def _spend_of(rec: dict[str, Any]) -> Spend:
@@ -468,15 +471,17 @@ def run_bench(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any
     records = read_results(run_dir, repair=True)
     warnings: list[str] = []
     retired = Spend(**old.get("retired_spend", {}))  # spend of records dropped by --retry-invalid
-    # transport faults are no answer: always asked again; invalid answers only when asked to
-    again = {"transient"} | ({"invalid"} if retry_invalid else set())
+    # transport faults are no answer: always asked again; invalid answers and prompts that did not fit
+    # the context (a larger context may take them) only when asked to
+    again = {"transient"} | ({"invalid", "unfit"} if retry_invalid else set())
     keep = [r for r in records if r["status"] not in again]
     for r in records:
         if r["status"] in again:
             retired.add(_spend_of(r))
     if len(keep) != len(records):
         atomic_write_text(run_dir / RESULTS, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in keep))
-        for status, what in (("invalid", "invalid item(s)"), ("transient", "item(s) that hit transport faults")):
+        for status, what in (("invalid", "invalid item(s)"), ("unfit", "item(s) whose prompt did not fit the context"),
+                             ("transient", "item(s) that hit transport faults")):
             n = sum(r["status"] == status for r in records if status in again)
             if n:
                 warnings.append(f"retrying {n} {what}")
@@ -519,7 +524,7 @@ def run_bench(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any
     todo = [(p, mb, it) for p, mb, it in grid if record_key(p, mb.name, it.id) not in done]
     grid_keys = {record_key(p, mb.name, it.id) for p, mb, it in grid}
     counts = {s: sum(1 for r in records if r["status"] == s and r["key"] in grid_keys)
-              for s in ("answered", "invalid", "transient")}
+              for s in ("answered", "invalid", "unfit", "transient")}
     lock = threading.Lock()
     stopped_at: list[str] = []
 
@@ -550,8 +555,9 @@ def run_bench(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any
             sc = task.score(item, answers)
             scored_correct, detail, reason = sc.correct, sc.detail, sc.invalid_reason
         extra: dict[str, Any] = {}
+        unfit = any(a.get("reason") == CONTEXT for a in answers.values())  # a prompt the model never read
         gold = getattr(item, "evidence", None) or []
-        if gold and answers:
+        if gold and answers and not unfit:  # nothing was sent: no evidence to measure
             extra["evidence"] = evidence.record_evidence([list(g) for g in gold], answers, scored_correct)
         fault = bool(item_spend.transient) or unreachable
         n_search = evidence.searches(answers)
@@ -560,9 +566,11 @@ def run_bench(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any
         return {
             "key": record_key(policy, mb.name, item.id), "policy": policy, "backbone": mb.name, "item_id": item.id,
             "film_id": item.film_id, "format": bench.format, "category": item_category(item),
-            "status": ("transient" if fault else "invalid") if reason else "answered",
-            "reason": f"transport fault: {reason}" if reason and fault else reason, "correct": scored_correct,
+            "status": ("transient" if fault else "unfit" if unfit else "invalid") if reason else "answered",
+            "reason": f"transport fault: {reason}" if reason and fault else f"context: {reason}" if unfit else reason,
+            "correct": None if unfit else scored_correct,
             "detail": _jsonable(detail), "answers": answers, "usage": _usage_sum(answers),
+            "grounded": all(a.get("grounded", True) for a in answers.values()) if answers else False,
             "spend": dataclasses.asdict(item_spend), "wall_s": round(time.perf_counter() - t0, 4),
             "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **extra,
         }
@@ -590,7 +598,7 @@ def run_bench(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any
                 writer.write(rec)
                 counts[rec["status"]] += 1
                 if progress is not None:
-                    progress(Progress(counts["answered"] + counts["invalid"], total, budget.now, rec))
+                    progress(Progress(counts["answered"] + counts["invalid"] + counts["unfit"], total, budget.now, rec))
     except BaseException:
         # Ctrl-C or a crash: items in flight stop at their next backbone call and are not recorded
         budget.exceeded = budget.exceeded or "interrupted"
@@ -602,17 +610,20 @@ def run_bench(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any
 
     stopped = None
     if budget.exceeded:
-        n_done = counts["answered"] + counts["invalid"]
+        n_done = counts["answered"] + counts["invalid"] + counts["unfit"]
         where = sorted(stopped_at)[0] if stopped_at else "before the next item"
         stopped = (f"{budget.exceeded}: stopped after {n_done}/{total} items, at {where}; "
                    f"rerun with a higher cap to resume")
     if counts["transient"]:
         warnings.append(f"{counts['transient']} item(s) got no reply from the model (transport faults, not scored); "
                         f"rerun to ask them again")
+    if counts["unfit"]:
+        warnings.append(f"{counts['unfit']} item(s) had a prompt longer than the backbone's context: not sent, "
+                        "not scored and left out of paired tests (a larger context and --retry-invalid ask them again)")
     if budget.now.unpriced_calls and max_cost_usd is not None:
         warnings.append(f"{budget.now.unpriced_calls} call(s) had no known price and count $0 against --max-cost")
     return BenchResult(run_dir, len(items), total, counts["answered"], counts["invalid"], budget.now, stopped,
-                       warnings, round(time.perf_counter() - started, 3))
+                       warnings, round(time.perf_counter() - started, 3), counts["unfit"])
 
 
 # ----------------------------------------------------------------------------- summaries
@@ -655,8 +666,9 @@ def _record_prompts(path: Path, manifest: dict[str, Any], run_dir: Path) -> None
     _write_json(path, manifest)
 
 
-def grid_records(run_dir: str | Path) -> tuple[list[Item], dict[tuple[str, str], list[dict[str, Any]]]]:
-    """Items (validated again) and the records of each (policy, backbone), in item order."""
+def grid_records(run_dir: str | Path, unfit: bool = False) -> tuple[list[Item], dict[tuple[str, str], list[dict[str, Any]]]]:
+    """Items (validated again) and the records of each (policy, backbone), in item order. Records of prompts
+    that did not fit the context are left out (never scored, never paired) unless `unfit` asks for them."""
     from .formats import validate_rows
 
     manifest = read_manifest(run_dir)
@@ -664,7 +676,7 @@ def grid_records(run_dir: str | Path) -> tuple[list[Item], dict[tuple[str, str],
     items = validate_rows(((i + 1, r) for i, r in enumerate(rows)), manifest["format"], str(Path(run_dir) / ITEMS))
     by_key: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
     for r in read_results(run_dir):
-        if r["status"] == "transient":
+        if r["status"] == "transient" or (r["status"] == "unfit" and not unfit):
             continue  # no answer to score: the configuration shows as incomplete until a rerun asks again
         by_key.setdefault((r["policy"], r["backbone"]), {})[r["item_id"]] = r
     order = {it.id: i for i, it in enumerate(items)}
@@ -691,7 +703,13 @@ def summarise(run_dir: str | Path) -> list[dict[str, Any]]:
     task = task_for(manifest["format"])
     items, grid = grid_records(run_dir)
     by_id = {it.id: it for it in items}
+    unfit: dict[tuple[str, str], int] = {}
+    for r in read_results(run_dir):
+        if r["status"] == "unfit":
+            unfit[(r["policy"], r["backbone"])] = unfit.get((r["policy"], r["backbone"]), 0) + 1
     rows = []
+    for key in unfit.keys() - grid.keys():
+        grid[key] = []  # every item of it was too long: still a row, with no accuracy
     for (policy, backbone), recs in sorted(grid.items()):
         its = [by_id[r["item_id"]] for r in recs]
         s = task.summarise(its, recs)
@@ -701,9 +719,15 @@ def summarise(run_dir: str | Path) -> list[dict[str, Any]]:
         s.update({"policy": policy, "backbone": backbone, "n": len(recs),
                   "answered": sum(r["status"] == "answered" for r in recs),
                   "invalid_n": sum(r["status"] == "invalid" for r in recs),
+                  "unfit_n": unfit.get((policy, backbone), 0),
+                  # answers the model gave while shown no evidence from the film: guesses (closed-book's by design)
+                  "guesses": metrics.wilson(sum(r["status"] == "answered" and r.get("grounded") is False for r in recs),
+                                            sum(r["status"] == "answered" for r in recs)).to_dict(),
                   "fallback_parsed": fallback_parsed(recs).to_dict(),
                   "median_input_tokens": statistics.median(tokens) if tokens else None,
                   "total_input_tokens": sum(tokens),
+                  # what the model really read: billed input less the prefix it reused from its prompt cache
+                  "total_processed_tokens": sum(tokens) - sum(r["usage"].get("cached_input_tokens") or 0 for r in recs),
                   "total_output_tokens": sum(r["usage"].get("output_tokens") or 0 for r in recs),
                   "cost_usd": sum(priced) if priced else None,
                   "compute_s": round(sum(r.get("wall_s") or 0 for r in recs), 3),

@@ -143,6 +143,9 @@ class ClaimsTask(Task):
         out = super().summarise(items, records)
         cs = metrics.claim_pairs([r["detail"].get("on_true") for r in records], [r["detail"].get("on_false") for r in records])
         out["mf2"] = cs.to_dict()
+        if any(it.granularity for it in items):  # MF²'s own breakdown: a pair right when both claims are
+            out["per_granularity"] = {k: v.to_dict() for k, v in metrics.per_category(
+                [r.get("correct") for r in records], [it.granularity for it in items]).items()}
         return out
 
 

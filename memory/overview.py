@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from .schema import EventRow, SceneRow
 
-CHARS_PER_TOKEN = 4  # the same rough rate as backbones.base.estimate_tokens
+CHARS_PER_TOKEN = 4  # the same rough rate as words.estimate_tokens
 
 
 def _hms(t: float) -> str:

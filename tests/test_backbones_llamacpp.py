@@ -76,8 +76,19 @@ def test_questions_over_one_context_reuse_the_prompt_cache(small):
 
 
 def test_prompt_larger_than_the_context_is_an_invalid_reply(small):
+    from moviemem.backbones.types import CONTEXT
+
     reply = small.chat([user("word " * 3000)], max_tokens=4)
-    assert reply.invalid and "context holds 2048" in reply.error
+    assert reply.invalid and "context holds 2048" in reply.error and reply.finish_reason == CONTEXT
+
+
+def test_the_context_defaults_to_what_the_model_was_trained_for(small):
+    from moviemem.backbones.llamacpp_backend import trained_context
+
+    b = LlamaCppBackbone(small.path)  # no n_ctx: the llm_context setting, 0 by default
+    assert b.n_ctx == trained_context(small.path) == 8192 and "ctx8192" in b.model_id  # SmolLM2's own length
+    with pytest.raises(MovieMemError, match="holds no prompt"):
+        LlamaCppBackbone(small.path, n_ctx=100)
 
 
 def test_tool_call_parsing():

@@ -9,10 +9,10 @@ import pytest
 
 from moviemem import Library
 from moviemem.agents import ask
-from moviemem.agents.policies.hybrid import GatherSettings, gather
 from moviemem.agents.types import Question
 from moviemem.backbones import ScriptedBackbone
 from moviemem.retrievers.characters import CharacterRetriever
+from moviemem.retrievers.gather import GatherSettings, gather
 
 SRT = """1
 00:00:01,000 --> 00:00:04,000

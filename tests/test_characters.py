@@ -212,8 +212,8 @@ def test_text_film_registry_view_and_cli(tmp_path: Path, cli, lib_dir: Path) -> 
 
 def test_evidence_lines_show_the_speakers_name(tmp_path: Path, cli, lib_dir: Path) -> None:
     from moviemem import Library
-    from moviemem.agents.packing import Lines, speaker_label
     from moviemem.memory.schema import UtteranceRow
+    from moviemem.retrievers.packing import Lines, speaker_label
 
     srt = tmp_path / "a.srt"
     srt.write_text(SRT)

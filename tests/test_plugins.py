@@ -1,4 +1,4 @@
-"""Third-party plug-ins: a policy, an ingest stage and a benchmark format shipped by a separate
+"""Third-party plug-ins: a policy, a retriever, an ingest stage and a benchmark format shipped by a separate
 package, installed with pip into this test's environment and found through entry points,
 without touching moviemem."""
 
@@ -16,6 +16,7 @@ from moviemem.agents.registry import POLICIES, get_policy, list_policies
 from moviemem.errors import MovieMemError
 from moviemem.eval.formats import FORMATS, formats, read_jsonl
 from moviemem.ingest.registry import STAGES, ordered_stages
+from moviemem.retrievers.registry import RETRIEVERS
 
 PLUGIN = '''
 """A tiny moviemem plug-in package."""
@@ -25,6 +26,8 @@ from moviemem.agents.base import BasePolicy
 from moviemem.agents.parsing import Parsed
 from moviemem.eval.formats import FormatSpec, Item
 from moviemem.ingest.stage import Outcome, Stage
+from moviemem.retrievers.base import Evidence
+from moviemem.retrievers.gather import QuestionRetriever
 
 
 class LineCount(BasePolicy):
@@ -38,6 +41,16 @@ class LineCount(BasePolicy):
         n = len(film.utterances())
         run.note(f"counted {n} lines")
         return Parsed(None, f"{self.settings.prefix} {n}", None, False)
+
+
+class LastLines(QuestionRetriever):
+    """The film's last two lines, whatever is asked."""
+
+    def _gather(self, film, question, trace, lines, judge):
+        if trace is not None:
+            trace.note("last lines retriever")
+        return [Evidence("utterance", film.film_id, u.start, u.end, u.text, score=1.0, id=f"utterance:{u.idx}")
+                for u in reversed(film.utterances()[-2:])]
 
 
 class WordCount(Stage):
@@ -87,6 +100,9 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
         linecount = "mm_plugin_pkg:LineCount"
         broken = "mm_plugin_broken:Policy"
 
+        [project.entry-points."moviemem.retrievers"]
+        lastlines = "mm_plugin_pkg:LastLines"
+
         [project.entry-points."moviemem.stages"]
         wordcount = "mm_plugin_pkg:WordCount"
 
@@ -102,7 +118,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def plugins(installed: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(str(installed))
-    for reg in (POLICIES, STAGES, FORMATS):  # rediscover with the package on the path; forget it afterwards
+    for reg in (POLICIES, STAGES, FORMATS, RETRIEVERS):  # rediscover with the package on the path; forget it afterwards
         monkeypatch.setattr(reg, "_entries", dict(reg._entries))
         monkeypatch.setattr(reg, "_discovered", False)
         monkeypatch.setattr(reg, "failures", {})
@@ -149,3 +165,48 @@ def _backbone():
     from moviemem.backbones import load
 
     return load("scripted")
+
+
+def test_an_installed_retriever_works_in_retrieval_eval_hybrid_and_bench(plugins: None, tmp_path: Path):
+    import json
+
+    from moviemem.backbones import ScriptedBackbone
+    from moviemem.eval.formats import load_benchmark
+    from moviemem.eval.retrieval_eval import retrieval_eval
+    from moviemem.eval.runner import run_bench
+
+    srt = tmp_path / "film.srt"
+    srt.write_text("1\n00:00:01,000 --> 00:00:03,000\nThe letter is on the table.\n\n"
+                   "2\n00:00:40,000 --> 00:00:42,000\nRead it before noon.\n\n"
+                   "3\n00:01:20,000 --> 00:01:22,000\nThe lighthouse keeper wrote it.\n")
+    lib = Library(tmp_path / "lib")
+    film = lib.ingest_text(srt, film_id="tiny", duration_s=100)
+    assert "lastlines" in RETRIEVERS.names() and "entry point" in RETRIEVERS.entry("lastlines").source
+
+    items = tmp_path / "items.jsonl"
+    items.write_text(json.dumps({"id": "q1", "film_id": "tiny", "question": "Who wrote the letter?",
+                                 "options": ["the keeper", "the baker"], "answer": "A", "evidence": [[80.0, 82.0]]}) + "\n")
+    res = retrieval_eval(lib, load_benchmark(items), ["lastlines"], [100])
+    assert res["retrievers"][0]["name"] == "lastlines" and res["retrievers"][0]["recall_at_budget"]["100"] == 1.0
+
+    backbone = ScriptedBackbone(['{"answer": "A", "confidence": 4, "evidence": ["E1"]}'] * 4)
+    answer = get_policy("hybrid", retriever="lastlines").answer(film, _question_about_letter(), backbone)
+    assert answer.choice == "A" and {e.text for e in answer.evidence} == {"Read it before noon.", "The lighthouse keeper wrote it."}
+    assert any("last lines retriever" in s.data.get("text", "") for s in answer.trace if s.kind == "note")
+
+    run_bench(load_benchmark(items), ["hybrid[retriever=lastlines]"], [ScriptedBackbone(['{"answer": "A", "confidence": 4, "evidence": []}'], cycle=True)],
+              tmp_path / "run", library=lib)
+    rows = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
+    assert rows and rows[0]["policy"] == "hybrid[retriever=lastlines]"
+    shown = rows[0]["answers"]["answer"]["evidence"]
+    assert rows[0]["correct"] and any("lighthouse" in e["text"] for e in shown)
+    assert {e["retriever"] for e in shown} == {"lastlines"}  # evidence is labelled with the retriever that found it
+
+    with pytest.raises(MovieMemError, match="unknown retriever 'nope'"):
+        get_policy("hybrid", retriever="nope")
+
+
+def _question_about_letter():
+    from moviemem.agents.types import Question
+
+    return Question.make("Who wrote the letter?", ["the keeper", "the baker"])

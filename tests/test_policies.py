@@ -87,7 +87,9 @@ def test_socratic_sends_every_caption_as_world_state(film, policy):
     text = sent_text(b)
     caps = film.captions()
     assert caps and all(c.text in text for c in caps)
-    assert len(re.findall(r"^\d\d:\d\d:\d\d - \d\d:\d\d:\d\d ", text, re.M)) == len(caps)
+    # compact: a line a caption, a time mark on the first line of each minute of film (agents/calls.compact_text)
+    minutes = {int(c.start // 60) for c in caps}
+    assert len(re.findall(r"^\[\d+:\d\d\] ", text, re.M)) == len(minutes) and " - 00:0" not in text
     # the synthetic film has imported captions only: the policy says it used them instead
     assert any("imported captions" in s.data.get("text", "") for s in ans.trace if s.kind == "note")
     with pytest.raises(MovieMemError, match="no clip captions"):
@@ -142,7 +144,10 @@ def test_videoagent_stops_after_three_rounds_and_sixteen_frames(film):
 
 def test_videoagent_text_backbone_and_no_clip(film, tmp_path, synth_film):
     b = scripted(['{"answer": "A", "confidence": 1}'] * 3, images=False, video=False)
-    ask(film, "What does the sign say?", OPTIONS, policy="videoagent", backbone=b, max_rounds=2)
+    with pytest.raises(MovieMemError, match="does not take images; videoagent needs a vision backbone"):
+        ask(film, "What does the sign say?", OPTIONS, policy="videoagent", backbone=b)  # as end-to-end refuses it
+    assert not b.calls
+    ask(film, "What does the sign say?", OPTIONS, policy="videoagent", backbone=b, max_rounds=2, text_frames="always")
     assert len(b.calls) == 2 and images_sent(b.calls[0]) == 0
     first = b.calls[0].messages[-1].text
     assert len(re.findall(r"^\[frame \d+ at \d\d:\d\d:\d\d\]", first, re.M)) == 8

@@ -1,4 +1,4 @@
-"""hybrid[rerank=N]: the model's yes/no relevance, fused with the search ranking (agents/rerank.py).
+"""hybrid[rerank=N]: the model's yes/no relevance (agents/rerank.py), fused with the search ranking (retrievers/rerank.py).
 
 A scripted backbone judges the candidates; the film is a small text film built here."""
 
@@ -12,11 +12,12 @@ import pytest
 from moviemem import Library
 from moviemem.agents import ask
 from moviemem.agents.base import Run
-from moviemem.agents.packing import Lines
-from moviemem.agents.policies.hybrid import GatherSettings, gather
-from moviemem.agents.rerank import RRF_K, candidates, rerank
+from moviemem.agents.rerank import relevance_judge
 from moviemem.agents.types import Question
 from moviemem.backbones import Reply, Request, ScriptedBackbone
+from moviemem.retrievers.gather import GatherSettings, gather
+from moviemem.retrievers.packing import Lines
+from moviemem.retrievers.rerank import RRF_K, candidates, rerank
 
 OPTIONS = ["a lighthouse", "a bakery", "a cinema", "a bank"]
 FILLER = ["Sara, the weather has been strange this week.", "Did you bring the papers from the office?",
@@ -72,7 +73,9 @@ def test_rerank_lifts_the_passage_the_model_judges_relevant_and_fuses_with_searc
     assert cliff > 0  # search alone does not put it first: it shares no word with the question
     b = ScriptedBackbone(_judge("northern cliffs"), capabilities={"logprobs": True})
     run = Run(b)
-    out = rerank(run, q, ranked, lines, 8)
+    judge = relevance_judge(run, q)
+    assert judge is not None
+    out = rerank(ranked, lines, 8, judge, run)
     assert len(b.calls) == 8 and all(r.logprobs and r.max_tokens == 1 for r in b.calls)
     # every call opens with the question, so a local model reads that prefix once
     heads = {r.messages[-1].text.split("Passage from the film:")[0] for r in b.calls}

@@ -143,7 +143,7 @@ def test_voice_and_speaker_rows_round_trip_their_parts(tmp_path: Path) -> None:
 
 def test_evidence_shows_each_turns_speaker(tmp_path: Path, cli, lib_dir: Path) -> None:
     from moviemem import Library
-    from moviemem.agents.packing import Lines, spoken
+    from moviemem.retrievers.packing import Lines, spoken
 
     row = UtteranceRow(film_id="x", idx=0, start=0, end=2, text="Where were you? Out.", speaker="v0",
                        turns=json.dumps([{"start": 0, "end": 1, "speaker": "v0", "speaker_name": "Sara",

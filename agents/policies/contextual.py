@@ -13,7 +13,7 @@ from ...memory.view import FilmMemory
 from ...retrievers.base import Evidence
 from ...retrievers.window import rows_as_evidence
 from ..base import BasePolicy, Run
-from ..calls import answer_once, body, stage_reason, world_state
+from ..calls import answer_once, body, compact_text, stage_reason
 from ..parsing import Parsed
 from ..prompts import CLOSED_BOOK, SOCRATIC, SUBTITLES
 from ..types import Question
@@ -39,7 +39,8 @@ class ClosedBook(BasePolicy):
 
 
 class Subtitles(BasePolicy):
-    """The whole transcript with times, in one call."""
+    """The whole transcript, compact (a time mark a minute), in one call; the question last, so a film's
+    questions share the transcript as a prefix that a local model reads once."""
 
     @dataclass
     class Settings:
@@ -54,7 +55,7 @@ class Subtitles(BasePolicy):
             e.retriever = "transcript"
         run.show(lines)
         run.note(f"whole transcript: {len(lines)} lines")
-        return answer_once(run, SUBTITLES, question, body(SUBTITLES, question, context=world_state(lines)),
+        return answer_once(run, SUBTITLES, question, body(SUBTITLES, question, context=compact_text(lines)),
                            max_tokens=self.settings.max_tokens, temperature=self.settings.temperature)
 
 
@@ -96,7 +97,7 @@ class _Socratic(BasePolicy):
         run.show(rows)
         run.note(f"world state: {len(rows)} lines")
         audio = " and heard" if s.with_transcript else ""
-        return answer_once(run, SOCRATIC, question, body(SOCRATIC, question, context=world_state(rows), audio=audio),
+        return answer_once(run, SOCRATIC, question, body(SOCRATIC, question, context=compact_text(rows), audio=audio),
                            max_tokens=s.max_tokens, temperature=s.temperature)
 
 

@@ -38,7 +38,10 @@ class VideoAgent(BasePolicy):
         max_rounds: int = 3
         threshold: int = 3  # confidence (1-3) at which the agent stops looking
         search_pool: int | None = None  # frames CLIP may fetch from (None: every frame with a vector)
-        text_frames: str = "auto"  # auto (text when the backbone takes no images) | always | never
+        # never: frames as images, and a backbone that takes no images is refused (as end-to-end refuses it: shown
+        # nothing, it would answer from nothing) | always: each frame as the captions and on-screen text near it |
+        # auto: images where the backbone takes them, else text
+        text_frames: str = "never"
         text_per_frame: int = 2
         max_tokens: int | None = None
         temperature: float = 0.0
@@ -86,7 +89,8 @@ class VideoAgent(BasePolicy):
             raise MovieMemError(f"text_frames must be auto, always or never, not {mode!r}")
         takes_images = run.backbone.capabilities.images
         if mode == "never" and not takes_images:
-            raise MovieMemError(f"backbone {run.backbone.name} does not take images (set text_frames=auto)")
+            raise MovieMemError(f"backbone {run.backbone.name} does not take images; videoagent needs a vision backbone "
+                                "(or text_frames=always to read each frame's captions and on-screen text instead)")
         return mode == "always" or (mode == "auto" and not takes_images)
 
     def _more(self, film: FilmMemory, run: Run, want: str, seen: list[FrameRow], no_clip: str | None) -> list[FrameRow]:
@@ -114,6 +118,8 @@ class VideoAgent(BasePolicy):
                 text = " | ".join(e.text for e in near) or "(nothing recorded near this frame)"
                 ev.text = text
                 lines.append(VIDEOAGENT_TEXT_FRAME.replace("{label}", label).replace("{time}", hms(f.t)).replace("{text}", text))
+                if not near:  # nothing of the film was shown for this frame: it is no evidence
+                    continue
             else:
                 images.append(f.image)
                 lines.append(f"{label} at {hms(f.t)}")

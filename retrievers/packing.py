@@ -16,12 +16,11 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from ..backbones.base import estimate_tokens
 from ..memory.schema import UtteranceRow
 from ..memory.view import FilmMemory, turns_of
-from ..retrievers.base import Evidence, visible_filter
-from ..retrievers.text import rrf
-from ..words import dialogue_stop_words
+from ..words import dialogue_stop_words, estimate_tokens
+from .base import Evidence, visible_filter
+from .text import rrf
 
 MIN_CONTENT_WORDS = 2
 _WORD = re.compile(r"[A-Za-z][A-Za-z']+")

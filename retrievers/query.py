@@ -1,0 +1,63 @@
+"""What a retriever is asked: the question (with its options or as a claim) and where its steps are recorded.
+
+At the bottom of the retrievers folder: a question-level retriever gathers for a `Question`, and the
+agents answer the same value, so neither imports the other's machinery."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from ..errors import MovieMemError
+from .base import Evidence
+
+Kind = Literal["mcq", "claim", "open"]
+LETTERS = "ABCDEFGHIJ"
+MAX_TEXT_CHARS = 10_000  # a question or an option: longer is no question about a film, and floods the prompt
+
+
+@dataclass(frozen=True)
+class Question:
+    """mcq: text + options (2-10); claim: a statement judged TRUE/FALSE; open: free answer."""
+
+    text: str
+    options: tuple[str, ...] = ()
+    kind: Kind = "mcq"
+
+    def __post_init__(self) -> None:
+        if not self.text or not self.text.strip():
+            raise MovieMemError("the question is empty")
+        long = [len(t) for t in (self.text, *self.options) if len(t) > MAX_TEXT_CHARS]
+        if long:
+            raise MovieMemError(f"a question or option of {long[0]:,} characters; at most {MAX_TEXT_CHARS:,}")
+        if self.kind not in ("mcq", "claim", "open"):
+            raise MovieMemError(f"unknown question kind {self.kind!r}; use mcq, claim or open")
+        if self.kind == "mcq" and not 2 <= len(self.options) <= len(LETTERS):
+            raise MovieMemError(f"a multiple-choice question needs 2 to {len(LETTERS)} options, not {len(self.options)}")
+        if self.kind != "mcq" and self.options:
+            raise MovieMemError(f"a {self.kind} question takes no options")
+
+    @property
+    def letters(self) -> str:
+        return LETTERS[: len(self.options)]
+
+    @classmethod
+    def make(cls, text: str, options: list[str] | tuple[str, ...] | None = None, kind: str | None = None) -> Question:
+        """Kind defaults to mcq with options and open without."""
+        if isinstance(options, str):  # a string would become one option per character
+            raise MovieMemError(f"options are a list of strings, not one string ({options[:40]!r})")
+        opts = tuple(str(o) for o in options or ())
+        return cls(text, opts, (kind or ("mcq" if opts else "open")))  # type: ignore[arg-type]  # a free string here; __post_init__ rejects an unknown kind
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"text": self.text, "options": list(self.options), "kind": self.kind}
+
+
+class Trace(Protocol):
+    """Where a retriever records what it did (a policy's Run): notes, each search, and named steps."""
+
+    def note(self, text: str, **data: Any) -> None: ...
+
+    def retrieved(self, retriever: str, query: str, found: list[Evidence], **data: Any) -> list[Evidence]: ...
+
+    def step(self, kind: str, data: dict[str, Any]) -> None: ...
