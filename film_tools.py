@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .errors import MovieMemError
 from .memory.catalog import saved  # answers saved while the library is unchanged (no LanceDB imports)
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from .library import Film, Library
     from .retrievers.base import Evidence
 
+T = TypeVar("T")
 MAX_K = 100  # evidence items per search
 MAX_QUERY_CHARS = 2000
 MAX_RANGE_ROWS = 500  # rows one read_range returns (the rest is reported as truncated)
@@ -38,6 +39,13 @@ RANGE_KINDS = ("utterance", "caption", "onscreen", "event")
 DEFAULT_RANGE_KINDS = ("utterance", "caption", "onscreen")
 GRAPH_OPS = ("events", "causes", "effects", "chain", "flashbacks", "story_order", "neighborhood")
 TIME_SLACK_S = 1e-6
+
+
+def _saved(lib: Library, key: str, compute: Callable[[], T]) -> T:
+    """`compute()`, or its answer as saved while the library is unchanged (memory/catalog.py). The
+    library's open tables are first brought up to its latest writes: every tool starts here, so a
+    long-lived server sees what other processes wrote since its last call."""
+    return saved(lib.path, key, compute, lib.store.refresh)
 
 
 def film(lib: Library, film_id: Any) -> Film:
@@ -58,9 +66,7 @@ def film(lib: Library, film_id: Any) -> Film:
         except MovieMemError:  # the one error a well-formed id meets here: no such film
             raise MovieMemError(f"film {film_id!r} is not in the library (list_films names the films)") from None
 
-    if not lib.store.is_local:
-        return opened()
-    return Film(lib.store, film_id, state=saved(lib.path, f"film-state {film_id}", lambda: opened().state()))
+    return Film(lib.store, film_id, state=_saved(lib, f"film-state {film_id}", lambda: opened().state()))
 
 
 def seconds(value: Any, name: str, duration: float, *, low: float = 0.0) -> float:
@@ -125,7 +131,7 @@ def evidence_json(e: Evidence, score: bool = False) -> dict[str, Any]:
 
 
 def list_films(lib: Library) -> dict[str, Any]:
-    return saved(lib.path, "list_films", lambda: {"films": [{"film_id": f.film_id, "title": f.title, "duration_s": round(f.duration_s, 3)}
+    return _saved(lib, "list_films", lambda: {"films": [{"film_id": f.film_id, "title": f.title, "duration_s": round(f.duration_s, 3)}
                                                         for f in lib.films()]})
 
 
@@ -133,7 +139,7 @@ def film_overview(lib: Library, film_id: str) -> dict[str, Any]:
     """Duration, what the memory holds, segments (scenes) and characters when the memory names any.
     Counts and names are read column by column (never whole rows with their vectors)."""
     f = film(lib, film_id)
-    return saved(lib.path, f"film_overview {film_id}", lambda: _overview(f))
+    return _saved(lib, f"film_overview {film_id}", lambda: _overview(f))
 
 
 def _overview(f: Film) -> dict[str, Any]:
@@ -335,7 +341,9 @@ def ingest_text(lib: Library, root: Path, path: str, *, film_id: str | None = No
     """Add a film without video from a text track under `root` (the only tool that writes)."""
     from .memory.schema import check_film_id
 
-    src = (root / text(path, "path", 4096)).resolve()
+    if "\0" in text(path, "path", 4096):  # no file name holds one, and the OS refuses it with a ValueError
+        raise MovieMemError("path holds a NUL byte; no file is named so")
+    src = (root / path).resolve()
     if not src.is_relative_to(root) or not src.is_file():
         raise MovieMemError(f"{path!r} is not a file under {root}")
     if film_id is not None:

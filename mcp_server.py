@@ -36,6 +36,7 @@ from ._version import __version__
 from .errors import MovieMemError
 from .library import Library
 from .loopback import LOOPBACK, foreign
+from .urls import redact_urls
 
 log = logging.getLogger("moviemem.mcp")
 HOST = "127.0.0.1"
@@ -53,7 +54,8 @@ INSTRUCTIONS = (
 
 
 def _raising(error: Callable[[str], Exception]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """A decorator: a library error in the function becomes `error(message)`, the MCP error the client sees."""
+    """A decorator: a library error in the function becomes `error(message)`, the MCP error the client
+    sees (with any URL's credentials hidden: a backbone spec may carry them)."""
 
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(fn)
@@ -61,7 +63,7 @@ def _raising(error: Callable[[str], Exception]) -> Callable[[Callable[..., Any]]
             try:
                 return fn(*args, **kwargs)
             except MovieMemError as exc:
-                raise error(str(exc)) from None
+                raise error(redact_urls(str(exc))) from None
 
         return run
 
@@ -95,7 +97,9 @@ def build_server(lib: Library, *, backbones: Sequence[str] = (), allow_ingest: b
     """The MCP server over `lib`. `backbones`: the specs `ask` may use (the first is its
     default; none disables ask). `allow_ingest` adds ingest_text, reading files under `ingest_dir`."""
     mcp = MCPServer("moviemem", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
-    allowed_backbones = list(dict.fromkeys(backbones))
+    offered: dict[str, str] = {}  # the name clients see and pass (no URL credentials) -> the spec
+    for spec in backbones:
+        offered.setdefault(redact_urls(spec), spec)
 
     @mcp.tool(annotations=READ_ONLY)
     @_tool
@@ -209,7 +213,7 @@ def build_server(lib: Library, *, backbones: Sequence[str] = (), allow_ingest: b
     def open_question(film_id: str, question: str) -> str:
         return PROMPTS["open"].format(film_id=film_id, question=question)
 
-    if allowed_backbones:
+    if offered:
         @mcp.tool(annotations=ToolAnnotations(read_only_hint=True, open_world_hint=True))
         @_tool
         def ask(
@@ -218,14 +222,15 @@ def build_server(lib: Library, *, backbones: Sequence[str] = (), allow_ingest: b
             options: Annotated[list[str] | None, Field(description="Answer options for a multiple-choice question.")] = None,
             kind: Annotated[Literal["mcq", "claim", "open"] | None, Field(description="Default: mcq with options, else open.")] = None,
             policy: Annotated[str, Field(description="An answering policy (moviemem policies).")] = "hybrid",
-            backbone: Annotated[str | None, Field(description="One of: " + ", ".join(allowed_backbones))] = None,
+            backbone: Annotated[str | None, Field(description="One of: " + ", ".join(offered))] = None,
             until: Annotated[float | None, Field(description="Show the policy only what is on screen by then.")] = None,
         ) -> dict[str, Any]:
             """Answer a question about a film with a policy and a backbone model; returns the answer,
             the evidence shown (cited items marked), tokens, latency and whether it was replayed."""
-            spec = backbone or allowed_backbones[0]
-            if spec not in allowed_backbones:
-                raise MovieMemError(f"backbone {spec!r} is not offered by this server; use {', '.join(allowed_backbones)}")
+            spec = offered.get(backbone) if backbone is not None else next(iter(offered.values()))
+            if spec is None:
+                raise MovieMemError(f"backbone {redact_urls(str(backbone))!r} is not offered by this server; "
+                                    f"use {', '.join(offered)}")
             return film_tools.ask(lib, film_id, question, backbone=spec, options=options, kind=kind, policy=policy,
                                   until=until)
 

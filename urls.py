@@ -4,12 +4,13 @@ their credentials kept out of every file and output. A leaf any layer may use.""
 from __future__ import annotations
 
 import re
+from urllib.parse import unquote
 
 import httpx
 
 from .errors import MovieMemError
 
-_USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
+_USERINFO = re.compile(r"(?<=://)([^/@\s]+)@")
 
 
 def redact_urls(text: str) -> str:
@@ -17,6 +18,17 @@ def redact_urls(text: str) -> str:
     openai-compatible:http://alice:pw@host/v1#m is written to results and reports as http://***@host,
     a Letta server's address as the same."""
     return _USERINFO.sub("***@", text)
+
+
+def url_secrets(text: str) -> list[str]:
+    """The credentials of every URL in `text` as a server receives them: user:password (what an HTTP
+    Basic header carries, base64-encoded) and the password alone (the user, when there is none), so
+    that an echo of them can be redacted (backbones.retry.redact)."""
+    out = []
+    for info in _USERINFO.findall(text):
+        user, _, password = (unquote(part) for part in info.partition(":"))
+        out += [f"{user}:{password}", password or user]
+    return out
 
 
 def http_url(raw: str, what: str, example: str) -> str:

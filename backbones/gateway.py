@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import math
 import socket
 import threading
 import time
@@ -44,14 +45,25 @@ MAX_EMBED_INPUTS = 2048  # texts per embeddings request, as OpenAI allows
 
 
 async def _read_json(http: HTTPRequest) -> Any:
-    """The JSON body, read in chunks and refused past MAX_BODY_BYTES (never an unbounded read)."""
+    """The JSON body, read in chunks and refused past MAX_BODY_BYTES (never an unbounded read), with
+    finite numbers only (1e400 would reach int() as infinity) and nesting Python's parser can take."""
     chunks, size = [], 0
     async for chunk in http.stream():
         size += len(chunk)
         if size > MAX_BODY_BYTES:
             raise MovieMemError(f"request body over {MAX_BODY_BYTES >> 20} MB")
         chunks.append(chunk)
-    return json.loads(b"".join(chunks))
+    try:
+        return json.loads(b"".join(chunks), parse_float=_finite, parse_constant=_finite)
+    except RecursionError:
+        raise MovieMemError("the body nests too deeply") from None
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise MovieMemError(f"{text[:20]} is not a finite number")
+    return value
 
 
 def _check_content(body: Any, allow_remote_images: bool) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from ..errors import MovieMemError
-from ..urls import http_url
+from ..urls import http_url, url_secrets
 from . import media
 from .base import BaseBackbone
 from .settings import get_backbone_settings
@@ -71,8 +71,10 @@ class OpenAIBackbone(BaseBackbone):
         self._client: Any = None
 
     def secrets(self) -> list[str]:
-        values = [os.environ.get(self.api_key_env), urlsplit(self.base_url).password]
-        return [v for v in values if v]
+        """The key and the base URL's credentials (the SDK sends them as an HTTP Basic header, which a
+        server may echo)."""
+        key = os.environ.get(self.api_key_env)
+        return [*([key] if key else []), *url_secrets(self.base_url)]
 
     def _api_key(self) -> str:
         key = os.environ.get(self.api_key_env)

@@ -5,11 +5,14 @@ otherwise), and what a run sees when the attempts run out: an invalid Reply, not
 
 from __future__ import annotations
 
+import base64
 import email.utils
+import json
 import logging
 import os
 import time
 from collections.abc import Callable, Iterable
+from urllib.parse import quote
 
 import httpx
 import tenacity
@@ -92,11 +95,22 @@ def is_transient(exc: BaseException) -> bool:
 
 
 def redact(text: str, secrets: Iterable[str] = ()) -> str:
-    """Text with URL credentials and every credential value we know of replaced by ***."""
+    """Text with URL credentials and every credential value we know of replaced by ***, in each form
+    a server may echo it (`encoded_forms`): the one redaction of every file and line moviemem writes."""
     values = [os.environ.get(v, "") for v in KEY_VARS] + list(secrets)
-    for value in sorted({v for v in values if v and len(v) >= 6}, key=len, reverse=True):
-        text = text.replace(value, "***")
+    forms = {f for v in values if v and len(v) >= 6 for f in encoded_forms(v)}
+    for form in sorted(forms, key=len, reverse=True):
+        text = text.replace(form, "***")
     return redact_urls(text)
+
+
+def encoded_forms(secret: str) -> set[str]:
+    """A secret as written and as it travels: base64 (an HTTP Basic header carries user:password so),
+    URL-safe base64, percent-encoded and JSON-escaped. Base64 without its padding, so that the
+    secret is found however the echo ends."""
+    raw = secret.encode()
+    return {secret, base64.b64encode(raw).decode().rstrip("="), base64.urlsafe_b64encode(raw).decode().rstrip("="),
+            quote(secret, safe=""), json.dumps(secret, ensure_ascii=False)[1:-1]}
 
 
 def describe(exc: BaseException, secrets: Iterable[str] = ()) -> str:

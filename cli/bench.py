@@ -135,6 +135,9 @@ class InspectorFiles(http.server.SimpleHTTPRequestHandler):
         if foreign(self.headers.get("host"), self.headers.get("origin")):
             self.send_error(403, "this inspector answers only requests to and from 127.0.0.1, localhost and ::1")
             return None
+        if "\0" in self.translate_path(self.path):  # /%00: open() would raise ValueError, not OSError
+            self.send_error(400, "a path with a NUL byte names no file")
+            return None
         return super().send_head()
 
 

@@ -24,7 +24,7 @@ import numpy as np
 from ..errors import MovieMemError
 from . import metrics
 from .formats import text_lines
-from .runner import grid_records, read_manifest
+from .runner import JsonlWriter, backbone_spec, grid_records, only_writer, read_manifest
 
 JUDGE = "judge.jsonl"
 
@@ -80,16 +80,23 @@ def read_judgements(run_dir: str | Path) -> list[dict[str, Any]]:
 
 def judge_run(run_dir: str | Path, backbone: Any, *, repeats: int = 1, cache: str | Path | None = None,
               progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
-    """Judge every answered open / narration record; returns counts of judged, failed and skipped."""
-    from ..backbones import ReplayCache, Request, load, system, user
-
+    """Judge every answered open / narration record; returns counts of judged, failed and skipped.
+    The judge holds the run directory as its only writer, as a bench does."""
     run_dir = Path(run_dir)
     fmt = read_manifest(run_dir)["format"]
     if fmt not in RUBRICS:
         raise MovieMemError(f"{run_dir} is a {fmt} run; the judge scores open and narration answers")
     if repeats < 1:
         raise MovieMemError(f"repeats must be at least 1, not {repeats}")
-    spec = backbone if isinstance(backbone, str) else getattr(backbone, "name", "judge")
+    with only_writer(run_dir):
+        return _judge(run_dir, fmt, backbone, repeats, cache, progress)
+
+
+def _judge(run_dir: Path, fmt: str, backbone: Any, repeats: int, cache: str | Path | None,
+           progress: Callable[[int, int], None] | None) -> dict[str, Any]:
+    from ..backbones import ReplayCache, Request, load, system, user
+
+    spec = backbone_spec(backbone)  # as bench names backbones: never with URL credentials
     manifest = read_manifest(run_dir)
     cache = cache or (Path(manifest["library"]) / "cache" if manifest.get("library") else None)
     if isinstance(backbone, str):
@@ -108,7 +115,8 @@ def judge_run(run_dir: str | Path, backbone: Any, *, repeats: int = 1, cache: st
             if (r["key"], k, spec) not in done]
     counts = {"judged": 0, "failed": 0, "skipped_invalid": sum(r["status"] != "answered" for recs in grid.values()
                                                                  for r in recs)}
-    with path.open("a", encoding="utf-8") as f:
+    writer = JsonlWriter(path, getattr(bb, "secrets", list)())
+    try:
         for n, (rec, k) in enumerate(todo, 1):
             prediction = (rec["answers"].get("answer") or {}).get("text") or ""
             prompt = judge_prompt(fmt, by_id[rec["item_id"]], prediction, k)
@@ -118,7 +126,8 @@ def judge_run(run_dir: str | Path, backbone: Any, *, repeats: int = 1, cache: st
                 reply = bb.send(Request.build([system(SYSTEM), user(prompt)], json_schema=_schema(criteria), max_tokens=200,
                                               temperature=0.0 if k == 0 else 0.7))
                 if reply.invalid or not isinstance(reply.data, dict):
-                    row.update(failed=True, error=reply.error or "no JSON scores", raw=(reply.raw or reply.text)[:500])
+                    row.update(failed=True, error=reply.error or "no JSON scores",
+                               raw=writer.redact(reply.raw or reply.text)[:500])  # cut after: no half key
                 else:
                     row.update(failed=False, scores={c: int(reply.data[c]) for c in criteria})
                 row["usage"] = reply.usage.to_dict()
@@ -126,11 +135,12 @@ def judge_run(run_dir: str | Path, backbone: Any, *, repeats: int = 1, cache: st
                 row.update(failed=True, error=str(exc))
             except Exception as exc:  # noqa: BLE001 - a failed judge call is recorded, never dropped
                 row.update(failed=True, error=f"{type(exc).__name__}: {exc}")
-            f.write(json.dumps(row, ensure_ascii=False) + "\n")
-            f.flush()
+            writer.write(row)
             counts["failed" if row["failed"] else "judged"] += 1
             if progress:
                 progress(n, len(todo))
+    finally:
+        writer.close()
     return counts
 
 

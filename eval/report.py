@@ -7,6 +7,7 @@ escaped by Jinja2's autoescaping, so a subtitle that reads `<script>` shows as t
 from __future__ import annotations
 
 import hashlib
+import html
 import json
 import math
 from collections import defaultdict
@@ -53,11 +54,17 @@ def _secs(x: float) -> str:
     return f"{x:.1f}" if x < 600 else f"{x / 60:.1f} min"
 
 
+def _text(v: Any) -> str:
+    """A value from the data (a category, a reason, a model name) as Markdown text: its HTML shown
+    as written, never rendered (a category `<b>cat</b>` must not turn bold, nor a `<script>` run)."""
+    return html.escape(str(v), quote=False)
+
+
 def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     def cell(v: Any) -> str:
-        return str(v).replace("|", "\\|").replace("\n", " ")
+        return _text(v).replace("|", "\\|").replace("\n", " ")
 
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines = ["| " + " | ".join(cell(h) for h in header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(cell(v) for v in r) + " |" for r in rows]
     return "\n".join(lines)
 
@@ -141,7 +148,7 @@ def write_report(run_dir: str | Path, baseline: str | None = None, inspector: bo
         raise MovieMemError(f"baseline {baseline!r} is not in the run; policies: {', '.join(policies)}")
     baseline = baseline or next((p for p in ("closed-book", "subtitles") if p in policies), None)
 
-    md = [f"# Benchmark report: {Path(manifest.get('benchmark') or run_dir).name}", "",
+    md = [f"# Benchmark report: {_text(Path(manifest.get('benchmark') or run_dir).name)}", "",
           f"Format `{fmt}`, {len(items)} items, {len({it.film_id for it in items})} film(s). "
           f"Run directory `{run_dir}`, last updated {manifest.get('updated')}.", "",
           "Accuracy in % with 95% Wilson intervals (the CHNB-style Wald ± is its own column); invalid answers count "
@@ -162,7 +169,7 @@ def write_report(run_dir: str | Path, baseline: str | None = None, inspector: bo
     incomplete = [f"{r['policy']} / {r['backbone']} ({r['n'] + r.get('unfit_n', 0)}/{len(items)})" for r in rows
                   if r["n"] + r.get("unfit_n", 0) < len(items)]
     if incomplete:
-        md += ["", "Incomplete configurations (the run stopped or is still going): " + ", ".join(incomplete) + "."]
+        md += ["", "Incomplete configurations (the run stopped or is still going): " + _text(", ".join(incomplete)) + "."]
     md += _format_sections(fmt, rows)
     md += _evidence_section(rows)
     md += _judge_section(run_dir, fmt)
@@ -189,7 +196,7 @@ def write_report(run_dir: str | Path, baseline: str | None = None, inspector: bo
     if reasons:
         md += ["", "## Invalid answers", "", _table(["paradigm", "backbone", "count", "reason"], reasons)]
     md += _position_bias(items, grid)
-    md += provenance.markdown(manifest.get("provenance"))
+    md += [_text(line) for line in provenance.markdown(manifest.get("provenance"))]
     paths = {"report": run_dir / REPORT}
     plot = plot_accuracy_vs_tokens(rows, run_dir / PLOT)
     if plot is not None:

@@ -21,6 +21,7 @@ can be sharded or run elsewhere without knowing moviemem's internals.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import hashlib
@@ -30,7 +31,7 @@ import os
 import statistics
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,7 +46,7 @@ from ..backbones.retry import redact
 from ..backbones.types import CONTEXT
 from ..errors import MovieMemError, UnreachableError
 from ..files import atomic_write_text
-from ..urls import redact_urls
+from ..urls import redact_urls, url_secrets
 from . import evidence, metrics
 from .formats import Benchmark, Item, formats, item_category, text_lines
 from .records import check_record
@@ -317,14 +318,22 @@ def read_manifest(run_dir: str | Path) -> dict[str, Any]:
     return manifest
 
 
-class _Writer:
-    def __init__(self, path: Path):
+class JsonlWriter:
+    """Appends records to a run directory's JSONL file (results.jsonl, judge.jsonl), each line flushed
+    and synced, and redacted first: a reply may echo a key or the user:password its server was sent
+    (`secrets`: the backbones' credential values, backbones.retry.redact)."""
+
+    def __init__(self, path: Path, secrets: Iterable[str] = ()):
         self.path = path
+        self.secrets = list(secrets)
         self._lock = threading.Lock()
         self._f = path.open("a", encoding="utf-8")
 
+    def redact(self, text: str) -> str:
+        return redact(text, self.secrets)
+
     def write(self, rec: dict[str, Any]) -> None:
-        line = redact(json.dumps(rec, ensure_ascii=False, allow_nan=False)) + "\n"  # a reply may echo a key
+        line = self.redact(json.dumps(rec, ensure_ascii=False, allow_nan=False)) + "\n"
         with self._lock:
             self._f.write(line)
             self._f.flush()
@@ -372,7 +381,7 @@ def _spend_of(rec: dict[str, Any]) -> Spend:
     return Spend(**{f.name: s.get(f.name, 0) for f in dataclasses.fields(Spend)})
 
 
-def _backbone_spec(b: Any) -> str:
+def backbone_spec(b: Any) -> str:
     """The name a backbone goes by in records, run.json and reports: never with URL credentials."""
     return redact_urls(b if isinstance(b, str) else str(getattr(b, "name", type(b).__name__)))
 
@@ -409,9 +418,25 @@ def _check_sizes(limit: int | None, concurrency: int, max_cost_usd: float | None
             raise MovieMemError(f"{name} must be a finite number >= 0, not {cap}")
 
 
+@contextlib.contextmanager
+def only_writer(run_dir: Path) -> Iterator[None]:
+    """A run directory has one writer at a time (bench or judge): a second bench on the same --out
+    would ask and pay for every item again, a --retry-invalid rewrite would drop the other's
+    appends, and two judges would each judge every answer."""
+    lock = FileLock(str(run_dir / LOCK))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        raise MovieMemError(f"another bench or judge is writing to {run_dir}; wait for it to finish or use another "
+                            "--out") from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
 def _one_writer(fn: Callable[..., BenchResult]) -> Callable[..., BenchResult]:
-    """A run directory has one writer at a time: a second bench on the same --out would ask and
-    pay for every item again, and a --retry-invalid rewrite would drop the other's appends."""
+    """A bench creates its run directory and holds it as `only_writer`."""
 
     @functools.wraps(fn)
     def locked(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any], out: str | Path,
@@ -424,15 +449,8 @@ def _one_writer(fn: Callable[..., BenchResult]) -> Callable[..., BenchResult]:
             run_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise MovieMemError(f"cannot create run directory {run_dir}: {exc.strerror or exc}") from None
-        lock = FileLock(str(run_dir / LOCK))
-        try:
-            lock.acquire(timeout=0)
-        except Timeout:
-            raise MovieMemError(f"another bench is writing to {run_dir}; wait for it to finish or use another --out") from None
-        try:
+        with only_writer(run_dir):
             return fn(bench, policies, backbones, out, **kw)
-        finally:
-            lock.release()
 
     return locked
 
@@ -458,7 +476,7 @@ def run_bench(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any
         check(policies)
     task = task_for(bench.format)
     items = list(bench.items)[:limit]
-    specs = [_backbone_spec(b) for b in backbones]
+    specs = [backbone_spec(b) for b in backbones]
     if len(set(specs)) != len(specs) or len(set(policies)) != len(policies):
         raise MovieMemError("a policy or backbone is named twice")
 
@@ -575,7 +593,9 @@ def run_bench(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any
             "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **extra,
         }
 
-    writer = _Writer(run_dir / RESULTS)
+    # the specs' own URL credentials too: a backbone answering elsewhere (Ray workers) names no secrets here
+    secrets = [v for mb in metered for v in mb.secrets()] + [v for b in backbones if isinstance(b, str) for v in url_secrets(b)]
+    writer = JsonlWriter(run_dir / RESULTS, secrets)
     pool = ThreadPoolExecutor(max_workers=concurrency)
     try:
         pending: set[Future[Any]] = set()

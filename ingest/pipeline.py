@@ -148,9 +148,9 @@ def _commit_film(store: MemoryStore, settings: Settings, inputs: Inputs, stages:
         existing = store.film_row(film.film_id)
         if existing is not None and existing.sha256 != film.sha256:
             if not replace:
-                raise MovieMemError(
-                    f"film id {film.film_id!r} already holds another source ({existing.source_path}); choose another --film-id or pass --replace"
-                )
+                # the other source's path is not named: an MCP client asking for this id must not learn it
+                raise MovieMemError(f"film id {film.film_id!r} already holds another source (`moviemem show "
+                                    f"{film.film_id}` names it); choose another --film-id or pass --replace")
             store.delete_film(film.film_id)
             existing = None
         if existing is not None and not film.has_video and abs(existing.duration_s - film.duration_s) > 1e-3:  # --duration

@@ -23,6 +23,7 @@ from ..files import PRIVATE, atomic_write_text
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+Refresh = Callable[[str | None], object]
 FOLDER = ("cache", "catalog")
 
 
@@ -46,10 +47,15 @@ def _path(root: Path, key: str) -> Path:
     return root.joinpath(*FOLDER, hashlib.sha256(key.encode()).hexdigest()[:32] + ".json")
 
 
-def cached(root: Path, key: str, compute: Callable[[], T]) -> T:
+def cached(root: Path, key: str, compute: Callable[[], T], refresh: Refresh | None = None) -> T:
     """`compute()`, or its saved answer when the library has not changed since it was saved.
-    The answer must be plain JSON. A library that cannot be written to is simply read each time."""
+    The answer must be plain JSON. A library that cannot be written to is simply read each time.
+    `refresh(fingerprint)` runs first: a long-lived reader brings its open tables up to that state
+    (MemoryStore.refresh), so that no answer read from an older version of a table is saved under
+    a newer fingerprint, and what it reads next is as new as the answer."""
     before = fingerprint(root) if root.is_dir() else None
+    if refresh is not None:
+        refresh(before)
     path = _path(root, key)
     if before is not None:
         try:
@@ -74,6 +80,10 @@ def _save(path: Path, payload: dict[str, Any]) -> None:
         log.debug("catalog answer not saved in %s: %s", path.parent, exc)
 
 
-def saved(uri: str | Path, key: str, compute: Callable[[], T]) -> T:
+def saved(uri: str | Path, key: str, compute: Callable[[], T], refresh: Refresh | None = None) -> T:
     """`cached` for a library given by path or URI: an object store's library computes every time."""
-    return cached(Path(uri), key, compute) if "://" not in str(uri) else compute()
+    if "://" in str(uri):
+        if refresh is not None:
+            refresh(None)
+        return compute()
+    return cached(Path(uri), key, compute, refresh)

@@ -72,6 +72,7 @@ class MemoryStore:
             Path(self.uri).mkdir(parents=True, exist_ok=True)
         self._tables: dict[str, Any] = {}
         self._evolved: set[str] = set()  # tables checked for columns added since they were made
+        self._state: str | None = None  # the library's fingerprint when the open tables were last refreshed
 
     @functools.cached_property
     def db(self) -> Any:
@@ -106,6 +107,24 @@ class MemoryStore:
             return None
         self._tables[name] = tbl
         return tbl
+
+    def refresh(self, state: str | None = None) -> None:
+        """Bring the open tables up to the library's latest writes. LanceDB keeps an open table at
+        the version it opened, so a long-lived reader (the MCP server) would otherwise serve a film
+        that another process has since deleted or replaced. Local: the tables are opened again when
+        the library's fingerprint (catalog.py; `state`, when the caller has just read it) differs
+        from the one they were opened under. An object store has no fingerprint: its open tables
+        are checked out at their latest version."""
+        if not self.is_local:
+            for tbl in list(self._tables.values()):
+                tbl.checkout_latest()
+            return
+        from .catalog import fingerprint
+
+        state = state or fingerprint(self.root)
+        if state != self._state:
+            self._tables.clear()
+            self._state = state
 
     def _vector_type(self, name: str) -> pa.FixedSizeListType | None:
         """The stored vector column's type (None: no such table, or its rows have no vector)."""

@@ -96,7 +96,7 @@ def test_a_second_bench_on_the_same_run_directory_is_refused(tmp_path: Path) -> 
     assert first.complete
     with FileLock(str(run / ".writer.lock")):  # another process's bench holds the directory
         b = ScriptedBackbone(["B"], cycle=True)
-        with pytest.raises(MovieMemError, match="another bench is writing to"):
+        with pytest.raises(MovieMemError, match="another bench or judge is writing to"):
             run_bench(_bench(4), ["p"], [b], run, answerer=_parsing_answerer, retry_invalid=True)
         assert b.calls == []  # nothing asked, nothing paid, nothing rewritten
     assert len(read_results(run)) == 2
