@@ -20,3 +20,8 @@ def english_stop_words() -> frozenset[str]:
 def dialogue_stop_words() -> frozenset[str]:
     """Stop words and interjections: what a subtitle line can hold without saying anything."""
     return english_stop_words() | INTERJECTIONS
+
+
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """`n` and the noun, singular for one ("1 voice", "2 voices", "0 on-screen texts")."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
