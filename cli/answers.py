@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
+from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from ..errors import MovieMemError
 
 if TYPE_CHECKING:
-    from ..agents.types import Answer
+    from ..agents.types import Answer, Step
 from .common import (
     JsonOpt,
     LibraryOpt,
@@ -49,8 +53,9 @@ def ask(
     _known_film(library, film)
     f = _library(library).film(film)
     cutoff = _seconds(until, "--until") if until is not None else None
-    ans = f.ask(question, options=option or None, kind=kind, policy=policy, backbone=backbone, until=cutoff,
-                **_policy_settings(setting))
+    with _steps_shown(err):
+        ans = f.ask(question, options=option or None, kind=kind, policy=policy, backbone=backbone, until=cutoff,
+                    **_policy_settings(setting))
     if as_json:
         _print_json(ans.to_dict())
         return _no_reply(ans)
@@ -69,6 +74,26 @@ def ask(
     err.print(f"{ans.policy} on {ans.backbone}: {u.input_tokens} input tokens, {u.output_tokens} output, "
               f"{u.images} images, {u.latency_s:.1f} s{replay}", highlight=False, soft_wrap=True)
     _no_reply(ans)
+
+
+@contextmanager
+def _steps_shown(console: Console) -> Iterator[None]:
+    """The policy's steps on stderr as it takes them, when stderr is a terminal (as ingest shows its
+    stages): a minute of silence reads as a hang. A spinner names the step under way."""
+    if not console.is_terminal:
+        yield
+        return
+    from ..agents.base import watching
+
+    started = time.perf_counter()
+    with console.status("answering", spinner="dots") as status:
+        def show(step: Step) -> None:
+            line = step.line()
+            console.print(Text.assemble((f"{time.perf_counter() - started:6.1f} s  ", "dim"), line), highlight=False)
+            status.update(line)
+
+        with watching(show):
+            yield
 
 
 def _no_reply(ans: Answer) -> None:

@@ -106,6 +106,24 @@ def test_policies_table_shows_default_settings(cli) -> None:
             assert any(f"{key}=" in line for line in lines), (p["name"], key)
 
 
+def test_ask_shows_the_policy_steps_on_a_terminal(front, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a terminal, `ask` tells what the policy is doing as it does it (issue 48: a minute of nothing)."""
+    import io
+
+    from rich.console import Console
+
+    from moviemem.cli import answers
+
+    args = ("ask", "front", "Where is Williams?", "--policy", "subtitles", "--backbone", "scripted:Williams is in the desk.")
+    assert "reading prompt" not in front(*args).err  # a pipe or a script: no running commentary
+    screen = io.StringIO()
+    monkeypatch.setattr(answers, "err", Console(file=screen, force_terminal=True, width=100, markup=False, emoji=False))
+    assert front(*args).code == 0
+    shown = screen.getvalue()
+    assert "whole transcript: 3 lines" in shown and "reading prompt subtitles (about 138 tokens)" in shown, shown
+    assert "answer read (" in shown
+
+
 def test_replayed_answer_is_flagged(front) -> None:
     args = ("ask", "front", "Where is Williams?", "--policy", "subtitles", "--backbone", "scripted:Williams is in the desk.")
     first, again = front(*args), front(*args)
