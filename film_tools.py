@@ -215,7 +215,8 @@ def search(lib: Library, film_id: str, query: str, k: int = 10, kinds: Sequence[
     nearest = {e.id: e.score for e in TextRetriever("vector", chosen, candidates=MAX_K).retrieve(
         view, query, k=MAX_K, start=t0, end=t1)}
     terms = set(analyze(query))
-    hits, dropped = [], 0
+    hits: list[tuple[Evidence, int, float | None]] = []
+    dropped = 0
     for e in sorted(found, key=lambda e: (-e.score, len(e.text))):  # of two that tie, the plain line comes first
         similarity = nearest.get(e.id)
         words = len(terms & set(analyze(e.text)))

@@ -112,7 +112,9 @@ async def _with_progress(ctx: Context, work: Callable[[], T]) -> T:
     from .agents.base import watching
 
     lines: queue.SimpleQueue[str] = queue.SimpleQueue()
-    done, outcome = anyio.Event(), {}
+    done = anyio.Event()
+    value: list[T] = []
+    error: list[Exception] = []
 
     def run() -> T:
         with watching(lambda step: lines.put(step.line())):
@@ -120,9 +122,9 @@ async def _with_progress(ctx: Context, work: Callable[[], T]) -> T:
 
     async def worker() -> None:
         try:
-            outcome["value"] = await anyio.to_thread.run_sync(run)
+            value.append(await anyio.to_thread.run_sync(run))
         except Exception as exc:  # noqa: BLE001 - handed to the caller below, outside the task group
-            outcome["error"] = exc
+            error.append(exc)
         finally:
             done.set()
 
@@ -143,10 +145,9 @@ async def _with_progress(ctx: Context, work: Callable[[], T]) -> T:
                 sent += 1
                 await ctx.report_progress(sent, None, line)
                 last, told = line.split(" (", 1)[0] if line.endswith(" s so far)") else line, now
-    if "error" in outcome:
-        raise outcome["error"]
-    value: T = outcome["value"]
-    return value
+    if error:
+        raise error[0]
+    return value[0]
 
 
 Seconds = Annotated[float, Field(description="Seconds on the film's clock.")]

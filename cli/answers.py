@@ -101,7 +101,7 @@ def _no_reply(ans: Answer) -> None:
     model's unparseable reply; what was retrieved is still shown above, and nothing was cached."""
     if ans.invalid and ans.faults:
         raise MovieMemError(f"{ans.backbone} gave no reply to {ans.faults} of {ans.calls} call(s) ({ans.error}); "
-                            "nothing was cached: ask again when it answers")
+                            "nothing was cached: asking again calls it anew")
 
 
 @app.command()
