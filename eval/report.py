@@ -466,8 +466,8 @@ _ITEM = """{% extends "base" %}{% macro bar(t) %}<svg class="timeline" viewBox="
 
 _FILM = """{% extends "base" %}{% block body %}
 <p><a href="../index.html">← all items</a></p>
-<h1>{% if f.title and f.title != f.film_id %}{{ f.title }}{% else %}Film {{ f.film_id }}{% endif %}{% if f.year %} ({{ f.year }}){% endif %}</h1>
-<p class="muted">{% if f.title and f.title != f.film_id %}Film <code>{{ f.film_id }}</code>, {% endif %}{{ hms(f.duration) }} long{% if not f.has_video %}, a film without video (its memory is text){% endif %}.</p>
+<h1>{% if f.title %}{{ f.title }}{% else %}Film {{ f.film_id }}{% endif %}{% if f.year %} ({{ f.year }}){% endif %}</h1>
+<p class="muted">{% if f.title %}Film <code>{{ f.film_id }}</code>, {% endif %}{{ hms(f.duration) }} long{% if not f.has_video %}, a film without video (its memory is text){% endif %}.</p>
 <p class="muted">The film's memory on its timeline, 0:00:00–{{ hms(f.duration) }}; hover a mark for its time and text.</p>
 <table class="lanes"><tr><th>memory</th><th>rows</th><th style="width:80%">timeline</th></tr>
 {% for lane in f.lanes %}<tr><td>{{ lane.label }}</td><td>{{ lane.n }}{% if lane.cut %} (first {{ lane.marks|length }} drawn){% endif %}</td>

@@ -136,7 +136,10 @@ def film_page(library: str, film_id: str) -> dict[str, Any] | None:
     links: dict[str, dict[str, list[str]]] = {}  # an event's links grouped by type: "before e002, e003"
     for rel in film.relations():
         links.setdefault(rel.src, {}).setdefault(rel.type, []).append(rel.dst)
-    return {"film_id": film_id, "title": film.info.title, "year": film.info.year, "has_video": film.info.has_video,
+    # a title that only repeats the id or the file's name (ingest's default) is no title: the page is "Film ID"
+    given = film.info.title not in (film_id, Path(film.info.source_path).stem)
+    return {"film_id": film_id, "title": film.info.title if given else "", "year": film.info.year,
+            "has_video": film.info.has_video,
             "duration": film.info.duration_s, "lanes": lanes,
             "events": [{"id": e.event_id, "start": e.start, "end": e.end, "description": e.description,
                         "links": sorted(links.get(e.event_id, {}).items())} for e in events],

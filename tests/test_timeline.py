@@ -129,8 +129,8 @@ def test_film_page_shows_the_memory_on_a_timeline(run_dir: Path) -> None:
     assert "<rect x=\"25.0\" y=\"2\" width=\"10.0\"" in page  # the line at 5-7 s of a 200 s film
     assert "5.0-7.0 s: Hello there." in page and "<b>" not in page  # (the SRT reader drops the tags)
     assert '<td>causal <a href="#e2">e2</a></td>' in page and "Someone says &lt;b&gt;hello&lt;/b&gt;." in page
-    # titled by its title (the file's name here), with its id and length once each
-    assert "<h1>f</h1>" in page and "Film <code>f0</code>, 0:03:20.0 long, a film without video" in page
+    # no title given (ingest took the file's name, "f"): titled by its id, with its length once
+    assert "<h1>Film f0</h1>" in page and "0:03:20.0 long, a film without video" in page
 
 
 def test_film_page_groups_an_events_links_by_type(run_dir: Path) -> None:
@@ -149,6 +149,10 @@ def test_film_page_groups_an_events_links_by_type(run_dir: Path) -> None:
     links = page.split('<td id="e1">', 1)[1].split("</tr>", 1)[0].rsplit("<td>", 1)[1]
     assert links == 'before <a href="#e2">e2</a>, <a href="#e3">e3</a><br>causal <a href="#e4">e4</a></td>'
     assert "<h1>Film f</h1>" in page and "<code>f</code>" not in page
+    lib.ingest_text(run_dir.parent / "f.srt", film_id="titled", title="The Man from Utah", year=1934, duration_s=200.0)
+    index = write_inspector(_one_item_run(run_dir.parent / "h", lib, "titled"))
+    page = (index.parent / "films" / "titled.html").read_text()
+    assert "<h1>The Man from Utah (1934)</h1>" in page and "Film <code>titled</code>, 0:03:20.0 long" in page
 
 
 TAGGED = ("1\n00:00:01,000 --> 00:00:04,000\n- Who are you?\n- I'm Sara.\n\n"
