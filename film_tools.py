@@ -197,8 +197,9 @@ def search(lib: Library, film_id: str, query: str, k: int = 10, kinds: Sequence[
     embedding with the query's (None where it is not among the nearest MAX_K). A hit with neither a
     word nor a similarity of MIN_SIMILARITY is no match and is dropped (`dropped` counts them), and a
     hit that repeats a better one (an event quoting the line found) is left out so it takes no place
-    of `k` (of two that rank alike, the shorter stays: the line itself). `empty_kinds` names the kinds asked for that the film has no rows of, and why. `until`
-    hides everything not yet shown at that time; start/end restrict to a window."""
+    of `k` (of two that rank alike, the shorter stays: the line itself). `empty_kinds` names the
+    kinds asked for that the film has no rows of, and why. `until` hides everything not yet shown
+    at that time; start/end restrict to a window."""
     from .memory.bm25 import analyze
     from .retrievers.text import TextRetriever
 
