@@ -9,7 +9,9 @@ after checking that they lie inside the library. Bad input raises MovieMemError.
 
 from __future__ import annotations
 
+import difflib
 import math
+import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -64,9 +66,18 @@ def film(lib: Library, film_id: Any) -> Film:
         try:
             return lib.film(film_id)
         except MovieMemError:  # the one error a well-formed id meets here: no such film
-            raise MovieMemError(f"film {film_id!r} is not in the library (list_films names the films)") from None
+            raise unknown_film(film_id, [f["film_id"] for f in list_films(lib)["films"]], "list_films") from None
 
     return Film(lib.store, film_id, state=_saved(lib, f"film-state {film_id}", lambda: opened().state()))
+
+
+def unknown_film(film_id: str, known: Sequence[str], lister: str) -> MovieMemError:
+    """The error for an id the library does not hold, naming the nearest ids it does (a typo's likely
+    target) and `lister`, what lists them where the user is (a CLI command, an MCP tool)."""
+    near = difflib.get_close_matches(film_id, known, n=3, cutoff=0.5)
+    hint = f"did you mean {', '.join(near[:-1])} or {near[-1]}? " if len(near) > 1 else \
+        f"did you mean {near[0]}? " if near else ""
+    return MovieMemError(f"film {film_id!r} is not in the library ({hint}{lister} lists the films)")
 
 
 def seconds(value: Any, name: str, duration: float, *, low: float = 0.0) -> float:
@@ -186,8 +197,16 @@ def scenes(lib: Library, film_id: str, start: float | None = None, end: float | 
 
 def search(lib: Library, film_id: str, query: str, k: int = 10, kinds: Sequence[str] | str | None = None,
            start: float | None = None, end: float | None = None, until: float | None = None) -> dict[str, Any]:
-    """Hybrid (vector + BM25) search of the film's text memory, best first. `until` hides
-    everything not yet shown at that time; start/end restrict to a window."""
+    """Hybrid (vector + BM25) search of the film's text memory, best first (`score`: the rank fusion
+    that orders them). Each hit says how it matches: `words`, the query's words it holds (stemmed,
+    stop words left out) of all the query's words, and `similarity`, the cosine of its text
+    embedding with the query's (None where it is not among the nearest MAX_K). A hit with neither a
+    word nor a similarity of MIN_SIMILARITY is no match and is dropped (`dropped` counts them), and a
+    hit that repeats a better one (an event quoting the line found) is left out so it takes no place
+    of `k` (of two that rank alike, the shorter stays: the line itself). `empty_kinds` names the
+    kinds asked for that the film has no rows of, and why. `until` hides everything not yet shown
+    at that time; start/end restrict to a window."""
+    from .memory.bm25 import analyze
     from .retrievers.text import TextRetriever
 
     f = film(lib, film_id)
@@ -198,8 +217,57 @@ def search(lib: Library, film_id: str, query: str, k: int = 10, kinds: Sequence[
     chosen = kinds_of(kinds, SEARCH_KINDS, DEFAULT_SEARCH_KINDS)
     t0, t1 = window(f, start, end)
     view = f.until(seconds(until, "until", f.info.duration_s, low=TIME_SLACK_S)) if until is not None else f
-    found = TextRetriever("hybrid", chosen).retrieve(view, query, k=k, start=t0, end=t1)
-    return {"evidence": [evidence_json(e, score=True) for e in found]}
+    # twice k: room for the repeats and the non-matches taken out below
+    found = TextRetriever("hybrid", chosen).retrieve(view, query, k=2 * k, start=t0, end=t1)
+    nearest = {e.id: e.score for e in TextRetriever("vector", chosen, candidates=MAX_K).retrieve(
+        view, query, k=MAX_K, start=t0, end=t1)}
+    terms = set(analyze(query))
+    hits: list[tuple[Evidence, int, float | None]] = []
+    dropped = 0
+    for e in sorted(found, key=lambda e: (-e.score, len(e.text))):  # of two that tie, the plain line comes first
+        similarity = nearest.get(e.id)
+        words = len(terms & set(analyze(e.text)))
+        if not words and (similarity is None or similarity < MIN_SIMILARITY):
+            dropped += 1
+        elif not any(_repeats(e, kept) for kept, _, _ in hits):
+            hits.append((e, words, similarity))
+    return {"evidence": [dict(evidence_json(e, score=True), words=[words, len(terms)],
+                              similarity=None if sim is None else round(sim, 3)) for e, words, sim in hits[:k]],
+            "dropped": dropped, "empty_kinds": empty_kinds(f, chosen)}
+
+
+# The cosine (MiniLM, the default text embedder) from which a hit holding none of the query's words still
+# matches it. Measured on MF² film 5's lines: the best wordless lines for words the film never mentions
+# reach 0.46 ("snake": "Chicken."), wordless lines on the query's subject 0.5-0.63 ("gun": "Gunfire!"
+# 0.63, "It's only a cap pistol." 0.52; "police cars": "...never have seen so many cops" 0.56).
+MIN_SIMILARITY = 0.5
+_NOT_WORD = re.compile(r"\W+")
+
+
+def _repeats(e: Evidence, kept: Evidence) -> bool:
+    """`e` says again what `kept` says at the same time: one's words run whole inside the other's (an
+    event quoting a line, a passage holding it), so showing both only uses up a place."""
+    a, b = (f" {_NOT_WORD.sub(' ', x.text.lower()).strip()} " for x in (e, kept))
+    return a.strip() != "" and b.strip() != "" and e.start < kept.end and kept.start < e.end and (a in b or b in a)
+
+
+def empty_kinds(f: Film, kinds: Sequence[str]) -> list[dict[str, str]]:
+    """The kinds of `kinds` the film holds no rows of, each with why: its stage has not run, was
+    skipped (no captioner, no video) or found none (no speech, no on-screen text)."""
+    from .memory.schema import TABLE_OWNER
+    from .retrievers.text import SOURCES
+
+    runs = {r.stage: r for r in f.stages()}
+    out = []
+    for kind in kinds:
+        stage = TABLE_OWNER[SOURCES[kind].table]
+        run = runs.get(stage)
+        why = (f"the {stage} stage has not run" if run is None else
+               f"the {stage} stage was {run.status}: {run.reason or run.error or 'no reason given'}" if run.status != "done" else
+               f"the {stage} stage found none ({run.reason})" if run.rows == 0 else "")
+        if why:
+            out.append({"kind": kind, "why": why})
+    return out
 
 
 def read_range(lib: Library, film_id: str, start: float, end: float,

@@ -14,16 +14,19 @@ before the MCP layer sees it (the gateway's rule, backbones/gateway.py).
 # no `from __future__ import annotations`: the SDK reads each tool's signature for its JSON
 # schema, and string annotations naming this module's locals would not evaluate
 import functools
+import inspect
 import json
 import logging
+import queue
 import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
-from mcp.server.mcpserver import MCPServer
+import anyio
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
 from mcp.server.mcpserver.utilities.types import Image
 from mcp.server.transport_security import TransportSecuritySettings
@@ -39,6 +42,7 @@ from .loopback import LOOPBACK, foreign
 from .urls import redact_urls
 
 log = logging.getLogger("moviemem.mcp")
+T = TypeVar("T")
 HOST = "127.0.0.1"
 PATH = "/mcp"
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
@@ -58,6 +62,16 @@ def _raising(error: Callable[[str], Exception]) -> Callable[[Callable[..., Any]]
     sees (with any URL's credentials hidden: a backbone spec may carry them)."""
 
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        if inspect.iscoroutinefunction(fn):
+            @functools.wraps(fn)
+            async def run_async(*args: Any, **kwargs: Any) -> Any:
+                try:
+                    return await fn(*args, **kwargs)
+                except MovieMemError as exc:
+                    raise error(str(exc)) from None
+
+            return run_async
+
         @functools.wraps(fn)
         def run(*args: Any, **kwargs: Any) -> Any:
             try:
@@ -85,6 +99,57 @@ PROMPTS = {
     "open": "Answer this question about the film {film_id} in one or two sentences using the moviemem tools "
             "(search, read_range, frames, graph), citing the evidence ids you relied on.\n\n{question}",
 }
+
+
+PROGRESS_POLL_S = 0.25  # how soon a step the policy took is sent on
+PROGRESS_EVERY_S = 5.0  # the longest silence while a policy works (one step, reading a long prompt, can take minutes)
+
+
+async def _with_progress(ctx: Context, work: Callable[[], T]) -> T:
+    """`work()` (an answer) in a worker thread, with MCP progress notifications: each step the policy
+    takes as it takes it (searched, reading N tokens, replied), and the step under way again every
+    PROGRESS_EVERY_S, so a client that restarts its time limit on progress keeps waiting (a local
+    model reading a few thousand tokens outlasts a 60 s default). Nothing is sent to a client that
+    asked for no progress."""
+    from .agents.base import watching
+
+    lines: queue.SimpleQueue[str] = queue.SimpleQueue()
+    done = anyio.Event()
+    value: list[T] = []
+    error: list[Exception] = []
+
+    def run() -> T:
+        with watching(lambda step: lines.put(step.line())):
+            return work()
+
+    async def worker() -> None:
+        try:
+            value.append(await anyio.to_thread.run_sync(run))
+        except Exception as exc:  # noqa: BLE001 - handed to the caller below, outside the task group
+            error.append(exc)
+        finally:
+            done.set()
+
+    started = told = time.monotonic()
+    sent, last = 0, "answering"
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(worker)
+        while not done.is_set():
+            with anyio.move_on_after(PROGRESS_POLL_S):
+                await done.wait()
+            fresh = []
+            while not lines.empty():
+                fresh.append(lines.get())
+            now = time.monotonic()
+            if not fresh and now - told >= PROGRESS_EVERY_S:
+                fresh = [f"{last} ({now - started:.0f} s so far)"]
+            for line in fresh:
+                sent += 1
+                await ctx.report_progress(sent, None, line)
+                last, told = line.split(" (", 1)[0] if line.endswith(" s so far)") else line, now
+    if error:
+        raise error[0]
+    return value[0]
 
 
 Seconds = Annotated[float, Field(description="Seconds on the film's clock.")]
@@ -216,7 +281,7 @@ def build_server(lib: Library, *, backbones: Sequence[str] = (), allow_ingest: b
     if offered:
         @mcp.tool(annotations=ToolAnnotations(read_only_hint=True, open_world_hint=True))
         @_tool
-        def ask(
+        async def ask(
             film_id: FilmId,
             question: Annotated[str, Field(description="The question (or the claim, with kind 'claim').")],
             options: Annotated[list[str] | None, Field(description="Answer options for a multiple-choice question.")] = None,
@@ -224,15 +289,24 @@ def build_server(lib: Library, *, backbones: Sequence[str] = (), allow_ingest: b
             policy: Annotated[str, Field(description="An answering policy (moviemem policies).")] = "hybrid",
             backbone: Annotated[str | None, Field(description="One of: " + ", ".join(offered))] = None,
             until: Annotated[float | None, Field(description="Show the policy only what is on screen by then.")] = None,
+            *, ctx: Context,
         ) -> dict[str, Any]:
             """Answer a question about a film with a policy and a backbone model; returns the answer,
-            the evidence shown (cited items marked), tokens, latency and whether it was replayed."""
+            the evidence shown (cited items marked), tokens, latency and whether it was replayed.
+            An answer takes seconds to minutes (a local model reads a few thousand tokens; an open
+            question takes longest): ask with a progress token to get each step as a progress
+            notification, at least every 5 s, and let the time limit restart on progress, or allow
+            several minutes."""
             spec = offered.get(backbone) if backbone is not None else next(iter(offered.values()))
             if spec is None:
                 raise MovieMemError(f"backbone {redact_urls(str(backbone))!r} is not offered by this server; "
                                     f"use {', '.join(offered)}")
-            return film_tools.ask(lib, film_id, question, backbone=spec, options=options, kind=kind, policy=policy,
-                                  until=until)
+
+            def work() -> dict[str, Any]:
+                return film_tools.ask(lib, film_id, question, backbone=spec, options=options, kind=kind, policy=policy,
+                                      until=until)
+
+            return await _with_progress(ctx, work)
 
     if allow_ingest:
         root = (ingest_dir or Path.cwd()).resolve()

@@ -27,3 +27,8 @@ def dialogue_stop_words() -> frozenset[str]:
 def estimate_tokens(text: str) -> int:
     """Rough token count (4 characters a token) for backends that report none and for evidence budgets."""
     return math.ceil(len(text) / 4) if text else 0
+
+
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """`n` and the noun, singular for one ("1 voice", "2 voices", "0 on-screen texts")."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"

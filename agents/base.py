@@ -8,6 +8,9 @@ replies), so an answer can be inspected and a run compared across policies.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -17,13 +20,40 @@ from ..memory.view import FilmMemory
 from ..retrievers.base import Evidence
 from .types import Answer, Question, Step
 
+_watcher: ContextVar[Callable[[Step], None] | None] = ContextVar("moviemem_step_watcher", default=None)
+
+
+@contextmanager
+def watching(watcher: Callable[[Step], None]) -> Iterator[None]:
+    """Hand every step of the answers begun inside to `watcher` as it is taken (`ask` on a terminal,
+    an MCP client's progress): a policy works for a minute, and a caller that sees nothing gives up."""
+    token = _watcher.set(watcher)
+    try:
+        yield
+    finally:
+        _watcher.reset(token)
+
+
+class Trace(list[Step]):
+    """A run's steps; each one appended is also handed to the watcher the run began under (`watching`).
+    Steps copied in whole (ACE's candidates, `extend`) were shown as their own runs took them."""
+
+    def __init__(self, watcher: Callable[[Step], None] | None) -> None:
+        super().__init__()
+        self.watcher = watcher
+
+    def append(self, step: Step) -> None:
+        super().append(step)
+        if self.watcher is not None:
+            self.watcher(step)
+
 
 class Run:
     """What a policy accumulates while answering: trace, usage, evidence shown."""
 
     def __init__(self, backbone: Backbone):
         self.backbone = backbone
-        self.trace: list[Step] = []
+        self.trace: list[Step] = Trace(_watcher.get())
         self.usage = Usage()
         self.evidence: dict[str, Evidence] = {}
         self.calls = 0

@@ -26,6 +26,30 @@ class Step:
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, **self.data}
 
+    def line(self) -> str:
+        """The step in a few words, for whoever waits on the answer: `ask` on a terminal, an MCP
+        client's progress notifications."""
+        d = self.data
+        if self.kind == "retrieve":
+            return f"searched {d.get('retriever')} for {str(d.get('query'))[:60]!r}: {len(d.get('found') or [])} found"
+        if self.kind == "prompt":
+            chars = int(d.get("chars") or 0)
+            return f"reading prompt {d.get('prompt')} (about {chars // 4:,} tokens)"
+        if self.kind == "reply":
+            if d.get("invalid"):
+                return f"no usable reply: {d.get('error')}"
+            calls = ", ".join(c["name"] for c in d.get("tool_calls") or [])
+            return f"replied ({d.get('output_tokens', 0)} tokens)" + (f", calling {calls}" if calls else "")
+        if self.kind == "tool":
+            return f"tool {d.get('name')}: {len(d.get('found') or [])} found" + (f" ({d['error']})" if d.get("error") else "")
+        if self.kind == "rerank":
+            return f"reranked {d.get('candidates')} candidates"
+        if self.kind == "parse" and "how" in d:
+            return f"answer unreadable: {d.get('error')}" if d.get("invalid") else f"answer read ({d['how']})"
+        if self.kind == "note":
+            return str(d.get("text"))
+        return self.kind
+
 
 @dataclass
 class Answer:

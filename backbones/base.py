@@ -20,6 +20,7 @@ from typing import Any, Protocol, runtime_checkable
 import json_repair
 
 from ..errors import MovieMemError
+from .pace import SETTING
 from .pricing import cost, load_prices
 from .retry import call_with_retries
 from .types import Capabilities, MessageLike, Reply, Request, Tool
@@ -187,7 +188,7 @@ class BaseBackbone(BackboneBase):
                  retry_max_s: float | None = None) -> None:
         from .settings import get_backbone_settings
 
-        s = get_backbone_settings()
+        s = get_backbone_settings()  # backbone_timeout_s: a remote call's limit, a local model's floor (pace.py)
         self.concurrency = max(1, concurrency or s.backbone_concurrency)
         self.timeout = timeout or s.backbone_timeout_s
         self.max_attempts = max(1, max_attempts or s.backbone_max_attempts)
@@ -214,7 +215,9 @@ class BaseBackbone(BackboneBase):
         with self._slots:
             reply = call_with_retries(lambda: self._send(request, timeout), label=self.name,
                                       attempts=self.max_attempts, initial=self.retry_initial_s,
-                                      max_wait=self.retry_max_s, secrets=self.secrets())
+                                      max_wait=self.retry_max_s, secrets=self.secrets(),
+                                      waited=f"each attempt waited {timeout:.0f} s for the whole reply"
+                                             + ("" if request.timeout else f"; raise {SETTING} to wait longer"))
         reply = self._check(reply, request)
         images, video_s, audio_s = request.media_usage()
         usage = replace(reply.usage, images=images, video_s=video_s, audio_s=audio_s,

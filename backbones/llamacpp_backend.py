@@ -26,6 +26,7 @@ from typing import Any
 from ..errors import MovieMemError
 from ..hardware import default_threads
 from .base import BaseBackbone
+from .pace import SETTING, PaceBook
 from .settings import get_backbone_settings
 from .types import CONTEXT, Capabilities, Message, Reply, Request, Tool, ToolCall, Usage, parse_arguments
 
@@ -136,6 +137,36 @@ def _load(path: Path, n_ctx: int, n_threads: int, cache_bytes: int, kv_type: str
         return model
 
 
+@dataclass
+class _Clock:
+    """A generation's deadline. llama.cpp reads the prompt in one call no one can interrupt, so a prompt
+    already read is never thrown away for the time that took (the first stop check comes after it):
+    the reply then still gets `reply_share` seconds. A limit the request set itself (reply_share None)
+    is kept as it is."""
+
+    started: float
+    limit: float
+    how: str
+    reply_share: float | None = None
+    out: bool = False
+    read_s: float | None = None
+
+    def stop(self, ids: Any, logits: Any) -> bool:
+        now = time.perf_counter()
+        if self.read_s is None:
+            self.read_s = now - self.started
+            if self.reply_share is not None:
+                self.limit = max(self.limit, self.read_s + self.reply_share)
+        self.out = now - self.started > self.limit
+        return self.out
+
+    def why(self, elapsed: float, read: int, prompt: int, written: int, max_new: int) -> str:
+        """What was waited for, the limit and how it was set, and the setting that changes it."""
+        return (f"timed out after {elapsed:.0f} s: read {read:,} new of {prompt:,} prompt tokens in {self.read_s or 0:.0f} s, "
+                f"then wrote {written} of up to {max_new} reply tokens; the limit was {self.limit:.0f} s ({self.how}); "
+                f"raise {SETTING} to wait longer")
+
+
 def parse_tool_calls(text: str, tools: tuple[Tool, ...]) -> tuple[str, list[ToolCall]]:
     """Tool calls in Hermes/Qwen `<tool_call>{...}</tool_call>` blocks, or a bare JSON object
     naming a tool; returns the remaining text and the calls."""
@@ -196,6 +227,9 @@ class LlamaCppBackbone(BaseBackbone):
         self.model_id = f"llamacpp:{self.path.name}:{size}:ctx{self.n_ctx}" + ("" if self.kv_type == "f16" else f":kv-{self.kv_type}")
         self.capabilities = Capabilities(text=True, tools=True, json=True, logprobs=True)
         self.last_perf: dict[str, float] = {}
+        # reading and writing speeds measured here, for time limits that follow each call's work
+        self.paces = PaceBook(settings.scratch_dir / "pace.json")
+        self.pace_key = f"{self.model_id}:threads{self.n_threads}"
 
     def model(self) -> _Model:
         return _load(self.path, self.n_ctx, self.n_threads, self.cache_bytes, self.kv_type)
@@ -265,7 +299,7 @@ class LlamaCppBackbone(BaseBackbone):
     # -- call
 
     def _send(self, request: Request, timeout: float) -> Reply:
-        from llama_cpp import StoppingCriteriaList
+        from llama_cpp import Llama, StoppingCriteriaList
         from llama_cpp import llama_cpp as C  # noqa: N812 - the C API, named as llama.cpp's own examples do
 
         model = self.model()
@@ -279,29 +313,33 @@ class LlamaCppBackbone(BaseBackbone):
         if request.logprobs:
             return self._next_token(model, tokens, request.logprobs)
         grammar = self._grammar(model, request)
-        deadline = time.monotonic() + timeout
-        stop = StoppingCriteriaList([lambda ids, logits: time.monotonic() > deadline])
         greedy = request.temperature <= 0
+        max_new = min(request.max_tokens, room)
         with model.lock:
             C.llama_perf_context_reset(llm.ctx)
             started = time.perf_counter()
+            to_read = len(tokens) - Llama.longest_token_prefix(llm.input_ids[: llm.n_tokens].tolist(), tokens)
+            clock = self._clock(request, started, to_read, max_new)
             out = llm.create_completion(
-                tokens, max_tokens=min(request.max_tokens, room), temperature=max(0.0, request.temperature),
+                tokens, max_tokens=max_new, temperature=max(0.0, request.temperature),
                 top_k=1 if greedy else 40, top_p=1.0 if greedy else 0.95, min_p=0.0 if greedy else 0.05,
-                repeat_penalty=1.0, seed=self.seed if request.seed is None else request.seed, grammar=grammar, stopping_criteria=stop)
+                repeat_penalty=1.0, seed=self.seed if request.seed is None else request.seed, grammar=grammar,
+                stopping_criteria=StoppingCriteriaList([clock.stop]))
             elapsed = time.perf_counter() - started
             perf = C.llama_perf_context(llm.ctx)
         self.last_perf = {"prompt_tokens": len(tokens), "prompt_eval_tokens": perf.n_p_eval,
                           "prompt_eval_s": perf.t_p_eval_ms / 1000, "gen_tokens": perf.n_eval,
                           "gen_s": perf.t_eval_ms / 1000, "wall_s": elapsed}
+        self.paces.record(self.pace_key, read=perf.n_p_eval, read_s=perf.t_p_eval_ms / 1000, written=perf.n_eval,
+                          write_s=perf.t_eval_ms / 1000)
         choice = out["choices"][0]
         raw_text = choice["text"]
         usage = Usage(input_tokens=out["usage"]["prompt_tokens"], output_tokens=out["usage"]["completion_tokens"],
                       cached_input_tokens=max(0, len(tokens) - perf.n_p_eval))
         finish = choice.get("finish_reason") or "stop"
-        if time.monotonic() > deadline:
-            return Reply.failed(f"timed out after {timeout:.0f}s", raw=raw_text, usage=usage, finish_reason="timeout",
-                                transient=True)  # depends on machine load: never cached
+        if clock.out:
+            return Reply.failed(clock.why(elapsed, perf.n_p_eval, len(tokens), perf.n_eval, max_new), raw=raw_text,
+                                usage=usage, finish_reason="timeout", transient=True)  # depends on machine load: never cached
         calls: list[ToolCall]
         text, calls = raw_text, []
         if request.tools and request.tool_choice != "none":
@@ -312,6 +350,15 @@ class LlamaCppBackbone(BaseBackbone):
             if calls:
                 finish = "tool_calls"
         return Reply(text=text.strip(), tool_calls=calls, usage=usage, finish_reason=finish, raw=raw_text)
+
+    def _clock(self, request: Request, started: float, to_read: int, max_new: int) -> _Clock:
+        """The call's time limit: the request's own, else one that follows the work (the prompt tokens to
+        read and the reply's tokens at this machine's measured speeds, never under backbone_timeout_s)."""
+        if request.timeout:
+            return _Clock(started, request.timeout, "the request's own limit")
+        pace = self.paces.get(self.pace_key)
+        limit, how = pace.limit(self.timeout, to_read, max_new)
+        return _Clock(started, limit, how, reply_share=pace.limit(self.timeout, 0, max_new)[0])
 
     def _next_token(self, model: _Model, tokens: list[int], top: int) -> Reply:
         """The next token's top alternatives with log-probabilities, from one forward pass.

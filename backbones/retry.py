@@ -135,13 +135,19 @@ class wait_retry_after(tenacity.wait.wait_base):  # noqa: N801 - named like tena
         return self.backoff(retry_state)
 
 
+def is_timeout(exc: BaseException) -> bool:
+    """The provider did not answer within the call's time limit (httpx's, the SDKs' or the socket's)."""
+    return any(isinstance(e, (httpx.TimeoutException, TimeoutError)) or "Timeout" in type(e).__name__ for e in _chain(exc))
+
+
 def call_with_retries(fn: Callable[[], Reply], *, label: str, attempts: int, initial: float, max_wait: float,
-                      secrets: Iterable[str] = ()) -> Reply:
+                      secrets: Iterable[str] = (), waited: str = "") -> Reply:
     """Run `fn` with bounded retries on transient errors.
 
     Returns fn's Reply, or an invalid, transient Reply when the attempts run out or the
     provider rejects the request (400, 413, 422: the item is bad, not the run). Raises
     MovieMemError for what only the user can fix: missing or wrong credentials, unknown model.
+    `waited` says what a timed-out attempt waited for and which setting sets that limit.
     """
     secrets = list(secrets)
 
@@ -169,4 +175,5 @@ def call_with_retries(fn: Callable[[], Reply], *, label: str, attempts: int, ini
         transient = is_transient(exc)
         what = f"failed after {attempts} attempt(s)" if transient else "request rejected"
         log.error("%s: %s: %s", label, what, describe(exc, secrets))
-        return Reply.failed(f"{what}: {describe(exc, secrets)}", transient=True)
+        limit = f"; {waited}" if waited and is_timeout(exc) else ""
+        return Reply.failed(f"{what}: {describe(exc, secrets)}{limit}", transient=True)

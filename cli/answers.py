@@ -3,25 +3,32 @@
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
+from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from ..errors import MovieMemError
 
 if TYPE_CHECKING:
-    from ..agents.types import Answer
+    from ..agents.types import Answer, Step
 from .common import (
     JsonOpt,
     LibraryOpt,
+    _known_film,
     _library,
     _open_backbone,
     _policy_settings,
     _print_json,
     _reporter,
     _seconds,
+    _span,
     _styled,
     app,
     err,
@@ -43,10 +50,12 @@ def ask(
     as_json: JsonOpt = False,
 ) -> None:
     """Answer a question about a film with a policy and a backbone, citing evidence."""
+    _known_film(library, film)
     f = _library(library).film(film)
     cutoff = _seconds(until, "--until") if until is not None else None
-    ans = f.ask(question, options=option or None, kind=kind, policy=policy, backbone=backbone, until=cutoff,
-                **_policy_settings(setting))
+    with _steps_shown(err):
+        ans = f.ask(question, options=option or None, kind=kind, policy=policy, backbone=backbone, until=cutoff,
+                    **_policy_settings(setting))
     if as_json:
         _print_json(ans.to_dict())
         return _no_reply(ans)
@@ -60,7 +69,7 @@ def ask(
         _styled(err, "yellow", "note:", " the model was shown no evidence from the film: this answer is a guess")
     for e in ans.evidence[:8]:  # cited evidence comes first, marked with *
         text = " / ".join(e.text.splitlines())
-        out.print(f"{'*' if e.cited else ' '} {e.kind:<9} {e.start:8.1f}-{e.end:<8.1f} {text[:100]}", highlight=False)
+        out.print(f"{'*' if e.cited else ' '} {e.kind:<9} {_span(e.start, e.end):<19} {text[:100]}", highlight=False)
     u = ans.usage
     replay = " (replayed from the cache: the original calls' latency)" if ans.replayed else (
         f" ({ans.replayed_calls} of {ans.calls} calls replayed from the cache)" if ans.replayed_calls else "")
@@ -69,12 +78,32 @@ def ask(
     _no_reply(ans)
 
 
+@contextmanager
+def _steps_shown(console: Console) -> Iterator[None]:
+    """The policy's steps on stderr as it takes them, when stderr is a terminal (as ingest shows its
+    stages): a minute of silence reads as a hang. A spinner names the step under way."""
+    if not console.is_terminal:
+        yield
+        return
+    from ..agents.base import watching
+
+    started = time.perf_counter()
+    with console.status("answering", spinner="dots") as status:
+        def show(step: Step) -> None:
+            line = step.line()
+            console.print(Text.assemble((f"{time.perf_counter() - started:6.1f} s  ", "dim"), line), highlight=False)
+            status.update(line)
+
+        with watching(show):
+            yield
+
+
 def _no_reply(ans: Answer) -> None:
     """An answer the backbone never gave is a failed command (exit 2), so a script can tell it from a
     model's unparseable reply; what was retrieved is still shown above, and nothing was cached."""
     if ans.invalid and ans.faults:
         raise MovieMemError(f"{ans.backbone} gave no reply to {ans.faults} of {ans.calls} call(s) ({ans.error}); "
-                            "nothing was cached: ask again when it answers")
+                            "nothing was cached: asking again calls it anew")
 
 
 @app.command()
@@ -86,10 +115,13 @@ def policies(as_json: JsonOpt = False) -> None:
     if as_json:
         _print_json({"policies": items})
         return
-    t = Table("policy", "needs", "description", box=None)
-    t.add_column("default settings (in full with --json)", overflow="fold")
+    # the settings go under the description, the widest column, so a narrow terminal wraps them between
+    # pairs ("budget_tokens=750, k=8"), never inside one; a pair longer than the column is still folded
+    t = Table("policy", "needs", box=None)
+    t.add_column("description; default settings (in full with --json)", overflow="fold")
     for p in items:
-        t.add_row(p["name"], ", ".join(p["needs"]), p["description"], _settings_line(p["defaults"]))
+        t.add_row(p["name"], ", ".join(p["needs"]), Text.assemble(p["description"], "\n", ("defaults: ", "dim"),
+                                                                  _settings_line(p["defaults"])))
     out.print(t)
 
 
@@ -114,6 +146,7 @@ def describe(
     as_json: JsonOpt = False,
 ) -> None:
     """Write an audio-description track: narrations placed in the gaps the dialogue leaves."""
+    _known_film(library, film)
     lib = _library(library)
     f = lib.film(film)
     result = f.describe(out_path, backbone=_open_backbone(lib, backbone), min_gap_s=min_gap, words_per_s=wps,
@@ -123,7 +156,7 @@ def describe(
         return
     err.print(f"wrote {len(result.cues)} narrations to {result.out}")
     for a, b, why in result.invalid:
-        _styled(err, "yellow", "warning:", f" no narration {a:.1f}-{b:.1f} s: {why}")
+        _styled(err, "yellow", "warning:", f" no narration {_span(a, b)}: {why}")
 
 
 @app.command()
@@ -137,6 +170,7 @@ def narrate(
     as_json: JsonOpt = False,
 ) -> None:
     """Narrate a time range of a film from its memory (Movie101v2 clip narration)."""
+    _known_film(library, film)
     lib = _library(library)
     f = lib.film(film)
     kinds = [k.strip() for k in caption_kinds.split(",") if k.strip()] if caption_kinds else None

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from .common import JsonOpt, LibraryOpt, _library, _print_json, app, out
+from .common import JsonOpt, LibraryOpt, _known_film, _library, _print_json, app, out
 
 if TYPE_CHECKING:  # annotation only: the command module must not import LanceDB at start
     from ..memory.view import FilmMemory
@@ -48,7 +48,7 @@ def characters_lines(film: FilmMemory) -> list[str]:
 def characters(film: Annotated[str, typer.Argument(help="Film id.")], library: LibraryOpt = None,
                as_json: JsonOpt = False) -> None:
     """The film's characters: names, lines, screen time, first/last appearance, voice and face clusters."""
-    memory = _library(library).film(film)
+    memory = _library(library).film(_known_film(library, film))
     if as_json:
         _print_json(characters_json(memory))
     else:

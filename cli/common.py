@@ -12,10 +12,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
+from typer.core import TyperGroup
 
 from ..config import get_settings
 from ..errors import MovieMemError
-from ..timefmt import check_time
+from ..timefmt import check_time, hms
 
 if TYPE_CHECKING:
     from ..backbones import Backbone
@@ -25,8 +26,22 @@ if TYPE_CHECKING:
 HELP = ("A queryable memory of a full-length film, and agent policies that answer from it. Errors print one line "
         "on stderr and exit 2; --json prints one JSON object on stdout (progress and warnings go to stderr).")
 
+# `moviemem --help` lists the commands in the order a user meets them: build the memory, look at it, ask
+# and search, measure, then the tools around it; a command left out here comes last.
+COMMAND_ORDER = ("ingest", "import-collection", "films", "show", "ask", "search", "scenes", "characters", "graph",
+                 "bench", "report", "inspect", "judge", "retrieval-eval", "filter", "policies", "backbones",
+                 "describe", "narrate", "export", "import", "delete", "models", "mcp", "serve", "letta", "synth", "demo")
+
+
+class _UserOrder(TyperGroup):
+    def list_commands(self, ctx: Any) -> list[str]:
+        names = super().list_commands(ctx)
+        return sorted(names, key=lambda n: COMMAND_ORDER.index(n) if n in COMMAND_ORDER else len(COMMAND_ORDER))
+
+
 # Help text is plain (no Rich markup or emoji codes): "hybrid[budget_tokens=900]" and "h:m:s" print as written.
-app = typer.Typer(add_completion=False, no_args_is_help=True, help=HELP, pretty_exceptions_enable=False, rich_markup_mode=None)
+app = typer.Typer(cls=_UserOrder, add_completion=False, no_args_is_help=True, help=HELP, pretty_exceptions_enable=False,
+                  rich_markup_mode=None)
 models_app = typer.Typer(no_args_is_help=True, help="Offline model weights.", rich_markup_mode=None)
 app.add_typer(models_app, name="models")
 
@@ -63,6 +78,26 @@ def _library(path: Path | None, **overrides: Any) -> Library:
 
     settings = get_settings(library=path, **overrides)
     return Library(settings.library_dir, settings)
+
+
+def _film_list(library: Path | None) -> list[dict[str, Any]]:
+    """`moviemem films`: saved while the library is unchanged, so no LanceDB import."""
+    from ..memory.catalog import saved
+
+    return saved(get_settings(library=library).library_dir, "films", lambda: [
+        {"film_id": f.film_id, "title": f.title, "year": f.year, "duration_s": round(f.duration_s, 3)}
+        for f in _library(library).films()])
+
+
+def _known_film(library: Path | None, film: str) -> str:
+    """`film` when the library holds it, else the one-line error naming the nearest ids: checked first, from
+    the saved film list, so a typo is told at once rather than after LanceDB and the models are imported."""
+    from ..film_tools import unknown_film
+
+    ids = [f["film_id"] for f in _film_list(library)]
+    if film not in ids:
+        raise unknown_film(film, ids, "`moviemem films`")
+    return film
 
 
 def _print_json(obj: Any) -> None:
@@ -124,6 +159,11 @@ def _seconds(value: str, what: str) -> float:
     for p in parts:
         total = total * 60 + p
     return check_time(total, what)
+
+
+def _span(start: float, end: float) -> str:
+    """A stretch of film as people read it, H:MM:SS.d-H:MM:SS.d (as the explorer shows it); --json keeps seconds."""
+    return f"{hms(start, tenths=True)}-{hms(end, tenths=True)}"
 
 
 def _csv(value: str | None) -> list[str]:

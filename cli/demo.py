@@ -16,6 +16,7 @@ from .common import (
     _print_paths,
     _reporter,
     _show_human,
+    _span,
     _styled,
     app,
     err,
@@ -66,7 +67,7 @@ def demo(
         _styled(out, "bold", "Q", f" {item['question']}\n  answer {got} (truth {item['answer']}), "
                 f"{len(ans.evidence)} evidence, {ans.usage.input_tokens} input tokens")
         for ev in ans.evidence[:3]:
-            out.print(f"    {ev.kind:<10} {ev.start:7.1f}-{ev.end:7.1f} s  {(ev.text or '')[:70]}", highlight=False)
+            out.print(f"    {ev.kind:<10} {_span(ev.start, ev.end):<19}  {(ev.text or '')[:70]}", highlight=False)
     if bench_items > 0:
         run_dir = out_dir / "run"
         _styled(err, "bold", "4/4", f" a small bench: closed-book, subtitles and hybrid x {backbone} on {bench_items} items")

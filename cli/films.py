@@ -16,11 +16,14 @@ from .common import (
     JsonOpt,
     LibraryOpt,
     RayOpt,
+    _film_list,
+    _known_film,
     _library,
     _print_json,
     _reporter,
     _seconds,
     _show_human,
+    _span,
     _styled,
     app,
     err,
@@ -165,11 +168,7 @@ def import_collection(
 @app.command()
 def films(library: LibraryOpt = None, as_json: JsonOpt = False) -> None:
     """List the films in the library."""
-    from ..memory.catalog import saved  # answers saved while the library is unchanged: no LanceDB import
-
-    items: list[dict[str, Any]] = saved(get_settings(library=library).library_dir, "films", lambda: [
-        {"film_id": f.film_id, "title": f.title, "year": f.year, "duration_s": round(f.duration_s, 3)}
-        for f in _library(library).films()])
+    items = _film_list(library)
     if as_json:
         _print_json({"films": items})
         return
@@ -184,6 +183,7 @@ def show(film: Annotated[str, typer.Argument(help="Film id.")], library: Library
     """Summarise one film's memory: counts, frame pools and stage provenance."""
     from ..memory.catalog import saved
 
+    _known_film(library, film)
     summary = saved(get_settings(library=library).library_dir, f"show {film}", lambda: _library(library).film(film).summary())
     _print_json(summary) if as_json else _show_human(summary)
 
@@ -200,7 +200,16 @@ def search(
     library: LibraryOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Search a film's memory with no model, as the MCP search tool does: timestamped evidence, best first."""
+    """Search a film's memory with no model, as the MCP search tool does: timestamped evidence, best first.
+
+    Each hit says why it was found: words, how many of the query's words it holds (word stems; words such as
+    'the' and 'is' are not counted), and similar, its similarity in meaning to the query (the cosine of their
+    text embeddings: 1 is the same meaning, 0.5 and above is on the same subject; - where it is not among the
+    100 nearest). A hit with none of the words
+    and a similarity under 0.5 is no match and is left out; a line that repeats a better hit (an event
+    quoting it) is shown once. --json adds the rank-fusion score that orders the hits."""
+    _known_film(library, film)
+    from ..film_tools import MIN_SIMILARITY
     from ..film_tools import search as search_film
 
     times = {name: _seconds(v, f"--{name}") if v is not None else None for name, v in (("until", until), ("start", start), ("end", end))}
@@ -208,10 +217,19 @@ def search(
     if as_json:
         _print_json(found)
         return
-    t = Table("id", "kind", "time", "score", "text", box=None, pad_edge=False)
+    t = Table(box=None, pad_edge=False)
+    for head in ("id", "time", "words", "similar"):
+        t.add_column(head, no_wrap=True)
+    t.add_column("text")
     for e in found["evidence"]:
-        t.add_row(e["id"], e["kind"], f"{e['start']:.1f}-{e['end']:.1f} s", f"{e['score']:.4f}", " / ".join(e["text"].splitlines()))
-    out.print(t)
+        matched, of = e["words"]
+        t.add_row(e["id"], _span(e["start"], e["end"]), f"{matched}/{of}",
+                  "-" if e["similarity"] is None else f"{e['similarity']:.2f}", " / ".join(e["text"].splitlines()))
+    out.print(t) if found["evidence"] else err.print(f"no match for {query!r} in {film}", highlight=False)
+    if found["dropped"]:
+        err.print(f"{found['dropped']} hit(s) left out: none of the query's words and a similarity under {MIN_SIMILARITY}")
+    for empty in found["empty_kinds"]:
+        err.print(f"no {empty['kind']} rows ({empty['why']})", highlight=False, soft_wrap=True)
 
 
 @app.command()
@@ -224,6 +242,7 @@ def graph(
     """The film's narrative event graph: events, relations, flashbacks (node-link JSON with --json)."""
     import warnings
 
+    _known_film(library, film)
     from ..graph import NarrativeGraphWarning
 
     memory = _library(library).film(film)
@@ -261,6 +280,7 @@ def graph(
 @app.command("export")
 def export_cmd(film: str, out_path: Annotated[Path, typer.Argument(metavar="OUT.tar")], library: LibraryOpt = None) -> None:
     """Write one film's memory to a tar bundle."""
+    _known_film(library, film)
     path = _library(library).export(film, out_path)
     err.print(f"exported {film} to {path}")
 
@@ -281,6 +301,7 @@ def import_cmd(
 @app.command()
 def delete(film: str, library: LibraryOpt = None) -> None:
     """Remove a film's memory from the library."""
+    _known_film(library, film)
     _library(library).delete(film)
     err.print(f"deleted {film}")
 

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..errors import MovieMemError
-from .common import JsonOpt, LibraryOpt, _library, _print_json, app, out
+from .common import JsonOpt, LibraryOpt, _known_film, _library, _print_json, _span, app, out
 
 if TYPE_CHECKING:  # annotation only: the command module must not import LanceDB at start
     from ..memory.view import FilmMemory
@@ -35,7 +35,7 @@ def scenes_json(film: FilmMemory) -> dict[str, Any]:
 def print_scenes(data: dict[str, Any], console: Console) -> None:
     t = Table("scene", "story", "time", "characters", "summary", box=None, pad_edge=False)
     for s in data["scenes"]:
-        t.add_row(str(s["scene"]), str(s["story"]), f"{s['start']:.0f}-{s['end']:.0f} s", ", ".join(s["characters"][:4]),
+        t.add_row(str(s["scene"]), str(s["story"]), _span(s["start"], s["end"]), ", ".join(s["characters"][:4]),
                   s["summary"])
     console.print(t)
     console.print(f"{len(data['scenes'])} scenes ({data['note']})", highlight=False)
@@ -44,5 +44,5 @@ def print_scenes(data: dict[str, Any], console: Console) -> None:
 @app.command()
 def scenes(film: Annotated[str, typer.Argument(help="Film id.")], library: LibraryOpt = None, as_json: JsonOpt = False) -> None:
     """The film's scenes: time span, characters and a summary of each (extractive, or a model's)."""
-    data = scenes_json(_library(library).film(film))
+    data = scenes_json(_library(library).film(_known_film(library, film)))
     _print_json(data) if as_json else print_scenes(data, out)

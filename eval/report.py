@@ -360,7 +360,7 @@ _BASE = """<!doctype html>
 <style>
 body{font-family:system-ui,sans-serif;margin:1.5rem;max-width:72rem;color:#222}
 table{border-collapse:collapse;margin:.5rem 0}td,th{border:1px solid #ccc;padding:.25rem .5rem;vertical-align:top;text-align:left}
-.ok{color:#070}.bad{color:#b00}.inv{color:#a60}.muted{color:#777}
+.ok{color:#070}.bad{color:#b00}.inv{color:#a60}.luck{color:#b70}.muted{color:#777}.nw{white-space:nowrap}
 pre{white-space:pre-wrap;background:#f6f6f6;padding:.4rem;margin:0}
 img.thumb{width:""" + str(THUMB_WIDTH) + """px;display:block}
 details{margin:.3rem 0}svg.timeline{width:100%;height:36px;display:block;margin:.4rem 0 0}table.lanes{width:100%}table.lanes svg.timeline{margin:0;height:24px}section.answer{border-top:2px solid #ddd;margin-top:1rem;padding-top:.5rem}
@@ -371,7 +371,9 @@ _INDEX = """{% extends "base" %}{% block body %}
 <h1>{{ title }}</h1>
 <p>Format <code>{{ fmt }}</code>, {{ items|length }} items. ✔ right, ✘ wrong, ! invalid, · not scored; with gold
 evidence, the outcome: found (right, gold shown), lucky (right, gold never shown), misread (wrong, gold shown),
-not found (wrong, gold never shown).</p>
+not found (wrong, gold never shown). A right answer that is <span class="luck">lucky</span> or was shown
+<span class="luck">no evidence</span> at all is marked in amber: it is right without the film's support.
+An invalid answer gives its reason (hover for all of it).</p>
 {% if categories %}<h2>Accuracy by category</h2>
 <table><tr><th>category</th>{% for c in configs %}<th>{{ c[0] }}<br><span class="muted">{{ c[1] }}</span></th>{% endfor %}</tr>
 {% for r in categories %}<tr><td>{{ r.category }}</td>{% for cell in r.cells %}<td>{{ cell }}</td>{% endfor %}</tr>{% endfor %}
@@ -384,9 +386,9 @@ not found (wrong, gold never shown).</p>
 <span id="f-count"></span>
 <button type="button" id="f-prev">◀</button> <span id="f-page"></span> <button type="button" id="f-next">▶</button>
 Click a column head to sort.</form>
-<table id="items"><thead><tr><th data-sort="n">#</th><th data-sort="s">item</th><th data-sort="s">film</th><th data-sort="s">category</th>{% for c in configs %}<th data-sort="s">{{ c[0] }}<br><span class="muted">{{ c[1] }}</span></th>{% endfor %}</tr></thead><tbody>
-{% for row in rows %}<tr{% if loop.index > page_size %} hidden{% endif %} data-category="{{ row.category or '' }}" data-v="{% for m in row.marks %}{{ m[1] }} {% endfor %}" data-o="{{ row.outcomes|join('|') }}"><td>{{ loop.index }}</td><td><a href="items/{{ row.page }}">{{ row.id }}</a></td><td>{{ row.film }}</td><td>{{ row.category or "" }}</td>
-{% for m in row.marks %}<td class="{{ m[1] }}">{{ m[0] }}{% if row.outcomes[loop.index0] %} <span class="muted">{{ row.outcomes[loop.index0] }}</span>{% endif %}</td>{% endfor %}</tr>{% endfor %}
+<table id="items"><thead><tr><th data-sort="n">#</th><th data-sort="s">item</th><th data-sort="s">question</th><th data-sort="s">film</th><th data-sort="s">category</th>{% for c in configs %}<th data-sort="s">{{ c[0] }}<br><span class="muted">{{ c[1] }}</span></th>{% endfor %}</tr></thead><tbody>
+{% for row in rows %}<tr{% if loop.index > page_size %} hidden{% endif %} data-category="{{ row.category or '' }}" data-v="{% for m in row.marks %}{{ m[1] }} {% endfor %}" data-o="{{ row.outcomes|join('|') }}"><td>{{ loop.index }}</td><td class="nw"><a href="items/{{ row.page }}">{{ row.id }}</a></td><td title="{{ row.question }}">{{ row.gist }}</td><td class="nw">{{ row.film }}</td><td>{{ row.category or "" }}</td>
+{% for c in row.cells %}<td class="{{ c.css }}"{% if c.title %} title="{{ c.title }}"{% endif %}>{{ c.mark }}{% if c.note %} <span class="{{ 'luck' if c.css == 'luck' else 'muted' }}">{{ c.note }}</span>{% endif %}</td>{% endfor %}</tr>{% endfor %}
 </tbody></table>
 <script>
 (function () {
@@ -478,7 +480,8 @@ _ITEM = """{% extends "base" %}{% macro bar(t) %}<svg class="timeline" viewBox="
 
 _FILM = """{% extends "base" %}{% block body %}
 <p><a href="../index.html">← all items</a></p>
-<h1>{{ f.title or f.film_id }} <span class="muted">({{ f.film_id }}, {{ hms(f.duration) }})</span></h1>
+<h1>{% if f.title %}{{ f.title }}{% else %}Film {{ f.film_id }}{% endif %}{% if f.year %} ({{ f.year }}){% endif %}</h1>
+<p class="muted">{% if f.title %}Film <code>{{ f.film_id }}</code>, {% endif %}{{ hms(f.duration) }} long{% if not f.has_video %}, a film without video (its memory is text){% endif %}.</p>
 <p class="muted">The film's memory on its timeline, 0:00:00–{{ hms(f.duration) }}; hover a mark for its time and text.</p>
 <table class="lanes"><tr><th>memory</th><th>rows</th><th style="width:80%">timeline</th></tr>
 {% for lane in f.lanes %}<tr><td>{{ lane.label }}</td><td>{{ lane.n }}{% if lane.cut %} (first {{ lane.marks|length }} drawn){% endif %}</td>
@@ -495,7 +498,7 @@ _FILM = """{% extends "base" %}{% block body %}
 <td>{% for t, text in c.said %}[{{ hms(t) }}] {{ text }}{% if not loop.last %}<br>{% endif %}{% endfor %}</td></tr>{% endfor %}
 </table>{% endif %}
 {% if f.events %}<h2>Events</h2><table><tr><th>event</th><th>time</th><th>description</th><th>links</th></tr>
-{% for e in f.events %}<tr><td id="{{ e.id }}">{{ e.id }}</td><td>{{ hms(e.start) }}–{{ hms(e.end) }}</td><td>{{ e.description }}</td><td>{{ e.links|join(", ") }}</td></tr>{% endfor %}
+{% for e in f.events %}<tr><td id="{{ e.id }}">{{ e.id }}</td><td>{{ hms(e.start) }}–{{ hms(e.end) }}</td><td>{{ e.description }}</td><td>{% for type, targets in e.links %}{{ type }} {% for t in targets %}<a href="#{{ t }}">{{ t }}</a>{% if not loop.last %}, {% endif %}{% endfor %}{% if not loop.last %}<br>{% endif %}{% endfor %}</td></tr>{% endfor %}
 </table>{% endif %}
 {% endblock %}"""
 
@@ -602,6 +605,38 @@ def _mark(rec: dict[str, Any] | None) -> tuple[str, str]:
     return ("✔", "ok") if rec["correct"] else ("✘", "bad")
 
 
+GIST_CHARS = 70  # an index row's question, shortened
+REASON_CHARS = 40  # an invalid answer's reason in its index cell (in full on hover and on the item page)
+
+
+def _shorten(text: str, limit: int) -> str:
+    """At most `limit` characters, cut at a space where one is near."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    return (cut.rsplit(" ", 1)[0] if " " in cut[limit // 2:] else cut).rstrip(" ,;:") + "…"
+
+
+def _cell(rec: dict[str, Any] | None) -> dict[str, str]:
+    """An index cell: the verdict's mark, and what qualifies it. A right answer the gold evidence was never
+    shown to (lucky), or no evidence at all (closed-book, a failed search), is marked apart (css
+    `luck`) so it does not read as a success of the memory; an invalid one says why."""
+    mark, css = _mark(rec)
+    if rec is None:
+        return {"mark": mark, "css": css, "note": "", "title": ""}
+    outcome = (rec.get("evidence") or {}).get("outcome") or ""
+    shown = any(a.get("evidence") for a in (rec.get("answers") or {}).values())
+    if rec["status"] in ("invalid", "unfit"):
+        reason = str(rec.get("reason") or "no reason recorded")
+        return {"mark": mark, "css": css, "note": _shorten(reason, REASON_CHARS), "title": reason}
+    notes = [o for o in (outcome, "" if shown else "no evidence") if o]
+    lucky = css == "ok" and (outcome == "lucky" or not shown)
+    return {"mark": mark, "css": "luck" if lucky else css, "note": ", ".join(notes),
+            "title": "right without the film's support: " + ("the gold evidence was never shown" if outcome == "lucky"
+                                                              else "no evidence was shown") if lucky else ""}
+
+
 def _item_fields(item: Item) -> tuple[list[tuple[str, str]], list[dict[str, Any]]]:
     d = item.model_dump(mode="json")
     options = []
@@ -642,10 +677,12 @@ def write_inspector(run_dir: str | Path) -> Path:
     for n, it in enumerate(items, 1):
         page = f"{n}.html"
         recs = by_item.get(it.id, {})
-        rows.append({"id": it.id, "film": it.film_id, "category": item_category(it), "page": page,
-                     "marks": [_mark(recs.get(c)) for c in configs],
-                     "outcomes": [((recs.get(c) or {}).get("evidence") or {}).get("outcome") or "" for c in configs]})
         fields, options = _item_fields(it)
+        question = fields[0][1] if fields else ""
+        rows.append({"id": it.id, "film": it.film_id, "category": item_category(it), "page": page,
+                     "question": question, "gist": _shorten(question, GIST_CHARS),
+                     "marks": [_mark(recs.get(c)) for c in configs], "cells": [_cell(recs.get(c)) for c in configs],
+                     "outcomes": [((recs.get(c) or {}).get("evidence") or {}).get("outcome") or "" for c in configs]})
         gold = [(float(g[0]), float(g[1])) for g in getattr(it, "evidence", None) or []]
         if gold:
             fields.append(("Gold evidence", ", ".join(f"{_hms(a)}–{_hms(b)}" for a, b in gold)))
@@ -654,9 +691,11 @@ def write_inspector(run_dir: str | Path) -> Path:
             r = recs.get(c)
             if r is None:
                 continue
-            mark, css = _mark(r)
+            cell = _cell(r)
+            css = cell["css"]
             verdict = {"✔": "right", "✘": "wrong", "!": "invalid", "·": "not scored",
-                       "∅": "not sent: the prompt was longer than the backbone's context"}.get(mark, "")
+                       "∅": "not sent: the prompt was longer than the backbone's context"}.get(cell["mark"], "") + (
+                f" ({cell['note']})" if cell["note"] and r["status"] not in ("invalid", "unfit") else "")
             queries = []
             for key, a in (r.get("answers") or {}).items():
                 u = a.get("usage") or {}
@@ -677,8 +716,6 @@ def write_inspector(run_dir: str | Path) -> Path:
                                 "usage": f"{u.get('input_tokens', 0)} input / {u.get('output_tokens', 0)} output tokens, "
                                          f"{u.get('images', 0)} images, {u.get('latency_s') or 0:.2f} s{_replay_note(a)}, "
                                          f"cost {_money(u.get('cost_usd'))}"})
-            if r["status"] == "answered" and r.get("grounded") is False:
-                verdict += " (a guess: shown no evidence from the film)"
             answers.append({"policy": c[0], "backbone": c[1], "css": css, "verdict": verdict,
                             "reason": r.get("reason"), "queries": queries})
         lanes = [{"label": f"{a['policy']} / {a['backbone']}" + (f" ({q['key']})" if len(a["queries"]) > 1 else ""),

@@ -87,6 +87,7 @@ def timeline(duration: float | None, evidence: list[dict[str, Any]], gold: list[
 
 LANES = (  # table, label, text column (None: a bare span), time columns
     ("segments", "segments", None),
+    ("scenes", "scenes", "summary"),
     ("shots", "shots", None),
     ("utterances", "transcript", "text"),
     ("captions", "captions", "text"),
@@ -132,12 +133,16 @@ def film_page(library: str, film_id: str) -> dict[str, Any] | None:
             marks.append({"x": x, "w": w, "label": tip + (f": {r[text]}" if text else "")})
         lanes.append({"label": label, "n": len(rows), "marks": marks, "cut": len(rows) > MAX_MARKS})
     events = film.events()
-    links: dict[str, list[str]] = {}
+    links: dict[str, dict[str, list[str]]] = {}  # an event's links grouped by type: "before e002, e003"
     for rel in film.relations():
-        links.setdefault(rel.src, []).append(f"{rel.type} {rel.dst}")
-    return {"film_id": film_id, "title": film.info.title, "duration": film.info.duration_s, "lanes": lanes,
+        links.setdefault(rel.src, {}).setdefault(rel.type, []).append(rel.dst)
+    # a title that only repeats the id or the file's name (ingest's default) is no title: the page is "Film ID"
+    given = film.info.title not in (film_id, Path(film.info.source_path).stem)
+    return {"film_id": film_id, "title": film.info.title if given else "", "year": film.info.year,
+            "has_video": film.info.has_video,
+            "duration": film.info.duration_s, "lanes": lanes,
             "events": [{"id": e.event_id, "start": e.start, "end": e.end, "description": e.description,
-                        "links": links.get(e.event_id, [])} for e in events],
+                        "links": sorted(links.get(e.event_id, {}).items())} for e in events],
             "characters": character_cards(film)}
 
 

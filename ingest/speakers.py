@@ -8,6 +8,7 @@ from dataclasses import asdict
 from typing import Any
 
 from ..memory.schema import VoiceRow
+from ..words import counted
 from .stage import Ctx, Outcome, Stage
 from .voice_turns import Span, Word, voice_parts
 from .voices import MODEL, SHORT_CONFIDENCE, SpeakerParams, load_audio, resemblyzer_missing
@@ -54,5 +55,5 @@ class SpeakersStage(Stage):
                       f"{info['cues_split']} split into turns, {info['cues_no_boundary']} left whole for want of a "
                       f"sentence boundary near the change; {info['mixed']} clustered by their pieces (two voices)")
         short = f", {info['short']} short lines given their nearest voice" if info.get("short") else ""
-        return Outcome(model=MODEL, note=f"{info['speakers']} voices over {info['embedded']} of {info['lines']} lines "
+        return Outcome(model=MODEL, note=f"{counted(info['speakers'], 'voice')} over {info['embedded']} of {counted(info['lines'], 'line')} "
                                          f"(silhouette {info['silhouette']}){short}{turns}")

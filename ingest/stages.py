@@ -19,6 +19,7 @@ from ..memory.schema import (
     UtteranceRow,
 )
 from ..memory.store import sql_str
+from ..words import counted
 from .segments import fixed_windows, group_shots
 from .stage import Ctx, Outcome, Stage, embed_texts
 
@@ -57,7 +58,7 @@ class FramesStage(Stage):
         root = ctx.store.root
         ctx.write([FrameRow(film_id=ctx.film_id, frame_idx=p.frame_idx, t=round(p.t, 3), pools=list(p.pools),
                             strip=p.strip, image=str(p.image.relative_to(root))) for p in picks])
-        return Outcome(note=f"{len(picks)} frames")
+        return Outcome(note=counted(len(picks), "frame"))
 
 
 class ShotsStage(Stage):
@@ -78,7 +79,7 @@ class ShotsStage(Stage):
         shots = detect_shots(ctx.inputs.video, detector=s.shot_detector, threshold=s.shot_threshold,  # type: ignore[arg-type]  # a video stage: it runs for films with a video file
                              min_len_s=s.shot_min_len_s, progress=ctx.progress)
         ctx.write([ShotRow(film_id=ctx.film_id, shot_idx=i, start=round(a, 3), end=round(b, 3)) for i, (a, b) in enumerate(shots)])
-        return Outcome(model=f"scenedetect:{s.shot_detector}", note=f"{len(shots)} shots")
+        return Outcome(model=f"scenedetect:{s.shot_detector}", note=counted(len(shots), "shot"))
 
 
 class SegmentsStage(Stage):
@@ -102,7 +103,7 @@ class SegmentsStage(Stage):
             how = "fixed windows"
         ctx.write([SegmentRow(film_id=ctx.film_id, seg_idx=i, start=round(g.start, 3), end=round(g.end, 3),
                               first_shot=g.first_shot, last_shot=g.last_shot) for i, g in enumerate(segs)])
-        return Outcome(note=f"{len(segs)} segments ({how})")
+        return Outcome(note=f"{counted(len(segs), 'segment')} ({how})")
 
 
 class TranscriptStage(Stage):
@@ -213,7 +214,7 @@ class OcrStage(Stage):
         ctx.write([OnscreenRow(film_id=ctx.film_id, idx=i, start=round(o["start"], 3), end=round(min(o["end"], end_cap), 3),
                                text=o["text"], confidence=float(o.get("confidence", 0.0)), vector=v)
                    for i, (o, v) in enumerate(zip(found, vecs))], dim)
-        return Outcome(model=f"tesseract:{ctx.settings.ocr_lang}", note=f"{len(found)} on-screen texts from {len(strip)} strip frames")
+        return Outcome(model=f"tesseract:{ctx.settings.ocr_lang}", note=f"{counted(len(found), 'on-screen text')} from {counted(len(strip), 'strip frame')}")
 
 
 class CaptionsStage(Stage):
@@ -262,7 +263,7 @@ class CaptionsStage(Stage):
         ctx.write([CaptionRow(film_id=ctx.film_id, idx=i, kind="imported", start=round(c.start, 3), end=round(c.end, 3),
                               text=c.text, characters=c.characters, model=f"{track.format}:{track.path.name}", vector=v)
                    for i, (c, v) in enumerate(zip(track.cues, vecs))], dim)
-        return Outcome(model=f"import:{track.format}", note=f"{len(track.cues)} captions from {track.path.name}")
+        return Outcome(model=f"import:{track.format}", note=f"{counted(len(track.cues), 'caption')} from {track.path.name}")
 
     def _generate(self, ctx: Ctx) -> Outcome:
         from ..memory.lines import Line

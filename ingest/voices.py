@@ -16,6 +16,7 @@ voices). Turns inside lines are found in voice_turns.py; the stage is speakers.p
 from __future__ import annotations
 
 import subprocess
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,10 +46,20 @@ class SpeakerParams:
     mixed_cues: bool = True  # a cue whose pieces sound like two voices is clustered by its pieces (mixed_pieces)
 
 
+def _resemblyzer() -> Any:
+    """The resemblyzer module, imported without the UserWarning its webrtcvad prints on every video
+    ingest (webrtcvad imports the deprecated pkg_resources; nothing to act on here)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*pkg_resources", category=UserWarning)
+        import resemblyzer
+
+    return resemblyzer
+
+
 def resemblyzer_missing() -> str | None:
     """Why the voice encoder cannot run here, or None."""
     try:
-        import resemblyzer  # noqa: F401
+        _resemblyzer()
     except ImportError as exc:
         return f"resemblyzer is not installed ({exc}); pip install resemblyzer==0.1.4"
     return None
@@ -89,10 +100,9 @@ class VoiceEmbedder:
 
     def __init__(self) -> None:
         import torch
-        from resemblyzer import VoiceEncoder
 
         torch.set_num_threads(1)
-        self.encoder = VoiceEncoder("cpu", verbose=False)
+        self.encoder = _resemblyzer().VoiceEncoder("cpu", verbose=False)
 
     def embed(self, wav: np.ndarray, spans: list[tuple[float, float]],
               progress: Callable[[int, int | None], None] | None = None, min_samples: int = SR // 2,

@@ -130,6 +130,16 @@ def test_openai_500_then_timeout_then_success(oai):
     assert reply.text == "third time" and len(oai.calls("/chat/completions")) == 3
 
 
+def test_a_timed_out_call_says_what_it_waited_for_and_which_setting_sets_it(oai):
+    """Issue 48: "gave no reply ... ask again" never named the limit or how to change it."""
+    b = load(f"openai-compatible:{oai.base_url}#m", timeout=1.0, max_attempts=2, **FAST)
+    oai.push(*[FakeResponse(body=FakeOpenAI.completion("late"), delay=2.5) for _ in range(2)])
+    reply = b.chat("hello")
+    assert reply.invalid and reply.transient and reply.error.startswith("failed after 2 attempt(s)")
+    assert reply.error.endswith("each attempt waited 1 s for the whole reply; raise backbone_timeout_s "
+                                "($MOVIEMEM_BACKBONE_TIMEOUT_S) to wait longer"), reply.error
+
+
 def test_connection_resets_are_retried(oai, gem):
     oai.push(FakeResponse(drop=True), FakeOpenAI.completion("after reset"))
     assert load(f"openai-compatible:{oai.base_url}#m", **FAST).chat("hello").text == "after reset"

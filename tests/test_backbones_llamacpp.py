@@ -7,6 +7,7 @@ import pytest
 from moviemem.backbones import Request, load, system, user
 from moviemem.backbones.base import Tool
 from moviemem.backbones.llamacpp_backend import LlamaCppBackbone, parse_tool_calls
+from moviemem.backbones.pace import Pace, PaceBook
 from moviemem.errors import MovieMemError
 
 pytest.importorskip("llama_cpp")
@@ -106,6 +107,54 @@ def test_timeout_gives_an_invalid_reply_with_partial_text(small):
     reply = small.chat([user("Count from 1 to 100.")], max_tokens=64, timeout=1e-6)
     assert reply.invalid and reply.error.startswith("timed out") and reply.finish_reason == "timeout"
     assert reply.transient  # a time limit depends on machine load: the replay cache must not keep it
+
+
+def test_time_limit_follows_the_work_at_the_measured_speeds() -> None:
+    """Issue 48: one fixed limit cut a long prompt off on every try. The limit is twice the time the
+    prompt's tokens and the reply's take at the speeds measured here, never under backbone_timeout_s;
+    an unmeasured part gets the floor of its own."""
+    measured = Pace(read_tok_s=50.0, write_tok_s=5.0)
+    limit, how = measured.limit(120.0, 5000, 100)
+    assert limit == 2 * (5000 / 50 + 100 / 5) == 240.0
+    assert "5,000 prompt tokens read at 50 tokens/s measured, x2" in how and "backbone_timeout_s" in how
+    assert measured.limit(120.0, 200, 16)[0] == 120.0  # a short call: the floor
+    assert Pace(write_tok_s=5.0).limit(120.0, 5000, 100)[0] == 120.0 + 40.0
+
+
+def test_speeds_are_measured_and_kept_for_the_next_process(tmp_path) -> None:
+    book = PaceBook(tmp_path / "pace.json")
+    book.record("m", read=1000, read_s=10.0, written=10, write_s=1.0)  # too few reply tokens to measure
+    assert book.get("m") == Pace(read_tok_s=100.0, write_tok_s=None)
+    book.record("m", read=1000, read_s=5.0, written=100, write_s=10.0)
+    assert PaceBook(tmp_path / "pace.json").get("m") == Pace(read_tok_s=150.0, write_tok_s=10.0)
+
+
+def test_a_prompt_already_read_is_not_thrown_away_for_the_time_it_took(monkeypatch) -> None:
+    """llama.cpp reads a prompt in one call no deadline can interrupt: a reading slower than foreseen
+    (a busy machine) still leaves the reply its own share, and the message says what was waited for."""
+    from moviemem.backbones import llamacpp_backend
+
+    now = [100.0]
+    monkeypatch.setattr(llamacpp_backend.time, "perf_counter", lambda: now[0])
+    clock = llamacpp_backend._Clock(100.0, 60.0, "how", reply_share=30.0)
+    now[0] = 190.0  # the first stop check: the prompt took 90 s, past the 60 s limit
+    assert not clock.stop(None, None) and clock.limit == 120.0
+    now[0] = 221.0
+    assert clock.stop(None, None)
+    why = clock.why(121.0, 4800, 5000, 7, 256)
+    assert why.startswith("timed out after 121 s: read 4,800 new of 5,000 prompt tokens in 90 s, then wrote 7 of up to "
+                          "256 reply tokens; the limit was 120 s (how)")
+    assert why.endswith("raise backbone_timeout_s ($MOVIEMEM_BACKBONE_TIMEOUT_S) to wait longer")
+    fixed = llamacpp_backend._Clock(100.0, 60.0, "the request's own limit")  # a caller's limit is kept
+    now[0] = 190.0
+    assert fixed.stop(None, None)
+
+
+def test_a_real_call_records_its_speeds(small, tmp_path) -> None:
+    small.paces = PaceBook(tmp_path / "pace.json")
+    small.chat([user(CONTEXT + " Count from 1 to 40.")], max_tokens=48)
+    pace = small.paces.get(small.pace_key)
+    assert pace.read_tok_s and pace.read_tok_s > 0
 
 
 def test_prompt_cache_is_bounded_by_what_its_states_really_hold():

@@ -3,6 +3,7 @@ verdict, evidence outcome and category, sortable columns (run in headless Chromi
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -78,3 +79,36 @@ def test_index_shows_one_page_of_rows_at_first(run_dir: Path, monkeypatch: pytes
     heads = [line.split(">", 1)[0] for line in html.split("<tbody>", 1)[1].split("<tr")[1:]]
     assert [h.startswith(" hidden") for h in heads] == [False] * 4 + [True] * 2
     assert "var PAGE = 4," in html
+
+
+def test_index_rows_show_the_question_and_mark_answers_without_support(tmp_path: Path) -> None:
+    """Each row shows its question (shortened; in full on hover); a right answer shown no gold evidence
+    (lucky) or no evidence at all is marked apart from a supported one, and an invalid answer gives its
+    reason (issue 48: the rows showed only item ids, and a closed-book guess read as a success)."""
+    question = "Which of the brothers rides the horse called Dynamite into town on the morning of the rodeo?"
+    rows = [(1, {"id": "q0", "film_id": "f", "question": question, "options": ["x", "y"], "answer": "A",
+                 "evidence": [[10.0, 20.0]]})]
+    bench = Benchmark("mcq", validate_rows(rows, "mcq", "t.jsonl"), "t.jsonl", "jsonl")
+    shown = {"found": 12.0, "lucky": 500.0, "blind": None, "broken": None}
+
+    def answer(film_id, query, policy, backbone):
+        reply = backbone.chat([user(query.question)], max_tokens=4)
+        at = shown[policy]
+        return Answer(choice=None if policy == "broken" else "A", text="", confidence=None, invalid=policy == "broken",
+                      error="the reply names no option" if policy == "broken" else None, policy=policy,
+                      backbone=backbone.name, usage=reply.usage,
+                      evidence=[] if at is None else [Evidence("utterance", film_id, at, at + 2, "line", id="utterance:1")])
+
+    run = tmp_path / "run"
+    run_bench(bench, list(shown), [ScriptedBackbone(["x"], cycle=True)], run, answerer=answer)
+    html = write_inspector(run).read_text()
+    row = html.split("<tbody>", 1)[1].split("</tr>", 1)[0]
+    assert f'<td title="{question}">Which of the brothers rides the horse called Dynamite into town on…</td>' in row
+    cells = re.findall(r'<td class="(\w+)"[^>]*>(.*?)</td>', row)[2:]  # after the item and film cells
+    by_policy = dict(zip(sorted(shown), cells, strict=True))  # configurations are listed sorted
+    assert by_policy["found"] == ("ok", '✔ <span class="muted">found</span>')
+    assert by_policy["lucky"] == ("luck", '✔ <span class="luck">lucky</span>')
+    assert by_policy["blind"] == ("luck", '✔ <span class="luck">lucky, no evidence</span>')
+    assert by_policy["broken"][0] == "inv" and "the reply names no option" in by_policy["broken"][1]
+    item = (run / "inspector" / "items" / "1.html").read_text()
+    assert "right (lucky, no evidence)" in item

@@ -8,6 +8,7 @@ import io
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 import anyio
@@ -68,7 +69,7 @@ def contract_calls(server: object) -> dict:
         async with Client(server) as client:
             names = {t.name for t in (await client.list_tools()).tools}
             films = await client.call_tool("list_films", {})
-            found = await client.call_tool("search", {"film_id": "clip", "query": "lighthouse keeper", "k": 2,
+            found = await client.call_tool("search", {"film_id": "clip", "query": "lighthouse boat", "k": 2,
                                                            "kinds": ["utterance"]})
             frames = await client.call_tool("frames", {"film_id": "clip", "times": [4.2]})
             bad = await client.call_tool("search", {"film_id": "nope", "query": "x"})
@@ -120,7 +121,7 @@ def test_tools_answer_from_the_memory(lib: Library) -> None:
     assert [e["id"] for e in call(srv, "read_range", {"film_id": "clip", "start": 2.6, "end": 6.0, "kinds": ["event"]})
             .structured_content["evidence"]] == ["event:e2", "event:e3"]
     # until hides what is shown later; a window keeps only what overlaps it
-    early = call(srv, "search", {"film_id": "clip", "query": "Anna rows the boat", "until": 2.6}).structured_content
+    early = call(srv, "search", {"film_id": "clip", "query": "Anna, the keeper and the boat", "until": 2.6}).structured_content
     assert {e["id"] for e in early["evidence"]} == {"utterance:0", "event:e1"}
     late = call(srv, "search", {"film_id": "clip", "query": "boat", "start": 3.0, "end": 6.0, "kinds": ["utterance"]})
     assert [e["id"] for e in late.structured_content["evidence"]] == ["utterance:1"]
@@ -138,6 +139,40 @@ def test_tools_answer_from_the_memory(lib: Library) -> None:
     ans = call(srv, "ask", {"film_id": "clip", "question": "Where does Anna row?", "policy": "subtitles"}).structured_content
     assert ans["policy"] == "subtitles" and ans["backbone"] == "scripted" and not ans["invalid"]
     assert {e["id"] for e in ans["evidence"]} == {"utterance:0", "utterance:1"} and "trace" not in ans
+
+
+def test_ask_reports_progress_while_the_policy_works(lib: Library, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An answer sends each step as an MCP progress notification, and the step under way again while a
+    long one lasts, so a client that restarts its time limit on progress keeps waiting; the tool's
+    description says answers take minutes (issue 48: an open question died at the client's 60 s)."""
+    from moviemem import film_tools, mcp_server
+
+    srv = build_server(lib, backbones=["scripted"])
+    args = {"film_id": "clip", "question": "Where does Anna row?", "policy": "subtitles"}
+
+    def ask() -> tuple[object, object, list[tuple[float, str | None]]]:
+        got: list[tuple[float, str | None]] = []
+
+        async def progress(done: float, total: float | None, message: str | None) -> None:
+            got.append((done, message))
+
+        async def go():
+            async with Client(srv) as client:
+                tool = next(t for t in (await client.list_tools()).tools if t.name == "ask")
+                return tool, await client.call_tool("ask", args, progress_callback=progress)
+
+        tool, result = anyio.run(go)
+        return tool, result, got
+
+    tool, result, got = ask()
+    assert not result.is_error and "minutes" in tool.description and "ctx" not in tool.input_schema["properties"]
+    assert [n for n, _ in got] == list(range(1, len(got) + 1))  # progress only grows
+    assert any(m and m.startswith("reading prompt subtitles (about ") for _, m in got), got
+    real = film_tools.ask
+    monkeypatch.setattr(mcp_server, "PROGRESS_EVERY_S", 0.1)
+    monkeypatch.setattr(film_tools, "ask", lambda *a, **kw: (time.sleep(0.8), real(*a, **kw))[1])  # a slow first step
+    _, result, got = ask()
+    assert not result.is_error and any(m and m.startswith("answering (") and m.endswith(" s so far)") for _, m in got), got
 
 
 @pytest.mark.parametrize(("tool", "args", "message"), [

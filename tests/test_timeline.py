@@ -124,10 +124,35 @@ def test_film_page_shows_the_memory_on_a_timeline(run_dir: Path) -> None:
     assert '<a href="../films/f0.html"><code>f0</code></a>' in item
     page = (index.parent / "films" / "f0.html").read_text()
     lanes = dict(re.findall(r"<tr><td>([\w -]+)</td><td>(\d+)</td>", page))
-    assert lanes == {"segments": "4", "shots": "0", "transcript": "1", "captions": "0", "on-screen text": "0", "events": "2"}
+    assert lanes == {"segments": "4", "scenes": "1", "shots": "0", "transcript": "1", "captions": "0",
+                     "on-screen text": "0", "events": "2"}  # a text film gets its scenes lane (issue 48)
     assert "<rect x=\"25.0\" y=\"2\" width=\"10.0\"" in page  # the line at 5-7 s of a 200 s film
     assert "5.0-7.0 s: Hello there." in page and "<b>" not in page  # (the SRT reader drops the tags)
-    assert "<td>causal e2</td>" in page and "Someone says &lt;b&gt;hello&lt;/b&gt;." in page
+    assert '<td>causal <a href="#e2">e2</a></td>' in page and "Someone says &lt;b&gt;hello&lt;/b&gt;." in page
+    # no title given (ingest took the file's name, "f"): titled by its id, with its length once
+    assert "<h1>Film f0</h1>" in page and "0:03:20.0 long, a film without video" in page
+
+
+def test_film_page_groups_an_events_links_by_type(run_dir: Path) -> None:
+    """"before e2, e3" once, not a wall of "before eNNN" (issue 48); a title that is the id is not repeated."""
+    from events_rows import add_truth_events
+
+    lib = Library(run_dir.parent / "lib")
+    lib.ingest_text(run_dir.parent / "f.srt", film_id="f", duration_s=200.0)
+    events = [{"id": f"e{i}", "key": f"k{i}", "description": f"Event {i}.", "start": 10.0 * i, "end": 10.0 * i + 5,
+               "story_order": i} for i in range(1, 5)]
+    add_truth_events(lib, "f", {"events": events, "relations": [
+        {"src": "e1", "dst": "e2", "type": "before"}, {"src": "e1", "dst": "e3", "type": "before"},
+        {"src": "e1", "dst": "e4", "type": "causal"}]})
+    index = write_inspector(_one_item_run(run_dir.parent / "g", lib, "f"))
+    page = (index.parent / "films" / "f.html").read_text()
+    links = page.split('<td id="e1">', 1)[1].split("</tr>", 1)[0].rsplit("<td>", 1)[1]
+    assert links == 'before <a href="#e2">e2</a>, <a href="#e3">e3</a><br>causal <a href="#e4">e4</a></td>'
+    assert "<h1>Film f</h1>" in page and "<code>f</code>" not in page
+    lib.ingest_text(run_dir.parent / "f.srt", film_id="titled", title="The Man from Utah", year=1934, duration_s=200.0)
+    index = write_inspector(_one_item_run(run_dir.parent / "h", lib, "titled"))
+    page = (index.parent / "films" / "titled.html").read_text()
+    assert "<h1>The Man from Utah (1934)</h1>" in page and "Film <code>titled</code>, 0:03:20.0 long" in page
 
 
 TAGGED = ("1\n00:00:01,000 --> 00:00:04,000\n- Who are you?\n- I'm Sara.\n\n"
