@@ -236,6 +236,27 @@ def search(lib: Library, film_id: str, query: str, k: int = 10, kinds: Sequence[
             "dropped": dropped, "empty_kinds": empty_kinds(f, chosen)}
 
 
+def retrieve(lib: Library, film_id: str, query: str, retriever: str, k: int = 10, start: float | None = None,
+             end: float | None = None, until: float | None = None) -> dict[str, Any]:
+    """The evidence a registered question-level retriever (the hybrid policy's gathering, or a plug-in's)
+    ranks for `query` asked as an open question, best first, cut to k: what a policy would be offered."""
+    from .retrievers.query import Question
+    from .retrievers.registry import get_retriever
+
+    f = film(lib, film_id)
+    query = text(query, "query", MAX_QUERY_CHARS)
+    if not query.strip():
+        raise MovieMemError("query is empty")
+    k = count(k, "k", MAX_K)
+    r = get_retriever(retriever)
+    t0, t1 = window(f, start, end)
+    view = f.until(seconds(until, "until", f.info.duration_s, low=TIME_SLACK_S)) if until is not None else f
+    if t0 is not None or t1 is not None:
+        view = view.window(t0 or 0.0, t1 if t1 is not None else math.inf)
+    found = r.retrieve(view, Question(query, kind="open"))
+    return {"retriever": retriever, "evidence": [evidence_json(e, score=True) for e in found[:k]]}
+
+
 # The cosine (MiniLM, the default text embedder) from which a hit holding none of the query's words still
 # matches it. Measured on MF² film 5's lines: the best wordless lines for words the film never mentions
 # reach 0.46 ("snake": "Chicken."), wordless lines on the query's subject 0.5-0.63 ("gun": "Gunfire!"

@@ -16,6 +16,7 @@ import atexit
 import functools
 import hashlib
 import json
+import os
 import re
 import threading
 import time
@@ -92,10 +93,16 @@ def trained_context(path: Path) -> int:
         import llama_cpp
     except ImportError:
         raise MovieMemError("llama-cpp-python is not installed: pip install 'moviemem[llama]'") from None
+    saved = os.dup(2)  # llama.cpp warns on stderr that a vocabulary-only model has no context: not the user's business
     try:
-        llm = llama_cpp.Llama(str(path), vocab_only=True, verbose=False)
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+            llm = llama_cpp.Llama(str(path), vocab_only=True, verbose=False)
     except (ValueError, RuntimeError) as exc:
         raise MovieMemError(f"cannot read {path.name}: {exc}") from None
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
     meta = llm.metadata
     value = meta.get(f"{meta.get('general.architecture', '')}.context_length")
     llm.close()

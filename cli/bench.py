@@ -237,6 +237,11 @@ def retrieval_eval_cmd(
         table.add_row(r["name"] + (" (default)" if r["default"] else ""),
                       *(f"{r['recall_at_budget'][str(b)]:.2f}" for b in sizes),
                       *(f"{r['coverage_at_budget'][str(b)]:.2f}" for b in sizes), f"{r['mrr']:.2f}")
+        for key, label in (("one", "gold in one span"), ("several", "gold in 2+ spans")):
+            part = r["by_spans"].get(key)
+            if part and len(r["by_spans"]) > 1:
+                table.add_row(f"  {label} (n={part['n']})", *(f"{part['recall_at_budget'][str(b)]:.2f}" for b in sizes),
+                              *(f"{part['coverage_at_budget'][str(b)]:.2f}" for b in sizes), f"{part['mrr']:.2f}")
     out.print(table)
 
 

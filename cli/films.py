@@ -197,6 +197,7 @@ def search(
     until: Annotated[Optional[str], typer.Option(help="Only what is shown by this time (seconds or h:mm:ss).")] = None,
     start: Annotated[Optional[str], typer.Option(help="Window start (seconds or h:mm:ss).")] = None,
     end: Annotated[Optional[str], typer.Option(help="Window end (seconds or h:mm:ss).")] = None,
+    retriever: Annotated[Optional[str], typer.Option("--retriever", help="Rank with a registered question-level retriever instead (the hybrid policy's `hybrid`, or a plug-in's; `moviemem retrieval-eval --list` names them): the evidence a policy would be offered.")] = None,
     library: LibraryOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -213,6 +214,11 @@ def search(
     from ..film_tools import search as search_film
 
     times = {name: _seconds(v, f"--{name}") if v is not None else None for name, v in (("until", until), ("start", start), ("end", end))}
+    if retriever is not None:
+        if kinds is not None:
+            raise MovieMemError("--kinds and --retriever do not go together: the retriever chooses its channels")
+        _print_retrieved(_library(library), film, query, retriever, k, times, as_json)
+        return
     found = search_film(_library(library), film, query, k=k, kinds=kinds, **times)
     if as_json:
         _print_json(found)
@@ -230,6 +236,22 @@ def search(
         err.print(f"{found['dropped']} hit(s) left out: none of the query's words and a similarity under {MIN_SIMILARITY}")
     for empty in found["empty_kinds"]:
         err.print(f"no {empty['kind']} rows ({empty['why']})", highlight=False, soft_wrap=True)
+
+
+def _print_retrieved(lib: Any, film: str, query: str, retriever: str, k: int, times: dict[str, Any], as_json: bool) -> None:
+    from ..film_tools import retrieve
+
+    found = retrieve(lib, film, query, retriever, k=k, **times)
+    if as_json:
+        _print_json(found)
+        return
+    t = Table(box=None, pad_edge=False)
+    for head in ("id", "time", "score"):
+        t.add_column(head, no_wrap=True)
+    t.add_column("text")
+    for e in found["evidence"]:
+        t.add_row(e["id"], _span(e["start"], e["end"]), f"{e['score']:.3f}", " / ".join(e["text"].splitlines()))
+    out.print(t) if found["evidence"] else err.print(f"{retriever} found nothing for {query!r} in {film}", highlight=False)
 
 
 @app.command()

@@ -5,7 +5,8 @@ hybrid policy runs), then the list is cut to each token budget exactly as the po
 "recall at 1,000 tokens" is what a model with that budget would be shown. Measures per item:
 recall (share of gold spans some shown evidence overlaps), coverage (share of the gold spans'
 duration shown), recall@k over the raw ranking and the reciprocal rank of the first hit that
-overlaps gold. Means over items, overall and per category. This is how units, embedders and
+overlaps gold. Means over items, overall, per category, and apart for items whose gold evidence
+lies in one span and in two or more (`by_spans`: one, several). This is how units, embedders and
 fusion settings are compared, in seconds, before any answer is paid for. A retriever that reranks
 with a model (`hybrid-rerank`) needs a backbone and reports the input tokens its judgements cost.
 """
@@ -121,9 +122,12 @@ def retrieval_eval(library: Any, bench: Benchmark, retrievers: Sequence[str] = (
                 progress(done, total)
         cats = sorted({p.category for p, _ in rows})
         summary = _summary([r for _, r in rows], budgets)
+        spans = {"one": [r for p, r in rows if len(p.gold) == 1], "several": [r for p, r in rows if len(p.gold) > 1]}
         out.append({"name": name, "default": name == DEFAULT, "description": describe(name),
                     **{k: v for k, v in summary.items() if k != "n"},
-                    "by_category": {c: _summary([r for p, r in rows if p.category == c], budgets) for c in cats}})
+                    "by_category": {c: _summary([r for p, r in rows if p.category == c], budgets) for c in cats},
+                    # evidence in one place, or in two or more: the second is what a single search misses
+                    "by_spans": {k: _summary(v, budgets) for k, v in spans.items() if v}})
     return {"items": len(items), "budgets": list(budgets), "retrievers": out}
 
 

@@ -205,6 +205,13 @@ def test_an_installed_retriever_works_in_retrieval_eval_hybrid_and_bench(plugins
     with pytest.raises(MovieMemError, match="unknown retriever 'nope'"):
         get_policy("hybrid", retriever="nope")
 
+    # moviemem search --retriever: what a policy would be offered, as the plug-in ranks it
+    from moviemem.film_tools import retrieve
+
+    found = retrieve(lib, "tiny", "who wrote the letter", "lastlines", k=1)
+    assert found["retriever"] == "lastlines" and [e["text"] for e in found["evidence"]] == ["The lighthouse keeper wrote it."]
+    assert [e["text"] for e in retrieve(lib, "tiny", "letter", "lastlines", k=1, end=50.0)["evidence"]] == ["Read it before noon."]
+
 
 def _question_about_letter():
     from moviemem.agents.types import Question

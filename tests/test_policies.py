@@ -322,7 +322,8 @@ def test_cli_ask_json_shape_and_policies(cli, synth_film, lib_dir):
     assert res.code == 0, res.err
     data = res.json()
     assert set(data) == {"choice", "text", "confidence", "invalid", "policy", "backbone", "evidence", "usage", "trace",
-                         "replayed"}
+                         "replayed", "reason", "grounded"}
+    assert data["grounded"] is True and data["reason"] is None
     assert (data["choice"], data["text"], data["invalid"], data["policy"]) == ("C", "Charlie", False, "subtitles")
     assert data["evidence"] and set(data["evidence"][0]) == {"kind", "start", "end", "text", "score", "retriever", "id", "cited"}
     assert all(e["end"] <= 60 for e in data["evidence"])

@@ -83,10 +83,10 @@ def test_inspector_copies_no_picture_from_outside_the_library(tmp_path: Path) ->
 def test_report_tables_and_plot(run_dir: Path):
     paths = write_report(run_dir, baseline="weak")
     md = paths["report"].read_text()
-    assert "| paradigm | backbone | n | compute (s) | accuracy |" in md
+    assert "| paradigm | backbone | n | not sent (context) | compute (s) | accuracy |" in md
     # good answers A (right on even items), weak answers B on q1 only (right) and C elsewhere
-    assert "| good | scripted | 8 |" in md and "50.0 ± 34.6" in md
-    assert "| weak | scripted | 8 |" in md and "12.5 ± 22.9" in md
+    assert "| good | scripted | 8 | 0 |" in md and "50.0 ± 34.6" in md
+    assert "| weak | scripted | 8 | 0 |" in md and "12.5 ± 22.9" in md
     assert "## Per category" in md and "| plot |" in md
     assert "## Paired comparison with `weak`" in md
     assert "## Per-film accuracy" in md and "Spearman" in md
