@@ -66,6 +66,7 @@ class Registry(Generic[T]):
         self._entries: dict[str, Entry[T]] = {}
         self._discovered = False
         self.failures: dict[str, str] = {}  # name -> why it could not be loaded
+        self.clashes: dict[str, list[str]] = {}  # name -> every source that registers it (two or more)
 
     def add(self, name: str, target: Any, *, source: str = "moviemem", **meta: Any) -> Entry[T]:
         if not name or not isinstance(name, str):
@@ -89,8 +90,11 @@ class Registry(Generic[T]):
             return
         self._discovered = True
         for ep in entry_points(group=self.group):
-            if ep.name not in self._entries:
-                self._entries[ep.name] = Entry(ep.name, ep.value, {}, f"entry point {ep.value}")
+            source = f"entry point {ep.value}" + (f" of {ep.dist.name}" if ep.dist is not None else "")
+            if ep.name in self._entries:  # two packages, or a package and moviemem, claim one name: never pick one silently
+                self.clashes.setdefault(ep.name, [self._entries[ep.name].source]).append(source)
+                continue
+            self._entries[ep.name] = Entry(ep.name, ep.value, {}, source)
 
     def names(self) -> list[str]:
         self._discover()
@@ -107,6 +111,9 @@ class Registry(Generic[T]):
     def entry(self, name: str) -> Entry[T]:
         if name not in self:
             raise MovieMemError(f"unknown {self.kind} {name!r}; known: {', '.join(sorted(self._entries)) or 'none'}")
+        if name in self.clashes:
+            raise MovieMemError(f"{self.kind} {name!r} is registered more than once ({'; '.join(self.clashes[name])}): "
+                                "uninstall or rename one of them")
         return self._entries[name]
 
     def get(self, name: str) -> T:

@@ -102,6 +102,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
         [project.entry-points."moviemem.retrievers"]
         lastlines = "mm_plugin_pkg:LastLines"
+        passages = "mm_plugin_pkg:LastLines"
 
         [project.entry-points."moviemem.stages"]
         wordcount = "mm_plugin_pkg:WordCount"
@@ -122,6 +123,7 @@ def plugins(installed: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setattr(reg, "_entries", dict(reg._entries))
         monkeypatch.setattr(reg, "_discovered", False)
         monkeypatch.setattr(reg, "failures", {})
+        monkeypatch.setattr(reg, "clashes", {})
 
 
 def test_an_installed_policy_stage_and_format_work_like_builtins(plugins: None, tmp_path: Path):
@@ -182,6 +184,10 @@ def test_an_installed_retriever_works_in_retrieval_eval_hybrid_and_bench(plugins
     lib = Library(tmp_path / "lib")
     film = lib.ingest_text(srt, film_id="tiny", duration_s=100)
     assert "lastlines" in RETRIEVERS.names() and "entry point" in RETRIEVERS.entry("lastlines").source
+    # a plug-in that takes a built-in's name is never silently ignored (nor silently preferred)
+    with pytest.raises(MovieMemError, match=r"retriever 'passages' is registered more than once \(moviemem; entry point "
+                                            r"mm_plugin_pkg:LastLines of mm-plugin-pkg\)"):
+        RETRIEVERS.entry("passages")
 
     items = tmp_path / "items.jsonl"
     items.write_text(json.dumps({"id": "q1", "film_id": "tiny", "question": "Who wrote the letter?",
