@@ -717,16 +717,22 @@ def fallback_parsed(records: Sequence[dict[str, Any]]) -> metrics.Estimate:
     return metrics.wilson(sum(hows), len(hows))
 
 
+def unfit_counts(run_dir: str | Path) -> dict[tuple[str, str], int]:
+    """(policy, backbone) -> items whose prompt was longer than the backbone's context (never sent, never scored)."""
+    out: dict[tuple[str, str], int] = {}
+    for r in read_results(run_dir):
+        if r["status"] == "unfit":
+            out[(r["policy"], r["backbone"])] = out.get((r["policy"], r["backbone"]), 0) + 1
+    return out
+
+
 def summarise(run_dir: str | Path) -> list[dict[str, Any]]:
     """One row per (policy, backbone): the task's scores over the items it has records for."""
     manifest = read_manifest(run_dir)
     task = task_for(manifest["format"])
     items, grid = grid_records(run_dir)
     by_id = {it.id: it for it in items}
-    unfit: dict[tuple[str, str], int] = {}
-    for r in read_results(run_dir):
-        if r["status"] == "unfit":
-            unfit[(r["policy"], r["backbone"])] = unfit.get((r["policy"], r["backbone"]), 0) + 1
+    unfit = unfit_counts(run_dir)
     rows = []
     for key in unfit.keys() - grid.keys():
         grid[key] = []  # every item of it was too long: still a row, with no accuracy

@@ -9,6 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from text_film import srt_text
 
 from moviemem import Library
 from moviemem.agents import ask
@@ -31,12 +32,6 @@ from moviemem.words import estimate_tokens
 OPTIONS = ["a lighthouse", "a bakery", "a cinema", "a bank"]
 
 
-def _srt(cues: list[tuple[float, float, str]]) -> str:
-    def ts(t: float) -> str:
-        ms = int(round(t * 1000))
-        return f"{ms // 3_600_000:02d}:{ms // 60_000 % 60:02d}:{ms // 1000 % 60:02d},{ms % 1000:03d}"
-
-    return "\n".join(f"{i}\n{ts(a)} --> {ts(b)}\n{text}\n" for i, (a, b, text) in enumerate(cues, 1))
 
 
 # A 10-minute "film": filler talk, one stretch that answers the question (at 300-312 s), bare lines
@@ -55,7 +50,7 @@ GOLD = [[305.0, 312.0]]
 def textfilm(tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("answering")
     srt = root / "film.srt"
-    srt.write_text(_srt(CUES))
+    srt.write_text(srt_text(CUES))
     lib = Library(root / "lib")
     film = lib.ingest_text(srt, film_id="cliffs", title="Cliffs")
     items = root / "items.jsonl"

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from text_film import text_film_library
 
 from moviemem import Library
 from moviemem.agents.calls import compact_text, world_state
@@ -24,21 +25,11 @@ CUES = [(float(8 * i), float(8 * i + 3), f"Line {i} about the harbour and the {[
         for i in range(40)]
 
 
-def _srt(cues: list[tuple[float, float, str]]) -> str:
-    def ts(t: float) -> str:
-        ms = int(round(t * 1000))
-        return f"{ms // 3_600_000:02d}:{ms // 60_000 % 60:02d}:{ms // 1000 % 60:02d},{ms % 1000:03d}"
-
-    return "\n".join(f"{i}\n{ts(a)} --> {ts(b)}\n{text}\n" for i, (a, b, text) in enumerate(cues, 1))
 
 
 @pytest.fixture(scope="module")
 def library(tmp_path_factory: pytest.TempPathFactory) -> Library:
-    root: Path = tmp_path_factory.mktemp("fullctx")
-    (root / "film.srt").write_text(_srt(CUES))
-    lib = Library(root / "lib")
-    lib.ingest_text(root / "film.srt", film_id="harbour", title="Harbour")
-    return lib
+    return text_film_library(tmp_path_factory.mktemp("fullctx"), CUES, "harbour", "Harbour")
 
 
 def test_compact_text_marks_each_minute_once_and_drops_repeated_rows() -> None:

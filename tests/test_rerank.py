@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 
 import pytest
+from text_film import text_film_library
 
 from moviemem import Library
 from moviemem.agents import ask
@@ -27,21 +28,11 @@ CUES = [(12.0 * i, 12.0 * i + 4, FILLER[i % len(FILLER)]) for i in range(20)]
 CUES += [(400.0, 404.0, "Your uncle keeps the old lamp burning on the northern cliffs every night.")]
 
 
-def _srt(cues: list[tuple[float, float, str]]) -> str:
-    def ts(t: float) -> str:
-        ms = int(round(t * 1000))
-        return f"{ms // 3_600_000:02d}:{ms // 60_000 % 60:02d}:{ms // 1000 % 60:02d},{ms % 1000:03d}"
-
-    return "\n".join(f"{i}\n{ts(a)} --> {ts(b)}\n{text}\n" for i, (a, b, text) in enumerate(cues, 1))
 
 
 @pytest.fixture(scope="module")
 def library(tmp_path_factory: pytest.TempPathFactory) -> Library:
-    root: Path = tmp_path_factory.mktemp("rerank")
-    (root / "film.srt").write_text(_srt(CUES))
-    lib = Library(root / "lib")
-    lib.ingest_text(root / "film.srt", film_id="cliffs", title="Cliffs")
-    return lib
+    return text_film_library(tmp_path_factory.mktemp("rerank"), CUES, "cliffs", "Cliffs")
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,78 @@
+"""The official MF² claim pairs of the ten dev films, run as released, reported per half beside the leaderboard.
+
+    moviemem import-collection mf2 ../shared/datasets/mf2 --library L
+    moviemem bench ../shared/datasets/dev/mf2_official_dev.csv --policies closed-book,subtitles,hybrid \\
+        --backbones local --library L --out runs/official
+    python bench/mf2_official.py runs/official
+
+Prints, for each policy and backbone in the run: pairwise accuracy (a pair is right when both of its
+statements are judged right, each alone, as MF²'s protocol asks) with its 95% Wilson interval over all
+its pairs and per half of the films (the dev set's fixed halves), per granularity (Single, Multi,
+Global) and per category, the median input tokens a pair, and the pairs not sent (a prompt longer than
+the model's context); then the published leaderboard (video + transcript, the whole benchmark) for scale.
+The 704 pairs of the other 43 films are the test split: never used here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+from moviemem.eval import metrics
+from moviemem.eval.runner import grid_records, unfit_counts
+
+HALVES = {"A": {"mf2-5", "mf2-6", "mf2-8", "mf2-11", "mf2-22"}, "B": {"mf2-29", "mf2-35", "mf2-48", "mf2-51", "mf2-54"}}
+# published pairwise accuracy on the whole benchmark (video + transcript), from the dev set's README
+LEADERBOARD = [("humans", 84.1), ("Gemini 2.5 Pro", 60.6), ("InternVL3-78B", 51.3), ("GPT-4o", 46.8),
+               ("Qwen2.5-VL-72B", 45.9), ("MiMo-VL-7B", 38.6), ("InternVL3-8B", 36.9), ("Qwen2.5-VL-7B", 32.8),
+               ("chance", 25.0)]
+
+
+def _pct(e: metrics.Estimate) -> str:
+    return "n/a" if not e.n else f"{100 * e.value:.1f} [{100 * e.ci_low:.1f}, {100 * e.ci_high:.1f}] (n={e.n})"
+
+
+def report(run_dir: Path) -> dict[str, dict[str, object]]:
+    items, grid = grid_records(run_dir)
+    by_id = {it.id: it for it in items}
+    unfit = unfit_counts(run_dir)
+    out: dict[str, dict[str, object]] = {}
+    for (policy, backbone), recs in sorted(grid.items()):
+        its = [by_id[r["item_id"]] for r in recs]
+        correct = [r.get("correct") for r in recs]
+        row: dict[str, object] = {"pairs": len(recs), "not_sent": unfit.get((policy, backbone), 0),
+                                  "all": metrics.accuracy(correct)}
+        for half, films in HALVES.items():
+            row[f"half {half}"] = metrics.accuracy([c for c, it in zip(correct, its) if it.film_id in films])
+        row["granularity"] = metrics.per_category(correct, [getattr(it, "granularity", None) for it in its])
+        row["category"] = metrics.per_category(correct, [it.category for it in its])
+        tokens = [r["usage"].get("input_tokens") or 0 for r in recs]
+        row["median_input_tokens_a_pair"] = statistics.median(tokens) if tokens else None
+        out[f"{policy} / {backbone}"] = row
+        print(f"\n## {policy} / {backbone}: {len(recs)} pairs answered, {row['not_sent']} not sent, "
+              f"median {row['median_input_tokens_a_pair']} input tokens a pair")
+        for key in ("all", "half A", "half B"):
+            print(f"  {key:8s} pairwise {_pct(row[key])}")  # type: ignore[arg-type]
+        for group in ("granularity", "category"):
+            for name, est in row[group].items():  # type: ignore[attr-defined]
+                print(f"  {group} {name}: {_pct(est)}")
+    print("\nMF² leaderboard, pairwise % on the whole benchmark with video + transcript (published):")
+    print("  " + ", ".join(f"{name} {acc}" for name, acc in LEADERBOARD))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("run_dir", type=Path)
+    ap.add_argument("--json", action="store_true", help="also print the figures as one JSON object")
+    a = ap.parse_args()
+    out = report(a.run_dir)
+    if a.json:
+        print(json.dumps(out, default=lambda o: o.to_dict() if hasattr(o, "to_dict") else str(o), indent=1))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
