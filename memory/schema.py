@@ -18,11 +18,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..errors import MovieMemError
 
-FILM_ID_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+FILM_ID_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")  # fullmatch: `$` would let a trailing newline through
 
 
 def check_film_id(film_id: str) -> str:
-    if not isinstance(film_id, str) or not FILM_ID_RE.match(film_id):
+    if not isinstance(film_id, str) or not FILM_ID_RE.fullmatch(film_id):
         raise MovieMemError(
             f"invalid film id {film_id!r}: use 1-64 characters of a-z, 0-9, '_' and '-', starting with a letter or digit"
         )
