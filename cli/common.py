@@ -66,7 +66,13 @@ def _library(path: Path | None, **overrides: Any) -> Library:
 
 
 def _print_json(obj: Any) -> None:
-    sys.stdout.write(json.dumps(obj, ensure_ascii=False, default=str) + "\n")
+    """One JSON object on stdout; never NaN or Infinity, which are not JSON (a reader of it would fail)."""
+    try:
+        text = json.dumps(obj, ensure_ascii=False, default=str, allow_nan=False)
+    except ValueError:
+        raise MovieMemError("the answer holds a number that is not finite (NaN or Infinity), which JSON cannot "
+                            "hold; the library may hold rows no ingest wrote") from None
+    sys.stdout.write(text + "\n")
 
 
 def _print_paths(paths: dict[str, Any], as_json: bool) -> None:
