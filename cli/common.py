@@ -58,11 +58,12 @@ def _root(version: Annotated[bool, typer.Option("--version", callback=_print_ver
     `--help`, `--version` and the quick commands start fast."""
 
 
-def _library(path: Path | None, **overrides: Any) -> Library:
+def _library(path: Path | None, *, create: bool = False, **overrides: Any) -> Library:
+    """The library at `path`; only commands that add films (`create`) make one that does not exist."""
     from ..library import Library
 
     settings = get_settings(library=path, **overrides)
-    return Library(settings.library_dir, settings)
+    return Library(settings.library_dir, settings, create=create)
 
 
 def _print_json(obj: Any) -> None:
