@@ -7,6 +7,7 @@ format checks with a clear error, line numbers for malformed cues and undecodabl
 
 from __future__ import annotations
 
+import codecs
 import json
 import re
 from collections.abc import Iterator
@@ -24,6 +25,7 @@ FORMATS = ("srt", "vtt", "movie101", "json")
 # an audio-description paragraph runs to a few hundred words
 MAX_TRACK_BYTES = 32 * 2**20
 MAX_CUE_CHARS = 10_000
+_BOMS = (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
 _TAG = re.compile(r"\[([^\[\]]{1,60})\]")
 _M101 = re.compile(r"^\s*(\d+):(\d{1,2}):(\d{1,2}(?:\.\d+)?)\s*\|\s*(\d+):(\d{1,2}):(\d{1,2}(?:\.\d+)?)\s*\|(.*)$")
 _TIMING = re.compile(r"-->")
@@ -62,14 +64,19 @@ def _read_text(path: Path, encoding: str | None) -> str:
         raise MovieMemError(f"cannot read {path}: the file is empty")
     enc = encoding or "utf-8-sig"
     try:
+        wide = codecs.lookup(enc).name.startswith(("utf-16", "utf-32")) or data.startswith(_BOMS)
+    except LookupError:
+        raise MovieMemError(f"unknown text encoding {enc!r}") from None
+    if b"\x00" in data[:65536] and not wide:  # no text in UTF-8 or an 8-bit encoding holds a NUL byte
+        raise MovieMemError(f"{path} is not a subtitle or text track: it holds binary data (a video, audio or image "
+                            "file?); give an SRT, WebVTT, Movie101 narration or JSON cue file")
+    try:
         return data.decode(enc)
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         raise MovieMemError(
             f"{path}: line {line} is not valid {enc} (byte 0x{data[exc.start]:02x}); pass the file's encoding, e.g. --encoding cp1252"
         ) from None
-    except LookupError:
-        raise MovieMemError(f"unknown text encoding {enc!r}") from None
 
 
 def detect_format(path: Path, text: str) -> str:
