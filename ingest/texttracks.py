@@ -25,6 +25,9 @@ FORMATS = ("srt", "vtt", "movie101", "json")
 # an audio-description paragraph runs to a few hundred words
 MAX_TRACK_BYTES = 32 * 2**20
 MAX_CUE_CHARS = 10_000
+# ten times the most cues of any MF² film's subtitles (2,026), counted before parsing (~1 KB a cue): an
+# ingest of 20,000 cues peaked at 1.2 GB, about 16 KB a cue over what a film of 2,000 takes (0.9 GB)
+MAX_CUES = 20_000
 _BOMS = (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
 _TAG = re.compile(r"\[([^\[\]]{1,60})\]")
 _M101 = re.compile(r"^\s*(\d+):(\d{1,2}):(\d{1,2}(?:\.\d+)?)\s*\|\s*(\d+):(\d{1,2}):(\d{1,2}(?:\.\d+)?)\s*\|(.*)$")
@@ -239,11 +242,22 @@ def load_track(path: Path | str, fmt: str | None = None, encoding: str | None = 
     return replace(track, path=path, cues=list(track.cues), warnings=list(track.warnings))
 
 
+def _cue_count(text: str, fmt: str) -> int:
+    """How many cues the text holds, at most (a cue's text may hold a marker), counted before parsing."""
+    if fmt in ("srt", "vtt"):
+        return text.count("-->")
+    if fmt == "json":
+        return text.count('"start"')
+    return sum(1 for line in text.splitlines() if line.strip())
+
+
 def _load_track(path: Path, fmt: str | None, encoding: str | None) -> TextTrack:
     text = _read_text(path, encoding)
     fmt = fmt or detect_format(path, text)
     if fmt not in FORMATS:
         raise MovieMemError(f"unknown text format {fmt!r}; use one of {', '.join(FORMATS)}")
+    if (n := _cue_count(text, fmt)) > MAX_CUES:
+        raise MovieMemError(f"{path} holds {n:,} cues; a text track holds at most {MAX_CUES:,} (the longest films have ~2,000)")
     if fmt in ("srt", "vtt"):
         if fmt == "vtt" and not text.lstrip().startswith("WEBVTT"):
             raise MovieMemError(f"{path} is not WebVTT: it does not start with 'WEBVTT'")
