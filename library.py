@@ -81,9 +81,13 @@ class Film(FilmMemory):
 class Library:
     """A directory (or object-store URI) holding the memories of many films."""
 
-    def __init__(self, path: str | Path | None = None, settings: Settings | None = None):
+    def __init__(self, path: str | Path | None = None, settings: Settings | None = None, *, create: bool = True):
+        """`create=False`: a local directory that does not exist is an error (a mistyped path would
+        otherwise read as a new, empty library)."""
         self.settings = settings or get_settings()
         self.path = str(path) if path is not None else str(self.settings.library_dir)
+        if not create and "://" not in self.path and not Path(self.path).is_dir():
+            raise MovieMemError(f"no library at {self.path} (ingest a film first, or pass --library DIR)")
         self.store = MemoryStore(self.path)
 
     def __repr__(self) -> str:

@@ -77,6 +77,9 @@ def film_clip(film: FilmMemory) -> Clip:
     """The film's video (up to the until-cutoff) for backbones that take video."""
     from pathlib import Path
 
+    if not film.info.source_path:
+        raise MovieMemError(f"{film.film_id!r} was imported from a bundle, which holds no video; ingest the film's "
+                            "video to answer from it")
     path = Path(film.info.source_path)
     if not path.is_file():
         raise MovieMemError(f"the video of {film.film_id!r} is not at {path} any more")

@@ -73,11 +73,12 @@ def _root(version: Annotated[bool, typer.Option("--version", callback=_print_ver
     `--help`, `--version` and the quick commands start fast."""
 
 
-def _library(path: Path | None, **overrides: Any) -> Library:
+def _library(path: Path | None, *, create: bool = False, **overrides: Any) -> Library:
+    """The library at `path`; only commands that add films (`create`) make one that does not exist."""
     from ..library import Library
 
     settings = get_settings(library=path, **overrides)
-    return Library(settings.library_dir, settings)
+    return Library(settings.library_dir, settings, create=create)
 
 
 def _film_list(library: Path | None) -> list[dict[str, Any]]:
@@ -101,7 +102,13 @@ def _known_film(library: Path | None, film: str) -> str:
 
 
 def _print_json(obj: Any) -> None:
-    sys.stdout.write(json.dumps(obj, ensure_ascii=False, default=str) + "\n")
+    """One JSON object on stdout; never NaN or Infinity, which are not JSON (a reader of it would fail)."""
+    try:
+        text = json.dumps(obj, ensure_ascii=False, default=str, allow_nan=False)
+    except ValueError:
+        raise MovieMemError("the answer holds a number that is not finite (NaN or Infinity), which JSON cannot "
+                            "hold; the library may hold rows no ingest wrote") from None
+    sys.stdout.write(text + "\n")
 
 
 def _print_paths(paths: dict[str, Any], as_json: bool) -> None:

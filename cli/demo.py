@@ -52,7 +52,7 @@ def demo(
     from ..eval.formats import text_lines
     from ..synth import render
 
-    lib = _library(library)
+    lib = _library(library, create=True)
     _styled(err, "bold", "1/4", f" rendering a {minutes:g}-minute synthetic film into {out_dir}")
     paths = render(out_dir, minutes=minutes, seed=7, film_id="synth")
     _styled(err, "bold", "2/4", f" ingesting it into {lib.path} (captions imported from captions.srt: no captioner runs here)")

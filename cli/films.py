@@ -71,7 +71,7 @@ def ingest(
         raise MovieMemError("--film-id, --subtitles and --captions apply to one film; give one path")
     if events_mode not in (None, "refine", "extract"):
         raise MovieMemError(f"--events-mode is 'refine' or 'extract', not {events_mode!r}")
-    lib = _library(library, captioner=captioner, backbone=backbone,
+    lib = _library(library, create=True, captioner=captioner, backbone=backbone,
                    **({"events_mode": events_mode} if events_mode else {}))
     if events_mode and not ("backbone" in lib.settings.model_fields_set and lib.settings.backbone):
         raise MovieMemError("--events-mode chooses what a model does with the event graph; give --backbone (or "
@@ -149,7 +149,7 @@ def import_collection(
 
     from ..progress import QuietReporter
 
-    lib = _library(library)
+    lib = _library(library, create=True)
     quiet = QuietReporter()
     with Progress(console=err, transient=True) as bar:
         task = bar.add_task(f"importing {kind}", total=None)
@@ -316,7 +316,7 @@ def import_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Import a film bundle written by `moviemem export`."""
-    film = _library(library).import_bundle(bundle, film_id=film_id, replace=replace)
+    film = _library(library, create=True).import_bundle(bundle, film_id=film_id, replace=replace)
     _print_json(film.summary()) if as_json else err.print(f"imported {film.film_id}")
 
 

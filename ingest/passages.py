@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..memory.schema import PassageRow
-from .stage import Ctx, Outcome, Stage, embed_texts
+from .stage import Ctx, Outcome, Stage
 
 
 @dataclass(frozen=True)
@@ -109,10 +109,9 @@ class PassagesStage(Stage):
             "caption": [Line(c.idx, c.start, c.end, c.text) for c in ctx.rows("captions") if c.text.strip()],
         }
         built = [(source, p) for source, lines in sources.items() for p in build_passages(lines, PassageParams(), bounds)]
-        vecs, dim = embed_texts(ctx, [p.text for _, p in built]) if built else ([], None)
-        ctx.write([PassageRow(film_id=ctx.film_id, idx=i, source=source, start=round(p.start, 3), end=round(p.end, 3),
-                              text=p.text, first_row=p.first_row, last_row=p.last_row, vector=v)
-                   for i, ((source, p), v) in enumerate(zip(built, vecs))], dim)
+        ctx.write_embedded([PassageRow(film_id=ctx.film_id, idx=i, source=source, start=round(p.start, 3), end=round(p.end, 3),
+                                       text=p.text, first_row=p.first_row, last_row=p.last_row)
+                            for i, (source, p) in enumerate(built)], [p.text for _, p in built])
         counts = {s: sum(1 for src, _ in built if src == s) for s in sources}
         return Outcome(note=f"{counts['utterance']} transcript and {counts['caption']} caption passages"
                             + (" (within segments)" if bounds else ""))

@@ -16,7 +16,7 @@ from .names import bare
 from .rule_graph import RuleGraph, build_graph
 from .scene_summaries import SUMMARY, write_summaries
 from .scenes import RegistryCast, Scene, TextLine, assign_to_spans, build_scenes
-from .stage import Ctx, Outcome, Stage, chosen_backbone, chosen_backbone_label, embed_texts, load_chosen_backbone
+from .stage import Ctx, Outcome, Stage, chosen_backbone, chosen_backbone_label, load_chosen_backbone
 
 SCENE_PARAMS = {"min_s": 45.0, "max_s": 240.0, "pause_s": 12.0, "central_k": 2,
                 "characters": "registry, and names never written in lower case, unquoted, not roles"}
@@ -121,11 +121,10 @@ def write_rule_graph(ctx: Ctx, graph: RuleGraph) -> str:
     """Events (with vectors, for matching questions to them) and relations (each says whether rules
     or a model made it: refine.py checks rule edges with a backbone); returns the note."""
     evs = graph.events
-    vecs, dim = embed_texts(ctx, [e.description for e in evs]) if evs else ([], None)
-    ctx.write([EventRow(film_id=ctx.film_id, event_id=e.event_id, trigger=e.trigger,
-                        args=json.dumps(e.args, sort_keys=True), description=e.description, start=round(e.start, 3),
-                        end=round(e.end, 3), seg_idx=e.scene_idx, story_order=e.story_order, source="rules",
-                        lines=e.refs, vector=v) for e, v in zip(evs, vecs)], dim)
+    ctx.write_embedded([EventRow(film_id=ctx.film_id, event_id=e.event_id, trigger=e.trigger,
+                                 args=json.dumps(e.args, sort_keys=True), description=e.description, start=round(e.start, 3),
+                                 end=round(e.end, 3), seg_idx=e.scene_idx, story_order=e.story_order, source="rules",
+                                 lines=e.refs) for e in evs], [e.description for e in evs])
     ctx.write([RelationRow(film_id=ctx.film_id, src=r.src, dst=r.dst, type=r.type, confidence=r.confidence,
                            rationale=r.rationale, source=r.source, rule=r.rule, lines=r.lines)
                for r in graph.relations])

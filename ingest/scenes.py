@@ -25,6 +25,8 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field, replace
 
+import numpy as np
+
 from ..timefmt import hms
 from .names import TITLE, TITLES
 
@@ -220,37 +222,38 @@ def split_at_gaps(lines: list[TextLine], *, min_s: float = 45.0, max_s: float = 
     lines = sorted(lines, key=lambda ln: (ln.start, ln.end))
     if not lines:
         return []
+    starts = np.array([ln.start for ln in lines])
+    ends = np.array([ln.end for ln in lines])
 
-    def gaps(part: list[TextLine]) -> list[tuple[float, int]]:
-        out, reach = [], part[0].end
-        for i in range(1, len(part)):
-            out.append((part[i].start - reach, i))
-            reach = max(reach, part[i].end)
+    def cut_long(a: int, b: int) -> list[tuple[int, int]]:
+        """Lines a..b-1 as index ranges of at most max_s each, each cut at its longest pause (the
+        latest of equal ones) that leaves min_s on both sides, if any. In numpy on index ranges: a
+        track without pauses is cut a min_s piece at a time, which copying the lines made quadratic
+        in memory (500 MB for 20,000 cues)."""
+        out, todo = [], [(a, b)]
+        while todo:
+            a, b = todo.pop()
+            if ends[b - 1] - starts[a] <= max_s or b - a < 2:
+                out.append((a, b))
+                continue
+            gap = starts[a + 1:b] - np.maximum.accumulate(ends[a:b - 1])  # the pause before each line a+1..b-1
+            fits = (ends[a:b - 1] - starts[a] >= min_s) & (ends[b - 1] - starts[a + 1:b] >= min_s)
+            if fits.any():
+                gap = np.where(fits, gap, -np.inf)
+            cut = b - 1 - int(np.argmax(gap[::-1]))  # argmax finds the first: reversed, the latest
+            todo += [(cut, b), (a, cut)]
         return out
 
-    def fits(part: list[TextLine], i: int) -> bool:
-        return part[i - 1].end - part[0].start >= min_s and part[-1].end - part[i].start >= min_s
-
-    def cut_long(part: list[TextLine]) -> list[list[TextLine]]:
-        if part[-1].end - part[0].start <= max_s or len(part) < 2:
-            return [part]
-        ok = [(g, i) for g, i in gaps(part) if fits(part, i)] or gaps(part)
-        _, i = max(ok)
-        return cut_long(part[:i]) + cut_long(part[i:])
-
-    parts: list[list[TextLine]] = [[lines[0]]]
+    firsts = [0]  # the first line of each part
     reach = lines[0].end
-    for ln in lines[1:]:
-        if ln.start - reach >= pause_s and parts[-1][-1].end - parts[-1][0].start >= min_s:
-            parts.append([ln])
-        else:
-            parts[-1].append(ln)
-        reach = max(reach, ln.end)
-    if len(parts) > 1 and parts[-1][-1].end - parts[-1][0].start < min_s:  # a short tail joins the scene before
-        tail = parts.pop()
-        parts[-1] += tail
-    out = [p for part in parts for p in cut_long(part)]
-    return [(p[0].start, max(ln.end for ln in p), p) for p in out]
+    for i in range(1, len(lines)):
+        if lines[i].start - reach >= pause_s and lines[i - 1].end - lines[firsts[-1]].start >= min_s:
+            firsts.append(i)
+        reach = max(reach, lines[i].end)
+    if len(firsts) > 1 and lines[-1].end - lines[firsts[-1]].start < min_s:  # a short tail joins the scene before
+        firsts.pop()
+    cuts = [r for a, b in zip(firsts, [*firsts[1:], len(lines)]) for r in cut_long(a, b)]
+    return [(lines[a].start, float(ends[a:b].max()), lines[a:b]) for a, b in cuts]
 
 
 def assign_to_spans(lines: list[TextLine], spans: list[tuple[float, float]]) -> list[list[TextLine]]:

@@ -20,6 +20,8 @@ from .probe import Probe
 from .texttracks import TextTrack
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from ..backbones import Backbone
 
 
@@ -52,20 +54,31 @@ class Ctx:
     def film_id(self) -> str:
         return self.inputs.film.film_id
 
-    def write(self, rows: Sequence[Row], dim: int | None = None) -> int:
+    def write(self, rows: Sequence[Row], dim: int | None = None, vectors: np.ndarray | None = None) -> int:
         for r in rows:
             r.film_id, r.run_id = self.film_id, self.run_id
-        n = self.store.append(rows, dim)
+        n = self.store.append(rows, dim, vectors)
         self.written += n
         return n
+
+    def write_embedded(self, rows: Sequence[Row], texts: list[str]) -> int:
+        """Write rows with the text embedder's vectors of `texts` (one a row), handed to the store as
+        one matrix: as Python floats in each row, a 384-d vector would take ~12 KB a row."""
+        if not rows:
+            return 0
+        from ..models.embedder import get_embedder
+
+        emb = get_embedder(self.settings.embedder, self.settings)
+        return self.write(rows, emb.dim, emb.embed(texts))
 
     def _upstream_filter(self, table: str) -> str:
         run = self.upstream[TABLE_OWNER[table]]
         return f"film_id = {sql_str(self.film_id)} AND run_id = {sql_str(run.run_id)}"
 
-    def rows(self, table: str) -> list[Any]:
-        """Rows of an upstream stage's finished run."""
-        return self.store.rows(table, self._upstream_filter(table))
+    def rows(self, table: str, *, vectors: bool = False) -> list[Any]:
+        """Rows of an upstream stage's finished run; their vectors (None unless `vectors`) are what
+        most of a row's memory would be (a 384-d vector ~12 KB as Python floats), and no stage reads them."""
+        return self.store.rows(table, self._upstream_filter(table), vectors=vectors)
 
     def has_rows(self, table: str) -> bool:
         """Whether an upstream stage's finished run wrote any row, without reading them (a film's
@@ -137,13 +150,5 @@ def load_chosen_backbone(ctx: Ctx) -> Backbone:
         raise MovieMemError("no text backbone chosen: pass --backbone SPEC")
     cache = ctx.store.root / "cache" if ctx.store.is_local else True
     return load(spec, cache=cache, cache_mode=ctx.settings.cache_mode)
-
-
-def embed_texts(ctx: Ctx, texts: list[str]) -> tuple[list[list[float]], int]:
-    from ..models.embedder import get_embedder
-
-    emb = get_embedder(ctx.settings.embedder, ctx.settings)
-    vecs = emb.embed(texts)
-    return vecs.tolist(), emb.dim
 
 

@@ -21,7 +21,7 @@ from ..memory.schema import (
 from ..memory.store import sql_str
 from ..words import counted
 from .segments import fixed_windows, group_shots
-from .stage import Ctx, Outcome, Stage, embed_texts
+from .stage import Ctx, Outcome, Stage
 
 
 class ProbeStage(Stage):
@@ -153,10 +153,10 @@ class TranscriptStage(Stage):
             items = [dict(u, speaker=u.get("speaker", "")) for u in tr.utterances]
             model = f"faster-whisper:{name}"
             note = "; ".join([f"{len(items)} utterances, language {tr.language} ({tr.language_probability:.2f})", *tr.notes])
-        vecs, dim = embed_texts(ctx, [u["text"] for u in items]) if items else ([], None)
-        ctx.write([UtteranceRow(film_id=ctx.film_id, idx=i, start=round(u["start"], 3), end=round(u["end"], 3),
-                                text=u["text"], source=self.source(ctx), speaker=u.get("speaker", ""),
-                                words=json.dumps(u.get("words", [])), vector=v) for i, (u, v) in enumerate(zip(items, vecs))], dim)
+        ctx.write_embedded([UtteranceRow(film_id=ctx.film_id, idx=i, start=round(u["start"], 3), end=round(u["end"], 3),
+                                         text=u["text"], source=self.source(ctx), speaker=u.get("speaker", ""),
+                                         words=json.dumps(u.get("words", []))) for i, u in enumerate(items)],
+                           [u["text"] for u in items])
         return Outcome(model=model, note=note)
 
 
@@ -209,11 +209,10 @@ class OcrStage(Stage):
         strip = sorted((f for f in ctx.rows("frames") if f.strip), key=lambda f: f.t)
         found = read_onscreen([(f.t, ctx.store.root / f.image) for f in strip], lang=ctx.settings.ocr_lang,
                               min_confidence=ctx.settings.ocr_min_confidence, progress=ctx.progress)
-        vecs, dim = embed_texts(ctx, [o["text"] for o in found]) if found else ([], None)
         end_cap = ctx.inputs.film.duration_s
-        ctx.write([OnscreenRow(film_id=ctx.film_id, idx=i, start=round(o["start"], 3), end=round(min(o["end"], end_cap), 3),
-                               text=o["text"], confidence=float(o.get("confidence", 0.0)), vector=v)
-                   for i, (o, v) in enumerate(zip(found, vecs))], dim)
+        ctx.write_embedded([OnscreenRow(film_id=ctx.film_id, idx=i, start=round(o["start"], 3), end=round(min(o["end"], end_cap), 3),
+                                        text=o["text"], confidence=float(o.get("confidence", 0.0)))
+                            for i, o in enumerate(found)], [o["text"] for o in found])
         return Outcome(model=f"tesseract:{ctx.settings.ocr_lang}", note=f"{counted(len(found), 'on-screen text')} from {counted(len(strip), 'strip frame')}")
 
 
@@ -259,10 +258,9 @@ class CaptionsStage(Stage):
         track = ctx.inputs.captions
         if track is None:
             raise MovieMemError(f"the captions of {ctx.film_id!r} came from an imported file; pass it again to recompute them")
-        vecs, dim = embed_texts(ctx, [c.text for c in track.cues])
-        ctx.write([CaptionRow(film_id=ctx.film_id, idx=i, kind="imported", start=round(c.start, 3), end=round(c.end, 3),
-                              text=c.text, characters=c.characters, model=f"{track.format}:{track.path.name}", vector=v)
-                   for i, (c, v) in enumerate(zip(track.cues, vecs))], dim)
+        ctx.write_embedded([CaptionRow(film_id=ctx.film_id, idx=i, kind="imported", start=round(c.start, 3), end=round(c.end, 3),
+                                       text=c.text, characters=c.characters, model=f"{track.format}:{track.path.name}")
+                            for i, c in enumerate(track.cues)], [c.text for c in track.cues])
         return Outcome(model=f"import:{track.format}", note=f"{counted(len(track.cues), 'caption')} from {track.path.name}")
 
     def _generate(self, ctx: Ctx) -> Outcome:
@@ -304,10 +302,9 @@ class CaptionsStage(Stage):
             raise MovieMemError(f"{len(result.failed)} caption request(s) failed ({result.failed[0][1]}); rerun to retry "
                                 "them: finished windows replay from the cache")
         caps = result.captions
-        vecs, dim = embed_texts(ctx, [c.text for c in caps]) if caps else ([], None)
-        ctx.write([CaptionRow(film_id=ctx.film_id, idx=i, kind=c.kind, start=c.start, end=c.end, text=c.text,
-                              characters=c.characters, model=result.model, prompt_id=c.prompt_id, vector=v)
-                   for i, (c, v) in enumerate(zip(caps, vecs))], dim)
+        ctx.write_embedded([CaptionRow(film_id=ctx.film_id, idx=i, kind=c.kind, start=c.start, end=c.end, text=c.text,
+                                       characters=c.characters, model=result.model, prompt_id=c.prompt_id)
+                            for i, c in enumerate(caps)], [c.text for c in caps])
         n_frame = sum(c.kind == "frame" for c in caps)
         note = (f"{n_frame} frame and {len(caps) - n_frame} clip captions by {spec} (clips as {result.clip_input}); "
                 f"{result.tally.postfix()}")

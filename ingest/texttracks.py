@@ -7,6 +7,7 @@ format checks with a clear error, line numbers for malformed cues and undecodabl
 
 from __future__ import annotations
 
+import codecs
 import json
 import re
 from collections.abc import Iterator
@@ -24,6 +25,10 @@ FORMATS = ("srt", "vtt", "movie101", "json")
 # an audio-description paragraph runs to a few hundred words
 MAX_TRACK_BYTES = 32 * 2**20
 MAX_CUE_CHARS = 10_000
+# ten times the most cues of any MF² film's subtitles (2,026), counted before parsing (~1 KB a cue): an
+# ingest of 20,000 cues peaked at 1.2 GB, about 16 KB a cue over what a film of 2,000 takes (0.9 GB)
+MAX_CUES = 20_000
+_BOMS = (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
 _TAG = re.compile(r"\[([^\[\]]{1,60})\]")
 _M101 = re.compile(r"^\s*(\d+):(\d{1,2}):(\d{1,2}(?:\.\d+)?)\s*\|\s*(\d+):(\d{1,2}):(\d{1,2}(?:\.\d+)?)\s*\|(.*)$")
 _TIMING = re.compile(r"-->")
@@ -62,14 +67,19 @@ def _read_text(path: Path, encoding: str | None) -> str:
         raise MovieMemError(f"cannot read {path}: the file is empty")
     enc = encoding or "utf-8-sig"
     try:
+        wide = codecs.lookup(enc).name.startswith(("utf-16", "utf-32")) or data.startswith(_BOMS)
+    except LookupError:
+        raise MovieMemError(f"unknown text encoding {enc!r}") from None
+    if b"\x00" in data[:65536] and not wide:  # no text in UTF-8 or an 8-bit encoding holds a NUL byte
+        raise MovieMemError(f"{path} is not a subtitle or text track: it holds binary data (a video, audio or image "
+                            "file?); give an SRT, WebVTT, Movie101 narration or JSON cue file")
+    try:
         return data.decode(enc)
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         raise MovieMemError(
             f"{path}: line {line} is not valid {enc} (byte 0x{data[exc.start]:02x}); pass the file's encoding, e.g. --encoding cp1252"
         ) from None
-    except LookupError:
-        raise MovieMemError(f"unknown text encoding {enc!r}") from None
 
 
 def detect_format(path: Path, text: str) -> str:
@@ -232,11 +242,22 @@ def load_track(path: Path | str, fmt: str | None = None, encoding: str | None = 
     return replace(track, path=path, cues=list(track.cues), warnings=list(track.warnings))
 
 
+def _cue_count(text: str, fmt: str) -> int:
+    """How many cues the text holds, at most (a cue's text may hold a marker), counted before parsing."""
+    if fmt in ("srt", "vtt"):
+        return text.count("-->")
+    if fmt == "json":
+        return text.count('"start"')
+    return sum(1 for line in text.splitlines() if line.strip())
+
+
 def _load_track(path: Path, fmt: str | None, encoding: str | None) -> TextTrack:
     text = _read_text(path, encoding)
     fmt = fmt or detect_format(path, text)
     if fmt not in FORMATS:
         raise MovieMemError(f"unknown text format {fmt!r}; use one of {', '.join(FORMATS)}")
+    if (n := _cue_count(text, fmt)) > MAX_CUES:
+        raise MovieMemError(f"{path} holds {n:,} cues; a text track holds at most {MAX_CUES:,} (the longest films have ~2,000)")
     if fmt in ("srt", "vtt"):
         if fmt == "vtt" and not text.lstrip().startswith("WEBVTT"):
             raise MovieMemError(f"{path} is not WebVTT: it does not start with 'WEBVTT'")

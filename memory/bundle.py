@@ -6,11 +6,18 @@ last in one write, so a half-finished import is invisible and a rerun cleans it 
 
 from __future__ import annotations
 
+import bz2
+import gzip
 import io
 import json
+import lzma
+import math
 import tarfile
+import zlib
+from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, cast
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -19,6 +26,7 @@ from filelock import FileLock
 from .._version import __version__
 from ..errors import MovieMemError
 from ..files import atomic_path
+from ..timefmt import check_time
 from .schema import ROW_MODELS, TABLE_OWNER, Row, check_film_id, vector_columns
 from .store import MemoryStore, sql_str
 
@@ -26,6 +34,7 @@ FORMAT = "moviemem-film"
 FORMAT_VERSION = 1
 # table -> its column naming a picture under the film's media folder (bundled on export; checked and renamed on import)
 MEDIA_COLUMNS = {"frames": "image", "faces": "thumbnail"}
+JPEG_MAGIC = b"\xff\xd8\xff"
 
 
 def export_film(store: MemoryStore, film_id: str, out: Path) -> Path:
@@ -74,32 +83,119 @@ def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     tar.addfile(info, io.BytesIO(data))
 
 
-MAX_MEMBER_BYTES = 512 * 2**20  # one table or one still
+MAX_MEMBER_BYTES = 512 * 2**20  # one table
+MAX_STILL_BYTES = 16 * 2**20  # one still: a 512-pixel JPEG is tens of KB
 MAX_BUNDLE_BYTES = 4 * 2**30  # everything a bundle unpacks to
+MAX_MEMBERS = 200_000  # a 48 h film's stills at the default strip rate, twice over
+# a compressed bundle may unpack to at most this many times the compressed bytes read so far, plus
+# EXPANSION_SLACK: Parquet and JPEG are compressed already (an export gzips to ~1.1x), while a
+# compression bomb expands hundreds of times
+MAX_EXPANSION = 20
+EXPANSION_SLACK = 16 * 2**20
+_CHUNK = 2**20
+# what a damaged tar or compressed stream raises while it is read
+_UNREADABLE = (tarfile.TarError, OSError, EOFError, zlib.error, lzma.LZMAError)
+# what tarfile unpacks, by the stream's first bytes
+_COMPRESSED: dict[bytes, Callable[[BinaryIO], io.BufferedIOBase]] = {
+    b"\x1f\x8b": lambda f: gzip.GzipFile(fileobj=f, mode="rb"),
+    b"BZh": lambda f: bz2.BZ2File(f),
+    b"\xfd7zXZ\x00": lambda f: lzma.LZMAFile(f),
+}
+
+
+class _Inflated:
+    """The unpacked stream of a compressed bundle, refused (MovieMemError) as soon as it grows past
+    MAX_BUNDLE_BYTES or past MAX_EXPANSION times the compressed bytes read so far: a bomb fails
+    while it is being read, after a few megabytes, never after it was unpacked into memory."""
+
+    def __init__(self, raw: BinaryIO, unpack: Callable[[BinaryIO], io.BufferedIOBase], fail: Callable[[str], MovieMemError]):
+        self.raw, self.inner, self.fail = raw, unpack(raw), fail
+
+    def tell(self) -> int:
+        return self.inner.tell()
+
+    def read(self, size: int | None = -1) -> bytes:
+        parts, want = [], -1 if size is None else size
+        while want:
+            part = self.inner.read(_CHUNK if want < 0 else min(want, _CHUNK))
+            if not part:
+                break
+            self._check()
+            parts.append(part)
+            want = want - len(part) if want > 0 else want
+        return b"".join(parts)
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        if whence == io.SEEK_END:
+            raise io.UnsupportedOperation("a compressed bundle is read from its start")
+        target = offset + (self.tell() if whence == io.SEEK_CUR else 0)
+        if target <= self.tell():  # unpacked again from the start, up to where the checks already passed
+            return self.inner.seek(target)
+        while self.tell() < target and self.read(min(target - self.tell(), _CHUNK)):
+            pass
+        return self.tell()
+
+    def _check(self) -> None:
+        unpacked, packed = self.inner.tell(), self.raw.tell()
+        if unpacked > MAX_BUNDLE_BYTES:
+            raise self.fail(f"it unpacks to more than {MAX_BUNDLE_BYTES >> 20:,} MB")
+        if unpacked > MAX_EXPANSION * packed + EXPANSION_SLACK:
+            raise self.fail(f"{packed:,} compressed bytes unpack to over {unpacked:,} (more than {MAX_EXPANSION} times: "
+                            "a compression bomb, or not a moviemem export)")
+
+
+def _open_tar(bundle: Path, fail: Callable[[str], MovieMemError], stack: ExitStack) -> tarfile.TarFile:
+    """The bundle as a tar, plain or compressed (gzip, bzip2, xz), its unpacked size bounded while it is read."""
+    raw = stack.enter_context(open(bundle, "rb"))
+    head = raw.read(6)
+    raw.seek(0)
+    unpack = next((u for magic, u in _COMPRESSED.items() if head.startswith(magic)), None)
+    fileobj: BinaryIO = raw if unpack is None else cast(BinaryIO, _Inflated(raw, unpack, fail))
+    try:
+        return stack.enter_context(tarfile.open(fileobj=fileobj, mode="r:"))
+    except _UNREADABLE:
+        raise fail("not a tar bundle") from None
 
 
 class _Reader:
-    """Members of an untrusted tar: regular files only, each and all together under a size bound."""
+    """Members of an untrusted tar: regular files only, at most MAX_MEMBERS, each and all together
+    under a size bound."""
 
-    def __init__(self, tar: tarfile.TarFile, bundle: Path):
-        self.tar, self.bundle, self.total = tar, bundle, 0
+    def __init__(self, bundle: Path, stack: ExitStack):
+        self.bundle, self.total = bundle, 0
+        tar = _open_tar(bundle, self.fail, stack)
+        self.members: dict[str, tarfile.TarInfo] = {}
+        try:
+            for member in tar:
+                if len(self.members) >= MAX_MEMBERS:
+                    raise self.fail(f"it holds more than {MAX_MEMBERS:,} members")
+                self.members[member.name] = member
+        except _UNREADABLE as exc:
+            raise self.fail(f"not a tar bundle ({type(exc).__name__})") from None
+        self.tar = tar
 
     def fail(self, why: str) -> MovieMemError:
         return MovieMemError(f"cannot import {self.bundle}: {why}")
 
-    def read(self, name: str) -> bytes:
-        try:
-            member = self.tar.getmember(name)
-        except KeyError:
-            raise self.fail(f"member {name!r} is missing") from None
+    def member(self, name: str, limit: int | None = None) -> tarfile.TarInfo:
+        """The member `name`, a regular file under the bounds (`limit`: MAX_MEMBER_BYTES), counted towards the total."""
+        limit = limit or MAX_MEMBER_BYTES
+        member = self.members.get(name)
+        if member is None:
+            raise self.fail(f"member {name!r} is missing")
         if not member.isreg():
             raise self.fail(f"member {name!r} is not a regular file (links are refused)")
         self.total += member.size
-        if member.size > MAX_MEMBER_BYTES or self.total > MAX_BUNDLE_BYTES:
-            raise self.fail(f"member {name!r} is too large ({member.size} bytes; at most {MAX_MEMBER_BYTES >> 20} MB "
+        if member.size > limit or self.total > MAX_BUNDLE_BYTES:
+            raise self.fail(f"member {name!r} is too large ({member.size} bytes; at most {limit >> 20} MB "
                             f"each and {MAX_BUNDLE_BYTES >> 30} GB in all)")
-        with self.tar.extractfile(member) as f:  # type: ignore[union-attr]  # a regular member (checked above) always has a file
-            return f.read(MAX_MEMBER_BYTES + 1)
+        return member
+
+    def read(self, member: tarfile.TarInfo | str) -> bytes:
+        if isinstance(member, str):
+            member = self.member(member)
+        with self.tar.extractfile(member) as f:  # type: ignore[union-attr]  # a regular member (checked) always has a file
+            return f.read(member.size)
 
 
 def import_film(store: MemoryStore, bundle: Path, *, film_id: str | None = None, replace: bool = False) -> str:
@@ -109,12 +205,8 @@ def import_film(store: MemoryStore, bundle: Path, *, film_id: str | None = None,
     bundle = Path(bundle)
     if not bundle.is_file():
         raise MovieMemError(f"cannot import {bundle}: no such file")
-    try:
-        tar = tarfile.open(bundle, "r")
-    except (tarfile.TarError, OSError, EOFError):
-        raise MovieMemError(f"cannot import {bundle}: not a tar bundle") from None
-    with tar:
-        reader = _Reader(tar, bundle)
+    with ExitStack() as stack:
+        reader = _Reader(bundle, stack)
         try:
             manifest = json.loads(reader.read("manifest.json"))
         except (MovieMemError, ValueError, tarfile.TarError, OSError, EOFError):
@@ -127,8 +219,8 @@ def import_film(store: MemoryStore, bundle: Path, *, film_id: str | None = None,
             raise reader.fail("the manifest needs a 'tables' object with a stages table and a 'media' list")
         src_id = check_film_id(str(manifest.get("film_id")))
         dst_id = check_film_id(film_id or src_id)
-        rows = _checked_rows(reader, store, metas, media, src_id, dst_id)
-        stills = _checked_media(reader, media, src_id)
+        rows, used = _checked_rows(reader, store, metas, media, src_id, dst_id)
+        stills = _checked_media(reader, media, src_id, used)
         with FileLock(str(store.locks_dir() / f"{dst_id}.lock")):
             if store.film_row(dst_id) is not None and not replace:
                 raise MovieMemError(f"film {dst_id!r} is already in the library; pass --replace or --film-id")
@@ -148,21 +240,29 @@ def import_film(store: MemoryStore, bundle: Path, *, film_id: str | None = None,
     return dst_id
 
 
-def _checked_media(reader: _Reader, media: list[Any], src_id: str) -> list[tuple[tuple[str, ...], bytes]]:
-    """(path parts below the film's media folder, bytes) of each bundled still."""
+def _checked_media(reader: _Reader, media: list[Any], src_id: str, used: set[str]) -> list[tuple[tuple[str, ...], bytes]]:
+    """(path parts below the film's media folder, bytes) of each bundled still: one a row names
+    (`used`), a JPEG (what the frames and faces stages write) of at most MAX_STILL_BYTES."""
     out = []
     for rel in media:
         parts = Path(str(rel)).parts
         if len(parts) < 3 or parts[0] != "media" or parts[1] != src_id or ".." in parts or Path(str(rel)).is_absolute():
             raise reader.fail(f"unexpected media path {rel!r}")
-        out.append((parts[2:], reader.read(f"media/{rel}")))
+        member = reader.member(f"media/{rel}", MAX_STILL_BYTES)
+        if rel not in used:
+            raise reader.fail(f"media {rel!r} is no image of any row (only the stills rows use are imported)")
+        data = reader.read(member)
+        if Path(rel).suffix.lower() not in (".jpg", ".jpeg") or not data.startswith(JPEG_MAGIC):
+            raise reader.fail(f"media {rel!r} is not a JPEG still")
+        out.append((parts[2:], data))
     return out
 
 
 def _checked_rows(reader: _Reader, store: MemoryStore, metas: dict[str, Any], media: list[Any], src_id: str,
-                  dst_id: str) -> dict[str, list[Row]]:
-    """Every table parsed and every row validated; frame images must be bundled media of the film."""
-    bundled = {str(m) for m in media}
+                  dst_id: str) -> tuple[dict[str, list[Row]], set[str]]:
+    """Every table parsed and every row validated; frame images must be bundled media of the film.
+    Also returns the images the rows name."""
+    bundled, used = {str(m) for m in media}, set()
     rows: dict[str, list[Row]] = {}
     for table, meta in metas.items():
         if table not in ROW_MODELS or not isinstance(meta, dict):
@@ -178,20 +278,60 @@ def _checked_rows(reader: _Reader, store: MemoryStore, metas: dict[str, Any], me
         for image in data.column(column).to_pylist() if column in data.column_names else []:
             if image and image not in bundled:  # a face row without a crop has ""
                 raise reader.fail(f"{table} image {image!r} is not a still of film {src_id!r} in the bundle")
+            used.add(image)
         try:
             rows[table] = _rows(table, data, src_id, dst_id)
-        except (ValueError, TypeError) as exc:
+        except (ValueError, TypeError, MovieMemError) as exc:
             raise reader.fail(f"table {table!r} has a bad row ({str(exc).splitlines()[0][:160]})") from None
-    return rows
+    return rows, used
 
 
 def _rows(table: str, data: pa.Table, src_id: str, dst_id: str) -> list[Row]:
     model = ROW_MODELS[table]
     rows = []
-    for rec in data.to_pylist():
+    for i, rec in enumerate(data.to_pylist()):
         rec["film_id"] = dst_id
+        if table == "films":
+            rec["source_path"] = ""  # an imported film's source is not on this machine: a path there names a stranger's file
         column = MEDIA_COLUMNS.get(table)
         if column and src_id != dst_id and rec.get(column):
             rec[column] = rec[column].replace(f"media/{src_id}/", f"media/{dst_id}/", 1)
-        rows.append(model.model_validate(rec))
+        rows.append(_checked_values(model.model_validate(rec), f"row {i}:"))
     return rows
+
+
+# the fields that hold a film time or a length of film time, and those that hold JSON text
+TIME_FIELDS = frozenset({"start", "end", "t", "duration_s", "screen_time_s", "first_s", "last_s"})
+JSON_FIELDS = frozenset({"meta", "params", "words", "turns", "args", "links"})
+
+
+def _no_constant(name: str) -> None:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    if not math.isfinite(value := float(text)):
+        raise ValueError(f"{text} is not a finite number")
+    return value
+
+
+def _checked_values(row: Row, where: str) -> Row:
+    """A bundle's row holds only what an ingest writes: every time passes the check an ingested cue
+    passes (timefmt.check_time), an end is not before its start, every other number and vector
+    value is finite and JSON text has no NaN or Infinity, so no output made from it can either."""
+    values = dict(row)
+    for name, value in values.items():
+        if name in TIME_FIELDS:
+            check_time(value, f"{where} {name}")
+        elif isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{where} {name} {value!r} is not a finite number")
+        elif isinstance(value, list) and value and isinstance(value[0], float) and not all(map(math.isfinite, value)):
+            raise ValueError(f"{where} {name} holds a value that is not a finite number")
+        elif name in JSON_FIELDS and value:
+            try:
+                json.loads(value, parse_constant=_no_constant, parse_float=_finite)
+            except (ValueError, RecursionError) as exc:
+                raise ValueError(f"{where} {name} is not valid JSON ({exc})") from None
+    if values.get("end", 0.0) < values.get("start", 0.0):
+        raise ValueError(f"{where} end {values['end']!r} is before its start {values['start']!r}")
+    return row

@@ -13,16 +13,17 @@ import typing
 from collections.abc import Sequence
 from typing import Any, ClassVar, cast
 
+import numpy as np
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..errors import MovieMemError
 
-FILM_ID_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+FILM_ID_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")  # fullmatch: `$` would let a trailing newline through
 
 
 def check_film_id(film_id: str) -> str:
-    if not isinstance(film_id, str) or not FILM_ID_RE.match(film_id):
+    if not isinstance(film_id, str) or not FILM_ID_RE.fullmatch(film_id):
         raise MovieMemError(
             f"invalid film id {film_id!r}: use 1-64 characters of a-z, 0-9, '_' and '-', starting with a letter or digit"
         )
@@ -358,11 +359,15 @@ def arrow_schema(model: type[Row], dim: int | None = None, value_type: pa.DataTy
 
 
 def to_arrow(rows: Sequence[Row], model: type[Row], dim: int | None = None,
-             value_type: pa.DataType | None = None) -> pa.Table:
+             value_type: pa.DataType | None = None, vectors: np.ndarray | None = None) -> pa.Table:
+    """The rows as a table of their Arrow schema, read field by field (model_dump would copy every
+    vector once more). `vectors`: the rows' vectors as one (rows, dim) matrix, in place of theirs."""
     schema = arrow_schema(model, dim, value_type)
-    cols: dict[str, list[Any]] = {n: [] for n in schema.names}
-    for r in rows:
-        d = r.model_dump()
-        for n in schema.names:
-            cols[n].append(d[n])
-    return pa.Table.from_pydict(cols, schema=schema)
+    cols: dict[str, Any] = {n: [getattr(r, n) for r in rows] for n in schema.names if vectors is None or n != "vector"}
+    if vectors is not None:
+        if vectors.shape != (len(rows), dim):
+            raise ValueError(f"{len(rows)} {model.table} rows need a ({len(rows)}, {dim}) vector matrix, not {vectors.shape}")
+        typ = cast(pa.FixedSizeListType, schema.field("vector").type)
+        flat = pa.array(vectors.reshape(-1).astype(typ.value_type.to_pandas_dtype(), copy=False))
+        cols["vector"] = pa.FixedSizeListArray.from_arrays(flat, type=typ)
+    return pa.Table.from_pydict({n: cols[n] for n in schema.names}, schema=schema)

@@ -222,7 +222,7 @@ def film_rows_many(store: MemoryStore, film_id: str, wanted: Sequence[tuple[Text
         if store.is_local else {}
     unpacked = []
     for key, src, base in missing:
-        packed = vector_pack.read(paths[key]) if key in paths else None
+        packed = vector_pack.read(paths[key], src.columns) if key in paths else None
         if packed is not None:
             found[key] = _film_rows(*packed, src)
         elif ensure_indexes(store, src):

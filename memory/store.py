@@ -19,6 +19,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, cast
 
+import numpy as np
 import pyarrow as pa
 from filelock import FileLock
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_random_exponential
@@ -185,7 +186,8 @@ class MemoryStore:
         return tbl
 
     @_retry_conflicts
-    def append(self, rows: Sequence[Row], dim: int | None = None) -> int:
+    def append(self, rows: Sequence[Row], dim: int | None = None, vectors: np.ndarray | None = None) -> int:
+        """Add rows; `vectors`: their vectors as one matrix (see schema.to_arrow), `dim` wide."""
         if not rows:
             return 0
         model = type(rows[0])
@@ -193,7 +195,8 @@ class MemoryStore:
             dim = self.vector_dim(model.table) or len(next((cast(Any, r).vector for r in rows if getattr(r, "vector", None)), []) or [0])
         tbl = self._ensure(model.table, dim if vector_columns(model) else None)
         typ = self._vector_type(model.table)  # a table made before vectors were float16 keeps float32
-        tbl.add(to_arrow(rows, model, *((typ.list_size, typ.value_type) if typ is not None else (dim, None))))
+        size, value_type = (typ.list_size, typ.value_type) if typ is not None else (dim, None)
+        tbl.add(to_arrow(rows, model, size, value_type, vectors))
         return len(rows)
 
     @_retry_conflicts
@@ -223,9 +226,12 @@ class MemoryStore:
             q = q.select(columns)
         return q.limit(None).to_arrow()
 
-    def rows(self, name: str, where: str | None = None) -> list[Row]:
+    def rows(self, name: str, where: str | None = None, *, vectors: bool = True) -> list[Row]:
+        """The rows as their models; without `vectors`, their vector columns are not read (None)."""
         model = ROW_MODELS[name]
-        return [model.model_validate(r) for r in self.query(name, where).to_pylist()]
+        skip = set() if vectors else set(vector_columns(model))
+        columns = [c for c in model.model_fields if c not in skip] if skip else None
+        return [model.model_validate(r) for r in self.query(name, where, columns).to_pylist()]
 
     # -- stage runs --------------------------------------------------------
     def stage_rows(self, film_id: str) -> list[StageRow]:

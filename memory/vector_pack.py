@@ -60,9 +60,10 @@ def pack_path(media_dir: Path, table: str, base: str) -> Path:
     return media_dir / FOLDER / f"{table}-{digest}.arrow"
 
 
-def read(path: Path) -> tuple[pa.Table, np.ndarray] | None:
-    """The rows (without codes) and the codes of a pack; None when there is none. A pack that
-    cannot be read is reported and treated as missing (it is rewritten from LanceDB)."""
+def read(path: Path, columns: list[str]) -> tuple[pa.Table, np.ndarray] | None:
+    """The rows (`columns`, without codes) and the codes of a pack; None when there is none. A pack
+    that cannot be read, or holds other columns than these and int8 codes, is reported and treated
+    as missing (it is rewritten from LanceDB)."""
     try:
         with pa.memory_map(str(path)) as source:
             data = ipc.open_file(source).read_all()
@@ -71,10 +72,25 @@ def read(path: Path) -> tuple[pa.Table, np.ndarray] | None:
     except (OSError, pa.ArrowInvalid) as exc:
         log.warning("search pack %s unreadable (%s); reading the rows from LanceDB", path, exc)
         return None
+    if why := _unlike(data.schema, columns):
+        log.warning("search pack %s unreadable (%s); reading the rows from LanceDB", path, why)
+        return None
     codes_col = data.column("codes").combine_chunks()
     dim = codes_col.type.list_size
     codes = buffer_view(codes_col.flatten(), np.int8).reshape(len(data), dim)
     return data.drop_columns(["codes"]).combine_chunks(), codes
+
+
+def _unlike(schema: pa.Schema, columns: list[str]) -> str | None:
+    """What makes a pack's schema other than the one `write` gives `columns` rows, or None."""
+    if schema.names != [*columns, "codes"]:
+        return f"columns {schema.names}, not {[*columns, 'codes']}"
+    codes = schema.field("codes").type
+    if not pa.types.is_fixed_size_list(codes) or codes.value_type != pa.int8():
+        return f"codes of {codes}, not fixed-size lists of int8"
+    if not all(pa.types.is_floating(schema.field(t).type) for t in ("start", "end")):
+        return "times that are not floating-point numbers"
+    return None
 
 
 def write(path: Path, rows: pa.Table, codes: np.ndarray) -> None:

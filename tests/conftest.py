@@ -90,7 +90,8 @@ class SynthFilm:
         return json.loads((self.dir / "truth.json").read_text())
 
     def copy_to(self, lib_dir: Path):
-        """A writable copy of the film's memory in a new library (via an export bundle)."""
+        """A writable copy of the film's memory in a new library (via an export bundle; an imported
+        film has no source video, so policies that send the whole video use `film`)."""
         from moviemem import Library
 
         bundle = lib_dir.parent / f"{lib_dir.name}-synth.tar"

@@ -66,9 +66,11 @@ def test_duration_option_is_refused_in_one_line(tmp_path: Path, cli, duration: s
     ("MOVIEMEM_CACHE_MODE", "sk-secret-mode", "cache_mode .*'readwrite' or 'replay-only'"),
     ("MOVIEMEM_BACKBONE_TIMEOUT_S", "nan", "backbone_timeout_s .*finite number"),
 ])
-def test_settings_from_the_environment_are_checked_in_one_line(cli, monkeypatch, variable: str, value: str,
+def test_settings_from_the_environment_are_checked_in_one_line(cli, lib_dir: Path, monkeypatch, variable: str, value: str,
                                                                  why: str) -> None:
     from moviemem.backbones.settings import get_backbone_settings
+
+    lib_dir.mkdir()  # an empty library: `films` reads it
 
     monkeypatch.setenv(variable, value)
     with pytest.raises(MovieMemError, match=why) as err:
@@ -186,7 +188,8 @@ def test_a_line_that_is_not_an_object_is_one_error(tmp_path: Path) -> None:
         load_benchmark(bench)
 
 
-def test_a_json_file_that_is_no_benchmark_is_one_line(tmp_path: Path, cli) -> None:
+def test_a_json_file_that_is_no_benchmark_is_one_line(tmp_path: Path, cli, lib_dir: Path) -> None:
+    lib_dir.mkdir()  # an empty library: bench reads it
     truth = tmp_path / "truth.json"
     truth.write_text(json.dumps({"film_id": "synth", "events": [{"start": 1, "end": 2}], "characters": ["A", "B"]}))
     r = cli("bench", str(truth), "--backbones", "scripted:A", "--out", str(tmp_path / "run"))
@@ -212,7 +215,8 @@ def test_more_options_than_policies_take_are_refused_at_load(tmp_path: Path) -> 
     ([[-2, 1]], r"evidence.0.0: value -2.0 is not a time"),
     ([[9, 3]], r"evidence.0: span end 3.0 is before its start 9.0"),
 ])
-def test_gold_evidence_spans_are_checked_like_every_other_time(tmp_path: Path, cli, evidence, why: str) -> None:
+def test_gold_evidence_spans_are_checked_like_every_other_time(tmp_path: Path, cli, lib_dir: Path, evidence, why: str) -> None:
+    lib_dir.mkdir()  # an empty library: bench reads it
     bench = tmp_path / "b.jsonl"
     bench.write_text(json.dumps(_item(evidence=evidence)) + "\n")
     r = cli("bench", str(bench), "--backbones", "scripted:A", "--out", str(tmp_path / "run"))

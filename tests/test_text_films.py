@@ -272,8 +272,8 @@ mode, root, lib = sys.argv[1:4]
 library.IMPORT_CHUNK_CUES = 2  # one film a chunk
 append = MemoryStore.append
 
-def killing_append(self, rows, dim=None):
-    n = append(self, rows, dim)
+def killing_append(self, rows, dim=None, vectors=None):
+    n = append(self, rows, dim, vectors)
     if mode == "mid-film" and rows and isinstance(rows[0], UtteranceRow) and rows[0].film_id == "mf2-3":
         os.kill(os.getpid(), signal.SIGKILL)  # its rows are written, its run is not marked done
     return n

@@ -69,7 +69,7 @@ def test_broken_pack_is_reported_and_rewritten(synth_film, tmp_path, caplog, fre
     monkeypatch.setattr(search, "_vec_cache", type(search._vec_cache)())
     with caplog.at_level(logging.WARNING, logger="moviemem.memory.vector_pack"):
         assert [h.id for h in retriever.retrieve(lib.film(film.film_id), QUERY, k=5)] == expected
-    assert "unreadable" in caplog.text and vector_pack.read(pack) is not None  # rewritten from LanceDB
+    assert "unreadable" in caplog.text and vector_pack.read(pack, search.TEXT_TABLES["utterances"].columns) is not None  # rewritten
 
 
 def test_a_rerun_stage_gets_a_new_pack_and_the_old_one_goes(synth_film, tmp_path, fresh_cache, monkeypatch) -> None:
