@@ -448,7 +448,7 @@ def test_an_edited_results_line_fails_in_one_line(tmp_path: Path, cli) -> None:
     assert len(read_results(run)) == 2
     for field, value, why in [("correct", "yes", "line 2: correct: input should be a valid boolean"),
                               ("wall_s", float("nan"), "line 2: wall_s: input should be a finite number"),
-                              ("status", "done", "line 2: status: input should be 'answered', 'invalid' or 'transient'")]:
+                              ("status", "done", "line 2: status: input should be 'answered', 'invalid', 'unfit' or 'transient'")]:
         rec = json.loads(good[1])
         rec[field] = value
         (run / RESULTS).write_text(good[0] + "\n" + json.dumps(rec) + "\n")
