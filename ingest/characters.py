@@ -22,7 +22,7 @@ from .names import Character, Line, build_registry, link_faces, registry_lexicon
 from .stage import Ctx, Outcome, Stage, chosen_backbone, chosen_backbone_label, load_chosen_backbone
 
 STRIP_STEP_S = 2.0  # one strip frame stands for this much screen time (0.5 fps)
-NAME_RULES = 4  # version of ingest/names.py's rules: a change re-runs the stage on the next ingest
+NAME_RULES = 5  # version of ingest/names.py's rules: a change re-runs the stage on the next ingest
 
 
 def face_appearances(faces: list[FaceRow]) -> tuple[dict[int, list[float]], dict[int, float], dict[int, str]]:
@@ -90,6 +90,8 @@ class CharactersStage(Stage):
             seen = list(face_times.get(ch.face, [])) if ch.face >= 0 else []
             told = [span for n in ch.names for span in mentions.get(n, [])]
             times = [t for span in spoken + told for t in span] + seen
+            if not times:  # named in the dialogue, never heard nor seen (a text film): from its mentions
+                times = [t for i in ch.named_in for t in (by_key[i].line.start, by_key[i].line.end)]
             screen = screen_s.get(ch.face, 0.0) if seen else sum(b - a for a, b in told)
             links = ch.links + ([{"kind": "thumbnail", "value": thumbs[ch.face], "confidence": 1.0, "evidence": []}]
                                 if ch.face in thumbs else [])
