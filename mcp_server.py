@@ -107,7 +107,7 @@ def build_server(lib: Library, *, backbones: Sequence[str] = (), allow_ingest: b
     @_tool
     def film_overview(film_id: FilmId) -> dict[str, Any]:
         """A film's duration, what its memory holds (row counts, stages), its segments (scenes) and
-        the characters the memory names, if any."""
+        its characters as `moviemem characters` lists them ({"name", "names", "lines"}: lines spoken)."""
         return film_tools.film_overview(lib, film_id)
 
     @mcp.tool(annotations=READ_ONLY)

@@ -78,11 +78,18 @@ class CharactersStage(Stage):
                 ch.links.append({"kind": "face", "value": face, "confidence": 1.0, "evidence": []})
                 chars.append(ch)
 
-        # narration tags ([Name] in captions) count as appearances of a named character
+        # narration tags ([Name] in captions) count as appearances of a named character, and name
+        # one of their own where no voice or line did (a film told by its audio description)
         mentions: dict[str, list[tuple[float, float]]] = defaultdict(list)
         for c in captions:
             for name in c.characters:
                 mentions[name].append((c.start, c.end))
+        known = {n for ch in chars for n in ch.names}
+        for k, name in enumerate(sorted(set(mentions) - known, key=lambda n: (mentions[n][0][0], n)), 1):
+            ch = Character(f"t{k}", name, [name], confidence=1.0)
+            ch.links.append({"kind": "name", "value": name, "confidence": 1.0,
+                             "evidence": [f"caption at {a:.1f}-{b:.1f} s tags [{name}]" for a, b in mentions[name][:5]]})
+            chars.append(ch)
 
         rows: list[CharacterRow] = []
         for ch in chars:

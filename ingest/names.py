@@ -14,8 +14,8 @@ cluster; a cluster gets a name only with enough support and a clear margin, else
 
 A film with no voices (a text film) names its people from the dialogue alone (text_cast): a name
 the lines address, introduce ("this is Kent", "meet Kent") or title ("Judge Carter") at least
-twice is a character when the film names it again and again (MIN_MENTIONS times, in MIN_PARTS of
-its PARTS equal parts: a name said in one scene is a passer-by) and not mostly after a place's
+twice is a character when the film names it again and again (MIN_MENTIONS times in a feature
+film, in MIN_PARTS of its PARTS equal parts: a name said in one scene is a passer-by) and not mostly after a place's
 preposition ("from Utah", "in Dalton") or an article ("the United States").
 """
 
@@ -24,7 +24,7 @@ from __future__ import annotations
 import bisect
 import re
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -114,8 +114,9 @@ class Character:
 
 
 MIN_CUES = 2  # addresses, introductions and titles a text film's name needs to be a character's
-MIN_MENTIONS = 5  # times a text film names a character ...
-PARTS, MIN_PARTS = 20, 4  # ... in at least MIN_PARTS of its PARTS equal parts
+MIN_MENTIONS = 5  # times a feature film (LINES_PER_MENTION * 5 lines or more) names a character ...
+LINES_PER_MENTION = 250  # ... a shorter one a mention per this many lines, at least MIN_CUES
+PARTS, MIN_PARTS = 20, 4  # ... in at least MIN_PARTS (or as many as its mentions) of its PARTS equal parts
 
 
 def name_lexicon(texts: Sequence[str], tags: Sequence[str] = ()) -> set[str]:
@@ -193,6 +194,28 @@ def votes(lines: Sequence[Line], lexicon: set[str], gap_s: float = 3.0) -> list[
     return out
 
 
+def capitalised(text: str) -> Iterator[tuple[str, bool]]:
+    """Each capitalised word of `text` (without its 's), and whether a place's preposition or an
+    article goes before it or the name it ends ("from Utah", "the United States")."""
+    placed, end = False, -1
+    for m in _WORD.finditer(text):
+        if m.group(0)[0].isupper():
+            go_on = placed and not text[end:m.start()].strip()  # "the United States": States too
+            placed, end = go_on or bool(_PLACE_BEFORE.search(text[:m.start()])), m.end()
+            yield re.sub(r"'s?$", "", m.group(0)), placed
+
+
+def places(texts: Iterable[str]) -> set[str]:
+    """Capitalised words a film says after a place's preposition or an article more often than not."""
+    said: Counter[str] = Counter()
+    placed: Counter[str] = Counter()
+    for text in texts:
+        for word, after_place in capitalised(text):
+            said[word] += 1
+            placed[word] += after_place
+    return {w for w, n in placed.items() if 2 * n > said[w]}
+
+
 def text_cast(lines: Sequence[Line], lexicon: set[str], vs: Sequence[Vote]) -> dict[str, list[int]]:
     """The names a film without voices registers, each with the lines that address, introduce or
     title it (module docstring): its forms with a title of TITLES ("Mr. Carter") kept apart."""
@@ -210,11 +233,10 @@ def text_cast(lines: Sequence[Line], lexicon: set[str], vs: Sequence[Vote]) -> d
             surname = _SURNAME.match(text, m.end(1))  # "meet Cheyenne Kent": Kent is introduced too
             if surname and surname.group(1) in lexicon:
                 cued[surname.group(1)].add(ln.idx)
-        for m in _WORD.finditer(text):
-            word = re.sub(r"'s?$", "", m.group(0))
+        for word, after_place in capitalised(text):
             if word in lexicon:
                 said[word].append(ln.start)
-                placed[word] += bool(_PLACE_BEFORE.search(text[:m.start()]))
+                placed[word] += after_place
     if not said:
         return {}
     first, last = min(ln.start for ln in lines), max(ln.end for ln in lines)
@@ -223,10 +245,12 @@ def text_cast(lines: Sequence[Line], lexicon: set[str], vs: Sequence[Vote]) -> d
     for name, where in cued.items():
         cues[bare(name)] += len(where)
 
+    mentions = min(MIN_MENTIONS, max(MIN_CUES, round(len(lines) / LINES_PER_MENTION)))
+
     def person(word: str) -> bool:
         times = said.get(word, [])
         parts = len({int((t - first) / part) for t in times})
-        return (cues[word] >= MIN_CUES and len(times) >= MIN_MENTIONS and parts >= MIN_PARTS
+        return (cues[word] >= MIN_CUES and len(times) >= mentions and parts >= min(MIN_PARTS, mentions)
                 and cues[word] + len(times) / 2 > 2 * placed[word])
 
     return {name: sorted(where) for name, where in cued.items() if bare(name) in lexicon and person(bare(name))}

@@ -19,7 +19,8 @@ from .scenes import RegistryCast, Scene, TextLine, assign_to_spans, build_scenes
 from .stage import Ctx, Outcome, Stage, chosen_backbone, chosen_backbone_label, embed_texts, load_chosen_backbone
 
 SCENE_PARAMS = {"min_s": 45.0, "max_s": 240.0, "pause_s": 12.0, "central_k": 2,
-                "characters": "registry, and names never written in lower case, unquoted, not roles"}
+                "characters": "registry in dialogue; in descriptions names never written in lower case, "
+                              "unquoted, not roles, not places"}
 
 
 def memory_lines(ctx: Ctx) -> list[TextLine]:

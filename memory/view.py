@@ -265,6 +265,8 @@ class FilmMemory:
         for c in rows:
             mine, seen = lines.get(c.char_id, []), faces.get(c.face, []) if c.face >= 0 else []
             times = [t for u in mine for t in (u.start, u.end)] + seen
+            if not times and c.char_id in known and c.first_s < self.t1:  # named by a line already shown
+                times = [c.first_s, min(c.last_s, self.t1)]
             if not times:
                 continue
             screen = c.screen_time_s * len(seen) / total[c.face] if seen else 0.0
