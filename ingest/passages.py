@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from ..memory.schema import PassageRow
 from .stage import Ctx, Outcome, Stage, embed_texts
 
@@ -98,18 +100,19 @@ class PassagesStage(Stage):
     def params(self, ctx: Ctx) -> dict[str, Any]:
         p = PassageParams()
         return {"window_s": p.window_s, "stride_s": p.stride_s, "max_words": p.max_words, "max_gap_s": p.max_gap_s,
-                "embedder": ctx.settings.embedder}
+                "embedder": ctx.settings.embedder, "vectors": "mean of its rows' vectors"}
 
     def run(self, ctx: Ctx) -> Outcome:
         segs = ctx.rows("segments")
         shot_grouped = any(s.first_shot >= 0 for s in segs)
         bounds = sorted(s.start for s in segs)[1:] if shot_grouped else []
+        rows = {"utterance": ctx.rows("utterances"), "caption": ctx.rows("captions")}
         sources = {
-            "utterance": [Line(u.idx, u.start, u.end, u.text, u.speaker) for u in ctx.rows("utterances") if u.text.strip()],
-            "caption": [Line(c.idx, c.start, c.end, c.text) for c in ctx.rows("captions") if c.text.strip()],
+            "utterance": [Line(u.idx, u.start, u.end, u.text, u.speaker) for u in rows["utterance"] if u.text.strip()],
+            "caption": [Line(c.idx, c.start, c.end, c.text) for c in rows["caption"] if c.text.strip()],
         }
         built = [(source, p) for source, lines in sources.items() for p in build_passages(lines, PassageParams(), bounds)]
-        vecs, dim = embed_texts(ctx, [p.text for _, p in built]) if built else ([], None)
+        vecs, dim = pooled_vectors(ctx, built, {s: {r.idx: r.vector for r in rs if r.text.strip()} for s, rs in rows.items()})
         ctx.write([PassageRow(film_id=ctx.film_id, idx=i, source=source, start=round(p.start, 3), end=round(p.end, 3),
                               text=p.text, first_row=p.first_row, last_row=p.last_row, vector=v)
                    for i, ((source, p), v) in enumerate(zip(built, vecs))], dim)
@@ -117,3 +120,26 @@ class PassagesStage(Stage):
         return Outcome(note=f"{counts['utterance']} transcript and {counts['caption']} caption passages"
                             + (" (within segments)" if bounds else ""))
 
+
+
+def pooled_vectors(ctx: Ctx, built: Sequence[tuple[str, Passage]],
+                   vectors: dict[str, dict[int, list[float] | None]]) -> tuple[list[list[float]], int | None]:
+    """Each passage's vector: the normalised mean of its rows' vectors, which the transcript and
+    captions stages have embedded already (encoding the passages again cost twice the film's whole
+    transcript, for vectors that add little to BM25 over passages; README). A passage with a row
+    that has no vector is encoded."""
+    out: list[list[float] | None] = []
+    for source, p in built:
+        mine = [vectors[source].get(i) for i in range(p.first_row, p.last_row + 1) if i in vectors[source]]
+        if mine and all(v is not None for v in mine):
+            mean = np.mean(np.asarray(mine, dtype=np.float32), axis=0)
+            out.append((mean / max(float(np.linalg.norm(mean)), 1e-12)).tolist())
+        else:
+            out.append(None)
+    todo = [i for i, v in enumerate(out) if v is None]
+    dim = len(next((v for v in out if v is not None), []) or []) or None
+    if todo:
+        encoded, dim = embed_texts(ctx, [built[i][1].text for i in todo])
+        for i, v in zip(todo, encoded):
+            out[i] = v
+    return [v for v in out if v is not None], dim

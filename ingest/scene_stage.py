@@ -114,8 +114,9 @@ def stored_scenes(ctx: Ctx, lines: list[TextLine]) -> list[Scene]:
 
 
 def rule_graph_of(ctx: Ctx) -> RuleGraph:
+    """The rule graph of the stored scenes; a film without video has a scene of dialogue as one event."""
     lines = memory_lines(ctx)
-    return build_graph(stored_scenes(ctx, lines), lines)
+    return build_graph(stored_scenes(ctx, lines), lines, scene_units=not ctx.inputs.film.has_video)
 
 
 def write_rule_graph(ctx: Ctx, graph: RuleGraph) -> str:

@@ -242,13 +242,16 @@ def test_text_film_gets_scenes_and_a_rule_graph_by_default(tmp_path: Path, cli) 
     assert ov.count("scene ") == len(scenes) and len(ov) <= 240  # every scene, shortened to fit
     events = film.events()
     assert events and all(e.source == "rules" and e.lines for e in events) and len(events[0].vector) > 0
+    # a text film's events are its scenes (summary, who is in them), not its quoted lines, linked in
+    # screen order, which the graph says is all that links them
+    assert [(e.trigger, e.description, e.seg_idx) for e in events] == [("scene", s.summary, s.scene_idx) for s in scenes]
+    assert json.loads(events[-1].args) == {"with": "Anna"}
     g = film.graph()
     assert g.made_by() == "rules"
-    types = {e["type"] for e in g.edges()}
-    assert {"before", "causal"} <= types and all(e["rule"] and e["lines"] for e in g.edges())
-    storm = next(e["id"] for e in g.events() if "storm broke the bridge" in e["description"])
-    cannot = next(e["id"] for e in g.events() if "cannot reach the village" in e["description"])
-    assert storm in g.causes_of(cannot)
+    assert {(e["type"], e["rule"]) for e in g.edges()} == {("before", "screen-order")}
+    assert all(e["lines"] for e in g.edges()) and len(g.edges()) == len(events) - 1
+    shown = " ".join(cli("graph", "tiny", "--library", str(lib.path), library=False).out.split())
+    assert f"{len(events)} events, {len(events) - 1} relations ({len(events) - 1} only screen order" in shown
 
     res = cli("scenes", "tiny", "--json", "--library", str(lib.path), library=False)
     assert res.code == 0, res.err
