@@ -52,11 +52,11 @@ class CharactersStage(Stage):
         return {**p, "names_backbone": spec, "prompts": [NAME.ref]} if spec else p
 
     def run(self, ctx: Ctx) -> Outcome:
-        utts = sorted(ctx.rows("utterances"), key=lambda u: u.idx)
+        utts = sorted(ctx.rows("utterances", vectors=False), key=lambda u: u.idx)
         turns = registry_lines(utts, ctx.rows("voices"))
         lines = [t.line for t in turns]
         by_key = {t.line.idx: t for t in turns}
-        captions = ctx.rows("captions")
+        captions = ctx.rows("captions", vectors=False)
         shown = [Span(c.start, c.end, c.text, "caption") for c in captions]
         chars, line_char = build_registry(lines, shown=shown)
         by_model, model = "", ""

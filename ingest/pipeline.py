@@ -17,7 +17,7 @@ from ..config import Settings
 from ..digests import file_sha256
 from ..errors import FilmBusyError, MovieMemError
 from ..memory.schema import FilmRow, check_film_id
-from ..memory.store import MemoryStore, params_hash
+from ..memory.store import MemoryStore, finished, params_hash
 from ..progress import QuietReporter, Reporter
 from ..timefmt import check_time
 from .probe import probe
@@ -57,7 +57,9 @@ def run_stages(store: MemoryStore, settings: Settings, inputs: Inputs, stages: l
     A stage that would now be skipped (e.g. events without --backbone) keeps its finished rows
     unless it is asked for by name, and then dropping them needs `replace`."""
     film_id = inputs.film.film_id
-    runs = store.finished_runs(film_id)
+    known = store.stage_rows(film_id)
+    runs = finished(known)
+    ran_before = {r.stage for r in known}  # a stage no run of which was ever recorded has nothing to sweep
     for stage in stages:
         if only is not None and stage.name not in only and stage.name in runs:
             continue
@@ -81,11 +83,13 @@ def run_stages(store: MemoryStore, settings: Settings, inputs: Inputs, stages: l
             if not replace:
                 raise MovieMemError(f"stage {stage.name} would be skipped ({reason}) and drop its {current.rows} "
                                     f"finished row(s) for {film_id!r}; pass --replace to drop them")
-        ctx.run_id = store.begin_run(film_id, stage.name, params, phash, code_version=__version__)
-        if reason:
-            store.finish_run(film_id, stage.name, ctx.run_id, stage.owns, rows=0, status="skipped", reason=reason)
+        sweep = stage.name in ran_before
+        if reason:  # one finished row, written at once
+            run = store.skip_run(film_id, stage.name, stage.owns, params, phash, reason, code_version=__version__,
+                                 sweep=sweep)
             reporter.finish(stage.name, "skipped", reason)
         else:
+            ctx.run_id = store.begin_run(film_id, stage.name, params, phash, code_version=__version__)
             reporter.start(stage.name)
             try:
                 outcome = stage.run(ctx)
@@ -93,10 +97,11 @@ def run_stages(store: MemoryStore, settings: Settings, inputs: Inputs, stages: l
                 store.fail_run(film_id, ctx.run_id, f"{type(exc).__name__}: {exc}")
                 reporter.finish(stage.name, "failed", str(exc)[:200])
                 raise
-            store.finish_run(film_id, stage.name, ctx.run_id, stage.owns, rows=ctx.written, model=outcome.model,
-                             reason=outcome.note)
+            run = store.finish_run(film_id, stage.name, ctx.run_id, stage.owns, rows=ctx.written, model=outcome.model,
+                                   reason=outcome.note, sweep=sweep)
             reporter.finish(stage.name, "done", outcome.note)
-        runs = store.finished_runs(film_id)
+        runs[stage.name] = run
+        ran_before.add(stage.name)
 
 
 def _select(stages: list[str] | None, default: list[Stage]) -> tuple[list[Stage], set[str] | None]:

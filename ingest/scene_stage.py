@@ -26,10 +26,10 @@ SCENE_PARAMS = {"min_s": 45.0, "max_s": 240.0, "pause_s": 12.0, "central_k": 2,
 def memory_lines(ctx: Ctx) -> list[TextLine]:
     """Captions, dialogue and on-screen text of the upstream runs, each with its row reference."""
     lines = [TextLine(c.start, c.end, "caption", c.text, f"captions:{c.idx}", "", tuple(c.characters))
-             for c in ctx.rows("captions")]
+             for c in ctx.rows("captions", vectors=False)]
     lines += [TextLine(u.start, u.end, "dialogue", u.text, f"utterances:{u.idx}", u.speaker)
-              for u in ctx.rows("utterances")]
-    lines += [TextLine(o.start, o.end, "onscreen", o.text, f"onscreen:{o.idx}") for o in ctx.rows("onscreen")]
+              for u in ctx.rows("utterances", vectors=False)]
+    lines += [TextLine(o.start, o.end, "onscreen", o.text, f"onscreen:{o.idx}") for o in ctx.rows("onscreen", vectors=False)]
     return sorted((ln for ln in lines if ln.text.strip()), key=lambda ln: (ln.start, ln.end, ln.kind, ln.ref))
 
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..config import Settings
 from ..errors import MovieMemError
-from ..memory.schema import TABLE_OWNER, FilmRow, Row, StageRow, owned_tables
+from ..memory.schema import ROW_MODELS, TABLE_OWNER, FilmRow, Row, StageRow, owned_tables, vector_columns
 from ..memory.store import MemoryStore, sql_str
 from ..progress import Reporter
 from .probe import Probe
@@ -63,14 +63,19 @@ class Ctx:
         run = self.upstream[TABLE_OWNER[table]]
         return f"film_id = {sql_str(self.film_id)} AND run_id = {sql_str(run.run_id)}"
 
-    def rows(self, table: str) -> list[Any]:
-        """Rows of an upstream stage's finished run."""
-        return self.store.rows(table, self._upstream_filter(table))
+    def rows(self, table: str, vectors: bool = True) -> list[Any]:
+        """Rows of an upstream stage's finished run (without their vectors unless `vectors`: a
+        film's utterances with theirs take ~40 ms to read and validate). Nothing is read from a
+        run that wrote no row (a skipped stage, an empty track)."""
+        if not self.upstream[TABLE_OWNER[table]].rows:
+            return []
+        model = ROW_MODELS[table]
+        columns = None if vectors else [f for f in model.model_fields if f not in vector_columns(model)]
+        return self.store.rows(table, self._upstream_filter(table), columns)
 
     def has_rows(self, table: str) -> bool:
-        """Whether an upstream stage's finished run wrote any row, without reading them (a film's
-        utterances with their vectors take ~40 ms to read and validate)."""
-        return self.store.count(table, self._upstream_filter(table)) > 0
+        """Whether an upstream stage's finished run wrote any row, without reading them."""
+        return bool(self.upstream[TABLE_OWNER[table]].rows) and self.store.count(table, self._upstream_filter(table)) > 0
 
     def run_dir(self, stage: str) -> Path:
         return self.store.media_dir(self.film_id) / stage / self.run_id

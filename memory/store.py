@@ -38,6 +38,15 @@ def params_hash(params: dict[str, Any]) -> str:
     return hashlib.sha256(blob).hexdigest()[:16]
 
 
+def finished(stage_rows: Iterable[StageRow]) -> dict[str, StageRow]:
+    """The visible run of each stage among a film's stage rows: its latest finished row."""
+    best: dict[str, StageRow] = {}
+    for r in stage_rows:
+        if r.status in FINISHED and (r.stage not in best or r.finished_at > best[r.stage].finished_at):
+            best[r.stage] = r
+    return best
+
+
 def sql_str(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
@@ -72,6 +81,7 @@ class MemoryStore:
             Path(self.uri).mkdir(parents=True, exist_ok=True)
         self._tables: dict[str, Any] = {}
         self._evolved: set[str] = set()  # tables checked for columns added since they were made
+        self._begun: dict[str, StageRow] = {}  # rows of the runs this process began and has not finished
 
     @functools.cached_property
     def db(self) -> Any:
@@ -204,9 +214,13 @@ class MemoryStore:
             q = q.select(columns)
         return q.limit(None).to_arrow()
 
-    def rows(self, name: str, where: str | None = None) -> list[Row]:
+    def rows(self, name: str, where: str | None = None, columns: list[str] | None = None) -> list[Row]:
+        """Rows as models; with `columns`, only those are read (the others take their defaults)."""
         model = ROW_MODELS[name]
-        return [model.model_validate(r) for r in self.query(name, where).to_pylist()]
+        if columns is not None and self.table(name) is not None:
+            have = set(self.table(name).schema.names)
+            columns = [c for c in columns if c in have]
+        return [model.model_validate(r) for r in self.query(name, where, columns).to_pylist()]
 
     # -- stage runs --------------------------------------------------------
     def stage_rows(self, film_id: str) -> list[StageRow]:
@@ -214,11 +228,7 @@ class MemoryStore:
 
     def finished_runs(self, film_id: str) -> dict[str, StageRow]:
         """The visible run of each stage: its latest finished row."""
-        best: dict[str, StageRow] = {}
-        for r in self.stage_rows(film_id):
-            if r.status in FINISHED and (r.stage not in best or r.finished_at > best[r.stage].finished_at):
-                best[r.stage] = r
-        return best
+        return finished(self.stage_rows(film_id))
 
     def begin_run(self, film_id: str, stage: str, params: dict[str, Any], phash: str, model: str = "",
                   code_version: str = "", resume: bool = False) -> str:
@@ -228,9 +238,24 @@ class MemoryStore:
                 if r.stage == stage and r.status == "running" and r.params_hash == phash:
                     return r.run_id
         run_id = uuid.uuid4().hex[:16]
-        self.append([StageRow(film_id=film_id, run_id=run_id, stage=stage, params=json.dumps(params, sort_keys=True, default=str),
-                              params_hash=phash, model=model, code_version=code_version, started_at=now())])
+        row = StageRow(film_id=film_id, run_id=run_id, stage=stage, params=json.dumps(params, sort_keys=True, default=str),
+                       params_hash=phash, model=model, code_version=code_version, started_at=now())
+        self.append([row])
+        self._begun[run_id] = row
         return run_id
+
+    def skip_run(self, film_id: str, stage: str, owned: Iterable[str], params: dict[str, Any], phash: str, reason: str,
+                 *, code_version: str = "", sweep: bool = True) -> StageRow:
+        """Record a skipped run as one finished row (no running row to mark: nothing runs), then drop
+        every other run's rows of this stage (`sweep`: False when the film never ran it)."""
+        at = now()
+        row = StageRow(film_id=film_id, run_id=uuid.uuid4().hex[:16], stage=stage, params=json.dumps(params, sort_keys=True, default=str),
+                       params_hash=phash, code_version=code_version, status="skipped", reason=reason, started_at=at,
+                       finished_at=at)
+        self.append([row])
+        if sweep:
+            self.sweep(film_id, stage, owned, keep=row.run_id)
+        return row
 
     @_retry_conflicts
     def _mark(self, film_id: str, run_id: str, values: dict[str, Any]) -> None:
@@ -238,13 +263,17 @@ class MemoryStore:
         tbl.update(where=f"film_id = {sql_str(film_id)} AND run_id = {sql_str(run_id)}", values=values)
 
     def finish_run(self, film_id: str, stage: str, run_id: str, owned: Iterable[str], *, rows: int,
-                   status: str = "done", reason: str = "", model: str | None = None) -> None:
-        """Make a run visible, then drop every other run's rows of this stage."""
+                   status: str = "done", reason: str = "", model: str | None = None, sweep: bool = True) -> StageRow:
+        """Make a run visible, then drop every other run's rows of this stage (`sweep`: False when
+        the film never ran it before, so there is nothing to drop); returns the finished row."""
         values: dict[str, Any] = {"status": status, "reason": reason, "rows": rows, "finished_at": now()}
         if model is not None:
             values["model"] = model
         self._mark(film_id, run_id, values)
-        self.sweep(film_id, stage, owned, keep=run_id)
+        if sweep:
+            self.sweep(film_id, stage, owned, keep=run_id)
+        begun = self._begun.pop(run_id, None) or StageRow(film_id=film_id, run_id=run_id, stage=stage)
+        return begun.model_copy(update=values)
 
     def fail_run(self, film_id: str, run_id: str, error: str) -> None:
         self._mark(film_id, run_id, {"status": "failed", "error": error[:2000], "finished_at": now()})
