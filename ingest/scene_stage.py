@@ -11,7 +11,7 @@ import json
 from collections import Counter
 from typing import Any
 
-from ..memory.schema import EventRow, RelationRow, SceneRow
+from ..memory.schema import EventRow, RelationRow, SceneRow, SegmentRow
 from .names import bare
 from .rule_graph import RuleGraph, build_graph
 from .scene_summaries import SUMMARY, write_summaries
@@ -49,14 +49,42 @@ def registry_cast(ctx: Ctx) -> RegistryCast | None:
     return RegistryCast(named, {ref: tuple(dict.fromkeys(names)) for ref, names in speakers.items()})
 
 
+def picture_scenes(ctx: Ctx, scenes: list[Scene], segments: list[SegmentRow]) -> list[Scene]:
+    """Scenes of the shot groups no text falls in (a film without dialogue, or a silent stretch):
+    what the pictures give, the shots and who is on screen (face identities, by their registry name)."""
+    told = {(round(sc.start, 3), round(sc.end, 3)) for sc in scenes}
+    faces = [f for f in ctx.rows("faces", vectors=False) if f.cluster >= 0]
+    who = {c.face: c.name for c in ctx.rows("characters", vectors=False) if c.face >= 0}
+    out = list(scenes)
+    for seg in segments:
+        if (round(seg.start, 3), round(seg.end, 3)) in told:
+            continue
+        seen = Counter(who.get(f.cluster, f"face {f.cluster + 1}") for f in faces if seg.start <= f.t < seg.end)
+        names = [n for n, _ in seen.most_common()]
+        shots = seg.last_shot - seg.first_shot + 1
+        on_screen = f"on screen: {', '.join(names[:6])}" if names else "no face recognised"
+        out.append(Scene(-1, seg.start, seg.end, [], names,
+                         summary=f"{shots} shot{'s' if shots != 1 else ''}, no words; {on_screen}."))
+    out.sort(key=lambda sc: (sc.start, sc.end))
+    for i, sc in enumerate(out):
+        sc.idx = i
+    return out
+
+
 class ScenesStage(Stage):
     """Scenes with an extractive summary, or one a model writes when a text backbone is chosen (kept by
-    a later plain ingest, as a model's event graph is); skipped when the film has no text at all."""
+    a later plain ingest, as a model's event graph is). A film with shots has a scene for every shot
+    group: one no text falls in is told by its pictures (picture_scenes); a film with neither text
+    nor shots has none."""
 
     name = "scenes"
-    needs = ("probe", "segments", "transcript", "ocr", "captions", "characters")
-    version = 3
+    needs = ("probe", "segments", "transcript", "ocr", "captions", "faces", "characters")
+    version = 4
     attempts = 3
+
+    def _shot_groups(self, ctx: Ctx) -> list[SegmentRow]:
+        segs = sorted(ctx.rows("segments"), key=lambda s: s.seg_idx)
+        return segs if any(s.first_shot >= 0 for s in segs) else []
 
     def params(self, ctx: Ctx) -> dict[str, Any]:
         p = {"from": "segments" if ctx.inputs.film.has_video else "pauses", **SCENE_PARAMS}
@@ -68,8 +96,8 @@ class ScenesStage(Stage):
     def skip_reason(self, ctx: Ctx) -> str | None:
         """A plain ingest keeps summaries a model wrote (as the events stage keeps a model's graph),
         unless `--stages scenes --replace` asks for extractive ones again."""
-        if not any(ctx.has_rows(t) for t in ("captions", "utterances", "onscreen")):
-            return "no captions, utterances or on-screen text to read scenes from"
+        if not any(ctx.has_rows(t) for t in ("captions", "utterances", "onscreen")) and not self._shot_groups(ctx):
+            return "no captions, utterances or on-screen text to read scenes from, and no shots"
         made = self.finished_params(ctx, with_rows=True) or {}
         if chosen_backbone(ctx) is None and not ctx.replace and made.get("summaries") == "model":
             return ("no text backbone chosen, and the film's scene summaries were written by a model: pass "
@@ -84,12 +112,16 @@ class ScenesStage(Stage):
         cast = registry_cast(ctx)
         scenes = build_scenes(memory_lines(ctx), segments, central_k=p["central_k"], min_s=p["min_s"],
                               max_s=p["max_s"], pause_s=p["pause_s"], cast=cast)
-        hows, model, by_model = ["extractive"] * len(scenes), "", ""
+        shot_groups = self._shot_groups(ctx)
+        told = len(scenes)
+        scenes = picture_scenes(ctx, scenes, shot_groups) if shot_groups else scenes
+        hows, model, by_model = ["extractive" if sc.lines else "pictures" for sc in scenes], "", ""
         if p["summaries"] == "model":
             backbone = load_chosen_backbone(ctx)
-            written = write_summaries(backbone, scenes, title=ctx.inputs.film.title, attempts=self.attempts,
-                                      progress=ctx.progress)
-            for i, text in enumerate(written):
+            textual = [i for i, sc in enumerate(scenes) if sc.lines]  # a model reads words; pictures stay as told
+            written = write_summaries(backbone, [scenes[i] for i in textual], title=ctx.inputs.film.title,
+                                      attempts=self.attempts, progress=ctx.progress)
+            for i, text in zip(textual, written):
                 if text is not None:
                     scenes[i].summary, hows[i] = text, backbone.model_id
             model, failed = backbone.model_id, written.count(None)
@@ -100,7 +132,8 @@ class ScenesStage(Stage):
                             n_lines=len(s.lines), how=how) for s, how in zip(scenes, hows)])
         cut = "shot-grouped segments" if segments is not None else "pauses in the dialogue"
         who = f"characters from the registry ({len(cast.names)} named)" if cast else "no character registry: names from the lines"
-        return Outcome(model=model, note=f"{len(scenes)} scenes from {cut}; {who}{by_model}")
+        pictures = f" ({len(scenes) - told} with no words, told by their shots and faces)" if len(scenes) > told else ""
+        return Outcome(model=model, note=f"{len(scenes)} scenes from {cut}{pictures}; {who}{by_model}")
 
 
 
