@@ -106,13 +106,15 @@ class PassagesStage(Stage):
         segs = ctx.rows("segments")
         shot_grouped = any(s.first_shot >= 0 for s in segs)
         bounds = sorted(s.start for s in segs)[1:] if shot_grouped else []
-        rows = {"utterance": ctx.rows("utterances"), "caption": ctx.rows("captions")}
         sources = {
-            "utterance": [Line(u.idx, u.start, u.end, u.text, u.speaker) for u in rows["utterance"] if u.text.strip()],
-            "caption": [Line(c.idx, c.start, c.end, c.text) for c in rows["caption"] if c.text.strip()],
+            "utterance": [Line(u.idx, u.start, u.end, u.text, u.speaker) for u in ctx.rows("utterances", vectors=False)
+                          if u.text.strip()],
+            "caption": [Line(c.idx, c.start, c.end, c.text) for c in ctx.rows("captions", vectors=False) if c.text.strip()],
         }
         built = [(source, p) for source, lines in sources.items() for p in build_passages(lines, PassageParams(), bounds)]
-        vecs, dim = pooled_vectors(ctx, built, {s: {r.idx: r.vector for r in rs if r.text.strip()} for s, rs in rows.items()})
+        stored = {"utterance": ctx.vectors("utterances"), "caption": ctx.vectors("captions")}
+        vecs, dim = pooled_vectors(ctx, built, {s: {ln.idx: stored[s].get(ln.idx) for ln in lines}
+                                                for s, lines in sources.items()})
         ctx.write([PassageRow(film_id=ctx.film_id, idx=i, source=source, start=round(p.start, 3), end=round(p.end, 3),
                               text=p.text, first_row=p.first_row, last_row=p.last_row, vector=v)
                    for i, ((source, p), v) in enumerate(zip(built, vecs))], dim)
@@ -123,7 +125,7 @@ class PassagesStage(Stage):
 
 
 def pooled_vectors(ctx: Ctx, built: Sequence[tuple[str, Passage]],
-                   vectors: dict[str, dict[int, list[float] | None]]) -> tuple[list[list[float]], int | None]:
+                   vectors: dict[str, dict[int, np.ndarray | None]]) -> tuple[list[list[float]], int | None]:
     """Each passage's vector: the normalised mean of its rows' vectors, which the transcript and
     captions stages have embedded already (encoding the passages again cost twice the film's whole
     transcript, for vectors that add little to BM25 over passages; README). A passage with a row
@@ -132,7 +134,7 @@ def pooled_vectors(ctx: Ctx, built: Sequence[tuple[str, Passage]],
     for source, p in built:
         mine = [vectors[source].get(i) for i in range(p.first_row, p.last_row + 1) if i in vectors[source]]
         if mine and all(v is not None for v in mine):
-            mean = np.mean(np.asarray(mine, dtype=np.float32), axis=0)
+            mean = np.mean(np.stack(mine), axis=0)  # type: ignore[arg-type]  # none is None, checked above
             out.append((mean / max(float(np.linalg.norm(mean)), 1e-12)).tolist())
         else:
             out.append(None)

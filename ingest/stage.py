@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+import numpy as np
+
 from ..config import Settings
 from ..errors import MovieMemError
 from ..memory.schema import ROW_MODELS, TABLE_OWNER, FilmRow, Row, StageRow, owned_tables, vector_columns
@@ -72,6 +74,19 @@ class Ctx:
         model = ROW_MODELS[table]
         columns = None if vectors else [f for f in model.model_fields if f not in vector_columns(model)]
         return self.store.rows(table, self._upstream_filter(table), columns)
+
+    def vectors(self, table: str, key: str = "idx") -> dict[int, np.ndarray]:
+        """The vectors of an upstream run's rows by `key`, read as arrays (validating them as rows
+        costs more than the stage's own work); rows without one are left out."""
+        if not self.upstream[TABLE_OWNER[table]].rows:
+            return {}
+        col = vector_columns(ROW_MODELS[table])[0]
+        got = self.store.query(table, self._upstream_filter(table), [key, col])
+        keys, vecs = got.column(key).to_pylist(), got.column(col).combine_chunks()
+        if vecs.null_count or not len(vecs):
+            return {k: np.asarray(v, dtype=np.float32) for k, v in zip(keys, vecs.to_pylist()) if v is not None}
+        flat = vecs.flatten().to_numpy(zero_copy_only=False).astype(np.float32)
+        return dict(zip(keys, flat.reshape(len(keys), -1)))
 
     def has_rows(self, table: str) -> bool:
         """Whether an upstream stage's finished run wrote any row, without reading them."""
