@@ -17,10 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from ..memory.schema import PassageRow
-from .stage import Ctx, Outcome, Stage, embed_texts
+from .stage import Ctx, Outcome, Stage, pooled_or_embedded
 
 
 @dataclass(frozen=True)
@@ -113,8 +111,10 @@ class PassagesStage(Stage):
         }
         built = [(source, p) for source, lines in sources.items() for p in build_passages(lines, PassageParams(), bounds)]
         stored = {"utterance": ctx.vectors("utterances"), "caption": ctx.vectors("captions")}
-        vecs, dim = pooled_vectors(ctx, built, {s: {ln.idx: stored[s].get(ln.idx) for ln in lines}
-                                                for s, lines in sources.items()})
+        held = {source: {ln.idx for ln in lines} for source, lines in sources.items()}  # a blank line is in none
+        vecs, dim = pooled_or_embedded(ctx, [p.text for _, p in built],
+                                       [[stored[src].get(i) for i in range(p.first_row, p.last_row + 1) if i in held[src]]
+                                        for src, p in built])
         ctx.write([PassageRow(film_id=ctx.film_id, idx=i, source=source, start=round(p.start, 3), end=round(p.end, 3),
                               text=p.text, first_row=p.first_row, last_row=p.last_row, vector=v)
                    for i, ((source, p), v) in enumerate(zip(built, vecs))], dim)
@@ -123,25 +123,3 @@ class PassagesStage(Stage):
                             + (" (within segments)" if bounds else ""))
 
 
-
-def pooled_vectors(ctx: Ctx, built: Sequence[tuple[str, Passage]],
-                   vectors: dict[str, dict[int, np.ndarray | None]]) -> tuple[list[list[float]], int | None]:
-    """Each passage's vector: the normalised mean of its rows' vectors, which the transcript and
-    captions stages have embedded already (encoding the passages again cost twice the film's whole
-    transcript, for vectors that add little to BM25 over passages; README). A passage with a row
-    that has no vector is encoded."""
-    out: list[list[float] | None] = []
-    for source, p in built:
-        mine = [vectors[source].get(i) for i in range(p.first_row, p.last_row + 1) if i in vectors[source]]
-        if mine and all(v is not None for v in mine):
-            mean = np.mean(np.stack(mine), axis=0)  # type: ignore[arg-type]  # none is None, checked above
-            out.append((mean / max(float(np.linalg.norm(mean)), 1e-12)).tolist())
-        else:
-            out.append(None)
-    todo = [i for i, v in enumerate(out) if v is None]
-    dim = len(next((v for v in out if v is not None), []) or []) or None
-    if todo:
-        encoded, dim = embed_texts(ctx, [built[i][1].text for i in todo])
-        for i, v in zip(todo, encoded):
-            out[i] = v
-    return [v for v in out if v is not None], dim

@@ -16,7 +16,7 @@ from .._version import __version__
 from ..config import Settings
 from ..digests import file_sha256
 from ..errors import FilmBusyError, MovieMemError
-from ..memory.schema import FilmRow, check_film_id
+from ..memory.schema import FilmRow, StageRow, check_film_id
 from ..memory.store import MemoryStore, finished, params_hash
 from ..progress import QuietReporter, Reporter
 from ..timefmt import check_time
@@ -120,9 +120,8 @@ def _select(stages: list[str] | None, default: list[Stage]) -> tuple[list[Stage]
     return [s for s in default if s.name in wanted], set(stages) | {"probe"}
 
 
-def _keep_imported(store: MemoryStore, film_id: str, inputs: Inputs) -> None:
-    """Re-ingesting without --subtitles/--captions keeps what was imported before."""
-    runs = store.finished_runs(film_id)
+def _keep_imported(runs: dict[str, StageRow], inputs: Inputs) -> None:
+    """Re-ingesting without --subtitles/--captions keeps what was imported before (`runs`: the film's finished runs)."""
     if inputs.subtitles is None and "transcript" in runs:
         params = json.loads(runs["transcript"].params or "{}")
         if params.get("source") in ("subtitles", "text"):
@@ -150,7 +149,8 @@ def _commit_film(store: MemoryStore, settings: Settings, inputs: Inputs, stages:
     film = inputs.film
     lock = _lock(store, film.film_id, reporter, lock_wait_s)
     try:
-        existing = store.film_row(film.film_id)
+        runs = store.finished_runs(film.film_id)
+        existing = store.film_row(film.film_id, runs)
         if existing is not None and existing.sha256 != film.sha256:
             if not replace:
                 raise MovieMemError(
@@ -173,7 +173,8 @@ def _commit_film(store: MemoryStore, settings: Settings, inputs: Inputs, stages:
             changed = {k: getattr(film, k) for k in ("title", "year", "meta") if getattr(film, k) != getattr(existing, k)}
             if changed:
                 store.update_film(film.film_id, changed)
-        _keep_imported(store, film.film_id, inputs)
+        # a fresh film has no runs; one deleted above (--replace) is read again
+        _keep_imported(runs if existing is not None or not runs else store.finished_runs(film.film_id), inputs)
         default = ordered_stages()
         chosen, only = _select(stages, default)
         run_stages(store, settings, inputs, chosen, reporter, only, replace)

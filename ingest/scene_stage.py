@@ -13,10 +13,10 @@ from typing import Any
 
 from ..memory.schema import EventRow, RelationRow, SceneRow, SegmentRow
 from .names import bare
-from .rule_graph import RuleGraph, build_graph
+from .rule_graph import SCENE_RULE, RuleGraph, build_graph
 from .scene_summaries import SUMMARY, write_summaries
 from .scenes import RegistryCast, Scene, TextLine, assign_to_spans, build_scenes
-from .stage import Ctx, Outcome, Stage, chosen_backbone, chosen_backbone_label, embed_texts, load_chosen_backbone
+from .stage import Ctx, Outcome, Stage, chosen_backbone, chosen_backbone_label, load_chosen_backbone, pooled_or_embedded
 
 SCENE_PARAMS = {"min_s": 45.0, "max_s": 240.0, "pause_s": 12.0, "central_k": 2,
                 "characters": "registry in dialogue; in descriptions names never written in lower case, "
@@ -156,7 +156,11 @@ def write_rule_graph(ctx: Ctx, graph: RuleGraph) -> str:
     """Events (with vectors, for matching questions to them) and relations (each says whether rules
     or a model made it: refine.py checks rule edges with a backbone); returns the note."""
     evs = graph.events
-    vecs, dim = embed_texts(ctx, [e.description for e in evs]) if evs else ([], None)
+    stored = {t: ctx.vectors(t) for t in ("utterances", "captions", "onscreen")} if any(
+        e.rule == SCENE_RULE for e in evs) else {}
+    lines = [[stored[t].get(int(i)) for t, _, i in (ref.partition(":") for ref in e.refs)] if e.rule == SCENE_RULE
+             else None for e in evs]  # a scene's vector pools its lines'
+    vecs, dim = pooled_or_embedded(ctx, [e.description for e in evs], lines) if evs else ([], None)
     ctx.write([EventRow(film_id=ctx.film_id, event_id=e.event_id, trigger=e.trigger,
                         args=json.dumps(e.args, sort_keys=True), description=e.description, start=round(e.start, 3),
                         end=round(e.end, 3), seg_idx=e.scene_idx, story_order=e.story_order, source="rules",

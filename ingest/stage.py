@@ -159,6 +159,27 @@ def load_chosen_backbone(ctx: Ctx) -> Backbone:
     return load(spec, cache=cache, cache_mode=ctx.settings.cache_mode)
 
 
+def pooled_or_embedded(ctx: Ctx, texts: Sequence[str],
+                       members: Sequence[Sequence[np.ndarray | None] | None]) -> tuple[list[list[float]], int | None]:
+    """Each text's vector: the normalised mean of its rows' vectors when it has rows and all of them
+    have one (a passage, a scene: its lines were embedded already, and encoding the whole again costs
+    more than the film's transcript), else its own encoding."""
+    out: list[list[float] | None] = []
+    for rows in members:
+        if rows and all(v is not None for v in rows):
+            mean = np.mean(np.stack(rows), axis=0)  # type: ignore[arg-type]  # none is None, checked above
+            out.append((mean / max(float(np.linalg.norm(mean)), 1e-12)).tolist())
+        else:
+            out.append(None)
+    todo = [i for i, v in enumerate(out) if v is None]
+    dim = len(next((v for v in out if v is not None), []) or []) or None
+    if todo:
+        encoded, dim = embed_texts(ctx, [texts[i] for i in todo])
+        for i, v in zip(todo, encoded):
+            out[i] = v
+    return [v for v in out if v is not None], dim
+
+
 def embed_texts(ctx: Ctx, texts: list[str]) -> tuple[list[list[float]], int]:
     from ..models.embedder import get_embedder
 
