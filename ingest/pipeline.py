@@ -60,6 +60,7 @@ def run_stages(store: MemoryStore, settings: Settings, inputs: Inputs, stages: l
     known = store.stage_rows(film_id)
     runs = finished(known)
     ran_before = {r.stage for r in known}  # a stage no run of which was ever recorded has nothing to sweep
+    read: dict[tuple[str, str, bool], list[Any]] = {}
     for stage in stages:
         if only is not None and stage.name not in only and stage.name in runs:
             continue
@@ -67,7 +68,7 @@ def run_stages(store: MemoryStore, settings: Settings, inputs: Inputs, stages: l
         if missing:
             raise MovieMemError(f"stage {stage.name} needs {', '.join(missing)}, which has not finished for {film_id!r}")
         ctx = Ctx(store, settings, inputs, reporter, upstream={n: runs[n] for n in stage.needs},
-                  replace=replace and only is not None and stage.name in only)
+                  replace=replace and only is not None and stage.name in only, runs=runs, read=read)
         params = stage.params(ctx)
         phash = params_hash({"stage": stage.name, "version": stage.version, "params": params,
                              "upstream": {n: r.run_id for n, r in ctx.upstream.items()}})

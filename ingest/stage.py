@@ -49,6 +49,8 @@ class Ctx:
     upstream: dict[str, StageRow] = field(default_factory=dict)
     written: int = 0
     replace: bool = False  # asked by name with --replace: a stage may drop what it would otherwise keep
+    runs: dict[str, StageRow] | None = None  # the film's finished runs, where the pipeline holds them
+    read: dict[tuple[str, str, bool], list[Any]] = field(default_factory=dict)  # rows read, shared by the stages of one ingest
 
     @property
     def film_id(self) -> str:
@@ -69,11 +71,15 @@ class Ctx:
         """Rows of an upstream stage's finished run (without their vectors unless `vectors`: a
         film's utterances with theirs take ~40 ms to read and validate). Nothing is read from a
         run that wrote no row (a skipped stage, an empty track)."""
-        if not self.upstream[TABLE_OWNER[table]].rows:
+        run = self.upstream[TABLE_OWNER[table]]
+        if not run.rows:
             return []
-        model = ROW_MODELS[table]
-        columns = None if vectors else [f for f in model.model_fields if f not in vector_columns(model)]
-        return self.store.rows(table, self._upstream_filter(table), columns)
+        key = (table, run.run_id, vectors)  # a finished run's rows never change: read them once an ingest
+        if key not in self.read:
+            model = ROW_MODELS[table]
+            columns = None if vectors else [f for f in model.model_fields if f not in vector_columns(model)]
+            self.read[key] = self.store.rows(table, self._upstream_filter(table), columns)
+        return list(self.read[key])
 
     def vectors(self, table: str, key: str = "idx") -> dict[int, np.ndarray]:
         """The vectors of an upstream run's rows by `key`, read as arrays (validating them as rows
@@ -123,7 +129,7 @@ class Stage:
     def finished_params(self, ctx: Ctx, *, with_rows: bool = False) -> dict[str, Any] | None:
         """The params of this stage's finished run for the film (None when it has none, or with
         `with_rows` none that wrote rows): how a stage tells what it made before, to keep it."""
-        run = ctx.store.finished_runs(ctx.film_id).get(self.name)
+        run = (ctx.runs if ctx.runs is not None else ctx.store.finished_runs(ctx.film_id)).get(self.name)
         if run is None or run.status != "done" or (with_rows and not run.rows):
             return None
         return dict(json.loads(run.params or "{}"))
