@@ -217,8 +217,9 @@ class MemoryStore:
     def rows(self, name: str, where: str | None = None, columns: list[str] | None = None) -> list[Row]:
         """Rows as models; with `columns`, only those are read (the others take their defaults)."""
         model = ROW_MODELS[name]
-        if columns is not None and self.table(name) is not None:
-            have = set(self.table(name).schema.names)
+        tbl = self.table(name)
+        if columns is not None and tbl is not None:  # a table made before a column was added lacks it
+            have = set(tbl.schema.names)
             columns = [c for c in columns if c in have]
         return [model.model_validate(r) for r in self.query(name, where, columns).to_pylist()]
 
