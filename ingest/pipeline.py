@@ -52,12 +52,13 @@ def _lock(store: MemoryStore, film_id: str, reporter: Reporter, wait_s: float) -
 
 
 def run_stages(store: MemoryStore, settings: Settings, inputs: Inputs, stages: list[Stage], reporter: Reporter,
-               only: set[str] | None = None, replace: bool = False) -> None:
+               only: set[str] | None = None, replace: bool = False, known: list[StageRow] | None = None) -> None:
     """Run stages in order. With `only`, other stages run just when they have never finished.
     A stage that would now be skipped (e.g. events without --backbone) keeps its finished rows
-    unless it is asked for by name, and then dropping them needs `replace`."""
+    unless it is asked for by name, and then dropping them needs `replace`. `known`: the film's
+    stage rows, when the caller has just read them."""
     film_id = inputs.film.film_id
-    known = store.stage_rows(film_id)
+    known = store.stage_rows(film_id) if known is None else known
     runs = finished(known)
     ran_before = {r.stage for r in known}  # a stage no run of which was ever recorded has nothing to sweep
     read: dict[tuple[str, str, bool], list[Any]] = {}
@@ -150,7 +151,8 @@ def _commit_film(store: MemoryStore, settings: Settings, inputs: Inputs, stages:
     film = inputs.film
     lock = _lock(store, film.film_id, reporter, lock_wait_s)
     try:
-        runs = store.finished_runs(film.film_id)
+        known = store.stage_rows(film.film_id)
+        runs = finished(known)
         existing = store.film_row(film.film_id, runs)
         if existing is not None and existing.sha256 != film.sha256:
             if not replace:
@@ -158,13 +160,13 @@ def _commit_film(store: MemoryStore, settings: Settings, inputs: Inputs, stages:
                     f"film id {film.film_id!r} already holds another source ({existing.source_path}); choose another --film-id or pass --replace"
                 )
             store.delete_film(film.film_id)
-            existing = None
+            existing, known, runs = None, [], {}
         if existing is not None and not film.has_video and abs(existing.duration_s - film.duration_s) > 1e-3:  # --duration
             if not replace:
                 raise MovieMemError(f"film {film.film_id!r} is {existing.duration_s:g} s long, not {film.duration_s:g} s; "
                                     "pass --replace to rebuild it at the new length")
             store.delete_film(film.film_id)
-            existing = None
+            existing, known, runs = None, [], {}
         if not film.title:
             film.title = existing.title if existing is not None else Path(film.source_path).stem
         if existing is not None:
@@ -174,11 +176,10 @@ def _commit_film(store: MemoryStore, settings: Settings, inputs: Inputs, stages:
             changed = {k: getattr(film, k) for k in ("title", "year", "meta") if getattr(film, k) != getattr(existing, k)}
             if changed:
                 store.update_film(film.film_id, changed)
-        # a fresh film has no runs; one deleted above (--replace) is read again
-        _keep_imported(runs if existing is not None or not runs else store.finished_runs(film.film_id), inputs)
+        _keep_imported(runs, inputs)
         default = ordered_stages()
         chosen, only = _select(stages, default)
-        run_stages(store, settings, inputs, chosen, reporter, only, replace)
+        run_stages(store, settings, inputs, chosen, reporter, only, replace, known)
         _write_packs(store, film.film_id, reporter)
     finally:
         lock.release()
