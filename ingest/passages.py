@@ -98,7 +98,7 @@ class PassagesStage(Stage):
     def params(self, ctx: Ctx) -> dict[str, Any]:
         p = PassageParams()
         return {"window_s": p.window_s, "stride_s": p.stride_s, "max_words": p.max_words, "max_gap_s": p.max_gap_s,
-                "embedder": ctx.settings.embedder, "vectors": "mean of its rows' vectors"}
+                "embedder": ctx.settings.embedder, "vectors": "its rows' vectors, each weighed by its words"}
 
     def run(self, ctx: Ctx) -> Outcome:
         segs = ctx.rows("segments")
@@ -111,10 +111,10 @@ class PassagesStage(Stage):
         }
         built = [(source, p) for source, lines in sources.items() for p in build_passages(lines, PassageParams(), bounds)]
         stored = {"utterance": ctx.vectors("utterances"), "caption": ctx.vectors("captions")}
-        held = {source: {ln.idx for ln in lines} for source, lines in sources.items()}  # a blank line is in none
+        held = {source: {ln.idx: ln.text for ln in lines} for source, lines in sources.items()}  # a blank line is in none
         vecs, dim = pooled_or_embedded(ctx, [p.text for _, p in built],
-                                       [[stored[src].get(i) for i in range(p.first_row, p.last_row + 1) if i in held[src]]
-                                        for src, p in built])
+                                       [[(stored[src].get(i), held[src][i]) for i in range(p.first_row, p.last_row + 1)
+                                         if i in held[src]] for src, p in built])
         ctx.write([PassageRow(film_id=ctx.film_id, idx=i, source=source, start=round(p.start, 3), end=round(p.end, 3),
                               text=p.text, first_row=p.first_row, last_row=p.last_row, vector=v)
                    for i, ((source, p), v) in enumerate(zip(built, vecs))], dim)

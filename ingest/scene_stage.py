@@ -158,8 +158,8 @@ def write_rule_graph(ctx: Ctx, graph: RuleGraph) -> str:
     evs = graph.events
     stored = {t: ctx.vectors(t) for t in ("utterances", "captions", "onscreen")} if any(
         e.rule == SCENE_RULE for e in evs) else {}
-    lines = [[stored[t].get(int(i)) for t, _, i in (ref.partition(":") for ref in e.refs)] if e.rule == SCENE_RULE
-             else None for e in evs]  # a scene's vector pools its lines'
+    lines = [[(stored[ln.ref.partition(":")[0]].get(int(ln.ref.partition(":")[2])), ln.text) for ln in e.lines]
+             if e.rule == SCENE_RULE else None for e in evs]  # a scene's vector pools its lines'
     vecs, dim = pooled_or_embedded(ctx, [e.description for e in evs], lines) if evs else ([], None)
     ctx.write([EventRow(film_id=ctx.film_id, event_id=e.event_id, trigger=e.trigger,
                         args=json.dumps(e.args, sort_keys=True), description=e.description, start=round(e.start, 3),

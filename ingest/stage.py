@@ -166,15 +166,17 @@ def load_chosen_backbone(ctx: Ctx) -> Backbone:
 
 
 def pooled_or_embedded(ctx: Ctx, texts: Sequence[str],
-                       members: Sequence[Sequence[np.ndarray | None] | None]) -> tuple[list[list[float]], int | None]:
-    """Each text's vector: the normalised mean of its rows' vectors when it has rows and all of them
-    have one (a passage, a scene: its lines were embedded already, and encoding the whole again costs
-    more than the film's transcript), else its own encoding."""
+                       members: Sequence[Sequence[tuple[np.ndarray | None, str]] | None]) -> tuple[list[list[float]], int | None]:
+    """Each text's vector from its rows (each row's vector and text): their mean, each row weighed by
+    its words as the encoder's mean over tokens weighs them, normalised, when it has rows and all of
+    them have a vector (a passage, a scene: its lines were embedded already, and encoding the whole
+    again cost more than the film's transcript; MF² dev retrieval: README); else its own encoding."""
     out: list[list[float] | None] = []
     for rows in members:
-        if rows and all(v is not None for v in rows):
-            mean = np.mean(np.stack(rows), axis=0)  # type: ignore[arg-type]  # none is None, checked above
-            out.append((mean / max(float(np.linalg.norm(mean)), 1e-12)).tolist())
+        if rows and all(v is not None for v, _ in rows):
+            weights = np.asarray([max(1, len(text.split())) for _, text in rows], dtype=np.float32)
+            total = (np.stack([v for v, _ in rows]) * weights[:, None]).sum(axis=0)  # type: ignore[misc]  # none is None
+            out.append((total / max(float(np.linalg.norm(total)), 1e-12)).tolist())
         else:
             out.append(None)
     todo = [i for i, v in enumerate(out) if v is None]

@@ -99,9 +99,10 @@ def test_text_film_gets_passages_by_default(textfilm) -> None:
     # a passage's vector is its lines' vectors pooled (the transcript stage embedded them), not a second encoding
     utts = {u.idx: np.asarray(u.vector) for u in film.utterances() if u.text.strip()}
     p = ps[1]
-    mean = np.mean([utts[i] for i in range(p.first_row, p.last_row + 1) if i in utts], axis=0)
+    words = {u.idx: len(u.text.split()) for u in film.utterances()}
+    mean = np.sum([utts[i] * words[i] for i in range(p.first_row, p.last_row + 1) if i in utts], axis=0)
     assert np.allclose(np.asarray(p.vector), mean / np.linalg.norm(mean), atol=2e-3)  # vectors are stored as float16
-    assert json.loads(stage.params)["vectors"] == "mean of its rows' vectors"
+    assert json.loads(stage.params)["vectors"] == "its rows' vectors, each weighed by its words"
 
 
 # ----------------------------------------------------------------------------- metrics and packing

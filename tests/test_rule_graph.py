@@ -247,8 +247,8 @@ def test_text_film_gets_scenes_and_a_rule_graph_by_default(tmp_path: Path, cli) 
     # screen order, which the graph says is all that links them
     assert [(e.trigger, e.description, e.seg_idx) for e in events] == [("scene", s.summary, s.scene_idx) for s in scenes]
     assert json.loads(events[-1].args) == {"with": "Anna"}
-    said = {f"utterances:{u.idx}": np.asarray(u.vector) for u in film.utterances()}  # its vector pools its lines'
-    mean = np.mean([said[ref] for ref in events[0].lines], axis=0)
+    said = {f"utterances:{u.idx}": np.asarray(u.vector) * len(u.text.split()) for u in film.utterances()}  # pooled
+    mean = np.sum([said[ref] for ref in events[0].lines], axis=0)
     assert np.allclose(np.asarray(events[0].vector), mean / np.linalg.norm(mean), atol=2e-3)
     g = film.graph()
     assert g.made_by() == "rules"
