@@ -329,10 +329,11 @@ def extract_events(scenes: list[Scene], scene_units: bool = False) -> list[RuleE
     """The scenes' events (scene_events); with `scene_units` a scene of dialogue alone is one event,
     told by its summary, with its characters (a text film: its quoted lines are no story events)."""
     found: list[RuleEvent] = []
-    everything = [ln for sc in scenes for ln in sc.lines]
-    known, film = known_names(everything), FilmNames.of(everything)
-    for sc in scenes:
-        if scene_units and sc.lines and all(ln.kind == "dialogue" for ln in sc.lines):
+    whole = [scene_units and bool(sc.lines) and all(ln.kind == "dialogue" for ln in sc.lines) for sc in scenes]
+    everything = [ln for sc, one in zip(scenes, whole) for ln in sc.lines] if not all(whole) else []
+    known, film = known_names(everything), FilmNames.of(everything)  # the film's names, where a scene needs them
+    for sc, one in zip(scenes, whole):
+        if one:
             found.append(RuleEvent("", "scene", sc.summary, sc.start, sc.end, sc.idx, sc.lines, list(sc.names),
                                    stems(" ".join(ln.text for ln in sc.lines)),
                                    {"with": ", ".join(sc.names[:6])} if sc.names else {}, SCENE_RULE))
