@@ -53,18 +53,21 @@ def picture_scenes(ctx: Ctx, scenes: list[Scene], segments: list[SegmentRow]) ->
     """Scenes of the shot groups no text falls in (a film without dialogue, or a silent stretch):
     what the pictures give, the shots and who is on screen (face identities, by their registry name)."""
     told = {(round(sc.start, 3), round(sc.end, 3)) for sc in scenes}
-    faces = [f for f in ctx.rows("faces", vectors=False) if f.cluster >= 0]
+    faces = ctx.rows("faces", vectors=False)
     who = {c.face: c.name for c in ctx.rows("characters", vectors=False) if c.face >= 0}
     out = list(scenes)
     for seg in segments:
         if (round(seg.start, 3), round(seg.end, 3)) in told:
             continue
-        seen = Counter(who.get(f.cluster, f"face {f.cluster + 1}") for f in faces if seg.start <= f.t < seg.end)
+        here = [f for f in faces if seg.start <= f.t < seg.end]
+        seen = Counter(who.get(f.cluster, f"face {f.cluster + 1}") for f in here if f.cluster >= 0)
         names = [n for n, _ in seen.most_common()]
+        unknown = sum(f.cluster < 0 for f in here)  # seen once or too unlike the others to be an identity
+        parts = ([f"on screen: {', '.join(names[:6])}"] if names else []) + (
+            [f"{unknown} face{'s' if unknown != 1 else ''} of no identity"] if unknown else [])
         shots = seg.last_shot - seg.first_shot + 1
-        on_screen = f"on screen: {', '.join(names[:6])}" if names else "no face recognised"
-        out.append(Scene(-1, seg.start, seg.end, [], names,
-                         summary=f"{shots} shot{'s' if shots != 1 else ''}, no words; {on_screen}."))
+        out.append(Scene(-1, seg.start, seg.end, [], names, summary=f"{shots} shot{'s' if shots != 1 else ''}, "
+                         f"no words; {'; '.join(parts) or 'no face seen'}."))
     out.sort(key=lambda sc: (sc.start, sc.end))
     for i, sc in enumerate(out):
         sc.idx = i

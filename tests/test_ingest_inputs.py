@@ -111,7 +111,7 @@ def test_a_video_without_words_gets_scenes_from_its_shots(tmp_path: Path, cli) -
     assert res.json()["counts"]["shots"] >= 2 and res.json()["counts"]["utterances"] == 0
     data = cli("scenes", "silent", "--json").json()
     assert data["scenes"] and all(s["how"] == "pictures" and s["characters"] == [] for s in data["scenes"])
-    assert all(s["summary"].endswith("shots, no words; no face recognised.") or "1 shot," in s["summary"]
+    assert all(s["summary"].endswith("shots, no words; no face seen.") or "1 shot," in s["summary"]
                for s in data["scenes"])
     assert "with no words, told by their shots and faces" in data["note"]
 
