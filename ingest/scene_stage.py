@@ -119,9 +119,9 @@ class ScenesStage(Stage):
         told = len(scenes)
         scenes = picture_scenes(ctx, scenes, shot_groups) if shot_groups else scenes
         hows, model, by_model = ["extractive" if sc.lines else "pictures" for sc in scenes], "", ""
-        if p["summaries"] == "model":
+        textual = [i for i, sc in enumerate(scenes) if sc.lines]  # a model reads words; pictures stay as told
+        if p["summaries"] == "model" and textual:
             backbone = load_chosen_backbone(ctx)
-            textual = [i for i, sc in enumerate(scenes) if sc.lines]  # a model reads words; pictures stay as told
             written = write_summaries(backbone, [scenes[i] for i in textual], title=ctx.inputs.film.title,
                                       attempts=self.attempts, progress=ctx.progress)
             for i, text in zip(textual, written):

@@ -131,8 +131,10 @@ class RegistryCast:
     _pattern: dict[str, re.Pattern[str]] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self._pattern = {c: re.compile("|".join(map(_spelled, sorted(names, key=len, reverse=True))))
-                         for c, names in self.names.items() if names}
+        # the longest names first, across characters: "Miss Carter" is hers before "Carter" is his
+        longest = sorted((c for c, names in self.names.items() if names), key=lambda c: -max(map(len, self.names[c])))
+        self._pattern = {c: re.compile("|".join(map(_spelled, sorted(self.names[c], key=len, reverse=True))))
+                         for c in longest}
 
     def in_line(self, line: TextLine, text: str) -> tuple[list[str], str]:
         """Who of the registry speaks `line` or is named in `text` (the line's unquoted words), and

@@ -67,6 +67,12 @@ def test_a_scene_lists_the_registry_characters_in_it_then_the_other_names_its_de
     assert bare.names == ["Berg", "Anna", "Ruth", "v1", "Hollis", "Major"]
 
 
+def test_a_longer_name_is_its_character_s_before_a_shorter_one_is_another_s() -> None:
+    cast = RegistryCast({"Carter": ("Carter",), "Miss Carter": ("Miss Carter",)})
+    (scene,) = build_scenes([say(0, "Howdy Miss Carter, going home?", ref=0)], [(0.0, 5.0)], cast=cast)
+    assert scene.names == ["Miss Carter"]  # not her father's "Carter"
+
+
 def test_stems_triggers_and_eventful_lines() -> None:
     assert stem("opens") == stem("opening") == "open" and stem("found") == "found"
     assert trigger_of("Anna opens the gate of the farm.", ["Anna"]) == "open"
