@@ -120,7 +120,7 @@ def build_server(lib: Library, *, backbones: Sequence[str] = (), allow_ingest: b
     ) -> dict[str, Any]:
         """The film's scenes in screen order, a table of contents to browse before searching: each
         scene's time span, the characters in it and a short summary (`how`: "extractive", its most
-        central lines, or the id of the model that wrote it).
+        central lines; "pictures", its shots and faces where no words fall; or the id of the model that wrote it).
         Returns {"scenes": [{"scene", "start", "end", "characters", "summary", "how"}], "truncated", "total"}."""
         return film_tools.scenes(lib, film_id, start=start, end=end, until=until)
 

@@ -15,8 +15,8 @@ cluster; a cluster gets a name only with enough support and a clear margin, else
 A film with no voices (a text film) names its people from the dialogue alone (text_cast): a name
 the lines address, introduce ("this is Kent", "meet Kent") or title ("Judge Carter") at least
 twice is a character when the film names it again and again (MIN_MENTIONS times in a feature
-film, in MIN_PARTS of its PARTS equal parts: a name said in one scene is a passer-by) and not mostly after a place's
-preposition ("from Utah", "in Dalton") or an article ("the United States").
+film, in MIN_PARTS of its PARTS equal parts: a name said in one scene is a passer-by) and not
+mostly after a place's preposition ("from Utah", "in Dalton") or an article ("the United States").
 """
 
 from __future__ import annotations
@@ -195,7 +195,7 @@ def votes(lines: Sequence[Line], lexicon: set[str], gap_s: float = 3.0) -> list[
 
 
 def capitalised(text: str) -> Iterator[tuple[str, bool]]:
-    """Each capitalised word of `text` (without its 's), and whether a place's preposition or an
+    """Each capitalised word of `text` (without a possessive 's), and whether a place's preposition or an
     article goes before it or the name it ends ("from Utah", "the United States")."""
     placed, end = False, -1
     for m in _WORD.finditer(text):

@@ -277,6 +277,7 @@ class MemoryStore:
         return begun.model_copy(update=values)
 
     def fail_run(self, film_id: str, run_id: str, error: str) -> None:
+        self._begun.pop(run_id, None)
         self._mark(film_id, run_id, {"status": "failed", "error": error[:2000], "finished_at": now()})
 
     def sweep(self, film_id: str, stage: str, owned: Iterable[str], keep: str | None) -> None:
