@@ -12,7 +12,6 @@ from __future__ import annotations
 import difflib
 import math
 import re
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -147,7 +146,7 @@ def list_films(lib: Library) -> dict[str, Any]:
 
 
 def film_overview(lib: Library, film_id: str) -> dict[str, Any]:
-    """Duration, what the memory holds, segments (scenes) and characters when the memory names any.
+    """Duration, what the memory holds, segments (scenes) and the character registry (characters stage).
     Counts and names are read column by column (never whole rows with their vectors)."""
     f = film(lib, film_id)
     return _saved(lib, f"film_overview {film_id}", lambda: _overview(f))
@@ -160,13 +159,6 @@ def _overview(f: Film) -> dict[str, Any]:
     for table in ("frames", "shots", "segments", "utterances", "passages", "captions", "onscreen", "events", "relations"):
         where = visible_filter(f, table)
         counts[table] = f.store.count(table, where) if where is not None else 0
-    names: Counter[str] = Counter()
-    for table, column in (("captions", "characters"), ("utterances", "speaker")):
-        where = visible_filter(f, table)
-        if where is None:
-            continue
-        for value in f.store.query(table, where, columns=[column]).column(column).to_pylist():
-            names.update(n.strip() for n in (value if isinstance(value, list) else [value]) if n and n.strip())
     segments = f.segments()
     return {
         "film_id": f.film_id, "title": f.info.title, "year": f.info.year, "duration_s": round(f.info.duration_s, 3),
@@ -175,7 +167,9 @@ def _overview(f: Film) -> dict[str, Any]:
         "segments": [{"index": s.seg_idx, "start": round(s.start, 3), "end": round(s.end, 3)}
                      for s in segments[:MAX_SEGMENTS]],
         "segments_total": len(segments),
-        "characters": [{"name": n, "mentions": c} for n, c in names.most_common(MAX_CHARACTERS)],
+        # the character registry, as `moviemem characters` lists it (first seen or named first)
+        "characters": [{"name": c.name, "names": list(c.names), "lines": c.lines}
+                       for c in sorted(f.characters(), key=lambda c: (c.first_s, c.char_id))[:MAX_CHARACTERS]],
     }
 
 

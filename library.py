@@ -179,6 +179,7 @@ class Library:
         """Consecutive films of about IMPORT_CHUNK_CUES cues, their texts embedded and held by the
         embedder until the callback given with them releases them. Films in `imported` add no text;
         an unreadable track adds none either and fails in its own ingest, in film order."""
+        from .ingest.stages import subtitle_items
         from .ingest.texttracks import load_track
         from .models.embedder import get_embedder
 
@@ -193,8 +194,9 @@ class Library:
                 track = None
             if track is not None:
                 stats["cues"] += len(track.cues)
-                if it.film_id not in imported:
-                    texts.extend(c.text for c in track.cues)
+                if it.film_id not in imported:  # what its text stage embeds: dialogue, a text a speaker turn
+                    said = subtitle_items(track) if it.as_ == "utterances" else [{"text": c.text} for c in track.cues]
+                    texts.extend(u["text"] for u in said)
             stats["parse_s"] += time.perf_counter() - t0
             if len(texts) >= IMPORT_CHUNK_CUES or n == len(todo):
                 t1 = time.perf_counter()

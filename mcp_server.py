@@ -176,7 +176,7 @@ def build_server(lib: Library, *, backbones: Sequence[str] = (), allow_ingest: b
     @_tool
     def film_overview(film_id: FilmId) -> dict[str, Any]:
         """A film's duration, what its memory holds (row counts, stages), its segments (scenes) and
-        the characters the memory names, if any."""
+        its characters as `moviemem characters` lists them ({"name", "names", "lines"}: lines spoken)."""
         return film_tools.film_overview(lib, film_id)
 
     @mcp.tool(annotations=READ_ONLY)
@@ -189,7 +189,7 @@ def build_server(lib: Library, *, backbones: Sequence[str] = (), allow_ingest: b
     ) -> dict[str, Any]:
         """The film's scenes in screen order, a table of contents to browse before searching: each
         scene's time span, the characters in it and a short summary (`how`: "extractive", its most
-        central lines, or the id of the model that wrote it).
+        central lines; "pictures", its shots and faces where no words fall; or the id of the model that wrote it).
         Returns {"scenes": [{"scene", "start", "end", "characters", "summary", "how"}], "truncated", "total"}."""
         return film_tools.scenes(lib, film_id, start=start, end=end, until=until)
 

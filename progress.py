@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any, Protocol
 
 from rich.console import Console
@@ -46,8 +47,10 @@ class RichReporter(QuietReporter):
         self.console = console or Console(stderr=True)
         self._progress: Progress | None = None
         self._task: TaskID | None = None
+        self._started: dict[str, float] = {}
 
     def start(self, label: str, total: int | None = None) -> None:
+        self._started[label] = time.perf_counter()
         self._progress = Progress(TextColumn("{task.description:<22}"), BarColumn(), MofNCompleteColumn(),
                                   TimeElapsedColumn(), TextColumn("[dim]{task.fields[postfix]}"),
                                   console=self.console, transient=True)
@@ -66,7 +69,10 @@ class RichReporter(QuietReporter):
             self._progress.stop()
             self._progress = None
         colour = {"done": "green", "cached": "dim", "skipped": "yellow", "failed": "red"}.get(status, "white")
-        self.console.print(Text.assemble((f"{status:>7}", colour), f" {label}", (f"  {note}" if note else "", "dim")), highlight=False)
+        began = self._started.pop(label, None)
+        took = f" {time.perf_counter() - began:.1f} s" if began is not None else ""  # where the time goes
+        self.console.print(Text.assemble((f"{status:>7}", colour), f" {label}", (took, "cyan"),
+                                         (f"  {note}" if note else "", "dim")), highlight=False)
 
     def warn(self, message: str) -> None:
         super().warn(message)

@@ -7,7 +7,7 @@
 Imports into a fresh library and prints cues, cues/s, total seconds (model load included) and
 the busy seconds of each phase: model load, parse (reading the tracks), embed (one parallel
 pass per chunk of films), commit (each film's stages and LanceDB writes) and wait (the
-committer idle, waiting for embeddings). Parse and embed run in a helper thread beside commit,
+committer idle, waiting for embeddings), and each stage's seconds summed over the films. Parse and embed run in a helper thread beside commit,
 so the phases add up to more than the total. Without a path it writes 54 films of about 1,133
 cues each (61,182 cues, as MF²): short subtitle lines of common English words drawn by Zipf's
 law, some lines repeated as in real subtitles (about as many tokens a line as MF²'s).
@@ -28,6 +28,7 @@ from pathlib import Path
 from moviemem import Library
 from moviemem.config import cpu_cores, get_settings
 from moviemem.errors import MovieMemError
+from moviemem.memory.view import run_seconds
 
 SYNTH_FILMS = 54
 SYNTH_CUES = 61_182
@@ -123,7 +124,15 @@ def main() -> None:
         "engine": embedder.backend, "cores": cpu_cores(), "load_avg_before": round(load_before, 2),
         "load_avg_after": round(os.getloadavg()[0], 2),
     }
-    if rows != cues:
+    stage_s: dict[str, float] = {}
+    for f in films:
+        for st in f.stages():
+            took = run_seconds(st)
+            if st.status == "done" and took is not None:
+                stage_s[st.stage] = stage_s.get(st.stage, 0.0) + took
+    stages = {k: round(v, 1) for k, v in sorted(stage_s.items(), key=lambda kv: -kv[1])}
+    result["stages_s"] = stages
+    if rows < cues:  # a cue of two speakers ("- Who? - Me.") is two rows
         print(f"error: {rows} rows stored for {cues} cues", file=sys.stderr)
         sys.exit(1)
     if args.json:
@@ -135,6 +144,7 @@ def main() -> None:
           f"({int(phases['embedded'])} distinct texts), commit {phases['commit_s']:.1f} s, "
           f"commit waiting on embed {phases['wait_s']:.1f} s")
     print(f"cpu         {cpu:.1f} s of CPU time; load average {load_before:.2f} before, {os.getloadavg()[0]:.2f} after")
+    print("stages      " + ", ".join(f"{k} {v:.1f} s" for k, v in stages.items()) + " (all films, as `show` gives them)")
     print(f"cues        {cues}")
     print(f"cues/s      {cues / total:.0f}")
     print(f"total       {total:.1f} s")

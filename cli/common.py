@@ -133,9 +133,10 @@ def _show_human(summary: dict[str, Any]) -> None:
     out.print(f"  {counts}")
     if summary["pools"]:
         out.print("  frame pools: " + ", ".join(f"{k}: {v}" for k, v in summary["pools"].items()))
-    t = Table("stage", "status", "model", "params", "reason", box=None, pad_edge=False)
+    t = Table("stage", "status", "took", "model", "params", "reason", box=None, pad_edge=False)
     for s in summary["stages"]:
-        t.add_row(s["stage"], s["status"], s["model"], s["params_hash"][:8], s["reason"])
+        took = f"{s['seconds']:.1f} s" if s.get("seconds") is not None and s["status"] == "done" else ""
+        t.add_row(s["stage"], s["status"], took, s["model"], s["params_hash"][:8], s["reason"])
     out.print(t)
 
 

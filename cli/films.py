@@ -266,6 +266,7 @@ def graph(
 
     _known_film(library, film)
     from ..graph import NarrativeGraphWarning
+    from ..ingest.rule_graph import SCREEN_ORDER
 
     memory = _library(library).film(film)
     run = next((s for s in memory.stages() if s.stage == "events"), None)
@@ -284,7 +285,9 @@ def graph(
         return
     if graphml is not None:
         return
-    out.print(f"graph made by {g.made_by()}: {len(g)} events, {g.nx.number_of_edges()} relations", highlight=False)
+    only_order = sum(edge["rule"] == SCREEN_ORDER for edge in g.edges())
+    out.print(f"graph made by {g.made_by()}: {len(g)} events, {g.nx.number_of_edges()} relations"
+              f" ({only_order} only screen order: 'before' because one is shown after the other)", highlight=False)
     t = Table("event", "screen", "story", "trigger", "description", box=None, pad_edge=False)
     story = {e: i for i, e in enumerate(g.story_order())}
     for e in g.events():
@@ -292,7 +295,8 @@ def graph(
     out.print(t)
     r = Table("source", "type", "target", "confidence", "rule", "rationale", box=None, pad_edge=False)
     for edge in g.edges():
-        r.add_row(edge["source"], edge["type"], edge["target"], f"{edge['confidence']:.2f}", edge["rule"] or edge["made_by"],
+        kind = f"{edge['type']} (screen order only)" if edge["rule"] == SCREEN_ORDER else edge["type"]
+        r.add_row(edge["source"], kind, edge["target"], f"{edge['confidence']:.2f}", edge["rule"] or edge["made_by"],
                   edge["rationale"])
     out.print(r)
     if g.flashbacks():

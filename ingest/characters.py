@@ -22,7 +22,7 @@ from .names import Character, Line, build_registry, link_faces, registry_lexicon
 from .stage import Ctx, Outcome, Stage, chosen_backbone, chosen_backbone_label, load_chosen_backbone
 
 STRIP_STEP_S = 2.0  # one strip frame stands for this much screen time (0.5 fps)
-NAME_RULES = 4  # version of ingest/names.py's rules: a change re-runs the stage on the next ingest
+NAME_RULES = 5  # version of ingest/names.py's rules: a change re-runs the stage on the next ingest
 
 
 def face_appearances(faces: list[FaceRow]) -> tuple[dict[int, list[float]], dict[int, float], dict[int, str]]:
@@ -52,11 +52,11 @@ class CharactersStage(Stage):
         return {**p, "names_backbone": spec, "prompts": [NAME.ref]} if spec else p
 
     def run(self, ctx: Ctx) -> Outcome:
-        utts = sorted(ctx.rows("utterances"), key=lambda u: u.idx)
+        utts = sorted(ctx.rows("utterances", vectors=False), key=lambda u: u.idx)
         turns = registry_lines(utts, ctx.rows("voices"))
         lines = [t.line for t in turns]
         by_key = {t.line.idx: t for t in turns}
-        captions = ctx.rows("captions")
+        captions = ctx.rows("captions", vectors=False)
         shown = [Span(c.start, c.end, c.text, "caption") for c in captions]
         chars, line_char = build_registry(lines, shown=shown)
         by_model, model = "", ""
@@ -78,11 +78,18 @@ class CharactersStage(Stage):
                 ch.links.append({"kind": "face", "value": face, "confidence": 1.0, "evidence": []})
                 chars.append(ch)
 
-        # narration tags ([Name] in captions) count as appearances of a named character
+        # narration tags ([Name] in captions) count as appearances of a named character, and name
+        # one of their own where no voice or line did (a film told by its audio description)
         mentions: dict[str, list[tuple[float, float]]] = defaultdict(list)
         for c in captions:
             for name in c.characters:
                 mentions[name].append((c.start, c.end))
+        known = {n for ch in chars for n in ch.names}
+        for k, name in enumerate(sorted(set(mentions) - known, key=lambda n: (mentions[n][0][0], n)), 1):
+            ch = Character(f"t{k}", name, [name], confidence=1.0)
+            ch.links.append({"kind": "name", "value": name, "confidence": 1.0,
+                             "evidence": [f"caption at {a:.1f}-{b:.1f} s tags [{name}]" for a, b in mentions[name][:5]]})
+            chars.append(ch)
 
         rows: list[CharacterRow] = []
         for ch in chars:
@@ -90,6 +97,8 @@ class CharactersStage(Stage):
             seen = list(face_times.get(ch.face, [])) if ch.face >= 0 else []
             told = [span for n in ch.names for span in mentions.get(n, [])]
             times = [t for span in spoken + told for t in span] + seen
+            if not times:  # named in the dialogue, never heard nor seen (a text film): from its mentions
+                times = [t for i in ch.named_in for t in (by_key[i].line.start, by_key[i].line.end)]
             screen = screen_s.get(ch.face, 0.0) if seen else sum(b - a for a, b in told)
             links = ch.links + ([{"kind": "thumbnail", "value": thumbs[ch.face], "confidence": 1.0, "evidence": []}]
                                 if ch.face in thumbs else [])

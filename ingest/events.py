@@ -71,9 +71,9 @@ def _one_line(text: Any, limit: int) -> str:
 
 
 def gather_lines(ctx: Ctx) -> list[Line]:
-    lines = [Line(c.start, c.end, "caption", c.text) for c in ctx.rows("captions")]
-    lines += [Line(u.start, u.end, "dialogue", u.text, u.speaker) for u in ctx.rows("utterances")]
-    lines += [Line(o.start, o.end, "onscreen", o.text) for o in ctx.rows("onscreen")]
+    lines = [Line(c.start, c.end, "caption", c.text) for c in ctx.rows("captions", vectors=False)]
+    lines += [Line(u.start, u.end, "dialogue", u.text, u.speaker) for u in ctx.rows("utterances", vectors=False)]
+    lines += [Line(o.start, o.end, "onscreen", o.text) for o in ctx.rows("onscreen", vectors=False)]
     return sorted((ln for ln in lines if ln.text.strip()), key=lambda ln: (ln.start, ln.end, ln.kind))
 
 

@@ -11,6 +11,12 @@ A word counts as a name only if the film's text capitalises it inside a sentence
 it in lower case, so "Look, ..." or "Well, ..." are not addresses. Votes are summed per voice
 cluster; a cluster gets a name only with enough support and a clear margin, else it stays
 "speaker N". Every link keeps its confidence and the lines it came from.
+
+A film with no voices (a text film) names its people from the dialogue alone (text_cast): a name
+the lines address, introduce ("this is Kent", "meet Kent") or title ("Judge Carter") at least
+twice is a character when the film names it again and again (MIN_MENTIONS times in a feature
+film, in MIN_PARTS of its PARTS equal parts: a name said in one scene is a passer-by) and not
+mostly after a place's preposition ("from Utah", "in Dalton") or an article ("the United States").
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from __future__ import annotations
 import bisect
 import re
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -33,21 +39,37 @@ _SELF = [(re.compile(r"\b[Mm]y name(?:'s| is)\s+" + _NAME), 2.0),
                      # the name ends the clause, or a phrase follows that says where the speaker is from or with
                      # ("I am Sarah from the front desk": ASR drops the comma before it)
                      + r"(?=\s*[.,!?]|\s*$|\s+(?:from|of|and|at|with|here)\b)"), 1.5)]
-_ADDR_START = re.compile(r"^(?:(?:Oh|Hi|Hello|Hey|Dear|Good (?:morning|evening|night|afternoon)|Thank you|Thanks|Goodbye|Bye),?\s+)?"
-                         + _NAME + r"\s*[,!?]")
+_ADDR_START = re.compile(r"^(?:(?:Oh|Hi|Hello|Hey|Howdy|Dear|Good (?:morning|evening|night|afternoon|day)|Thank you|Thanks|"
+                         r"Goodbye|Bye|So long|Well|Now|Look|Listen|Come on|Yes|No|Sorry|Please),?\s+)?"
+                         + _NAME + r"\s*(?:[,!?]|\.{2,}|\u2026)")
 _ADDR_END = re.compile(r",\s+" + _NAME + r"\s*[.!?]+[\"']?\s*$")
 _KIN = ("mother|father|grandmother|grandfather|grandma|grandpa|aunt|uncle|sister|brother|son|daughter|wife|husband|"
         "friend|cousin|boss|partner|name|niece|nephew|fiance|fiancee|boyfriend|girlfriend")
 _APPOSITION = re.compile(r"\b(?:my|your|his|her|our|their)\s+(?:old\s+|dear\s+|best\s+|little\s+)?(?:" + _KIN + r"),\s+"
                          + _NAME + r"\s*[.!?]*\s*$")
 _LETTER = re.compile(r"\b(?:Love|Yours|Sincerely|Regards),\s+" + _NAME + r"\s*[.!]*\s*$")
+# ranks, roles and forms of address that go before a name without being part of it (TITLES are)
+RANKS = ("Mister|Missus|Senor|Se\u00f1or|Senora|Se\u00f1ora|Signor|Signore|Signora|Monsieur|Madame|Mademoiselle|Herr|Frau|"
+         "Uncle|Aunt|Auntie|Captain|Lieutenant|Sergeant|Sheriff|Deputy|Judge|Doctor|Professor|Reverend|Colonel|Major|"
+         "General|Officer|Inspector|Detective|Mayor|Senator|Governor|Lady|Lord|Sir|Dame")
+_RANKED = re.compile(rf"\b(?:{RANKS})\.?\s+([A-Z][a-z][A-Za-z'\-]*)")
+_INTRODUCED = re.compile(r"\b(?:[Tt]his is|[Mm]eet|[Yy]ou're|[Yy]ou are|[Hh]e's|[Ss]he's|[Hh]e is|[Ss]he is)\s+" + _NAME
+                         + r"(?=\s*[.,!?]|\s*$|\s+(?:from|of|and|here|there|aren't|isn't)\b)")
+_KIN_INTRO = re.compile(r"\b(?:my|your|his|her|our|their)\s+(?:" + _KIN + r"),\s+" + _NAME)  # "my brother, Kent"
+_ALONE = re.compile(r"^\s*" + _NAME + r"\s*[.!?]+\s*$")  # a turn that is only a name: a call or an answer
+_SURNAME = re.compile(r"\s+([A-Z][a-z][A-Za-z'\-]*)")
+# a word after one of these is a place ("from Utah", "in Dalton") or a thing ("the United States")
+_PLACE_BEFORE = re.compile(r"\b(?:in|from|at|into|near|across|outside|inside|through|towards?|around|to|the|an?)\s+$",
+                           re.IGNORECASE)
 _STOP = set("""I I'm I'll I've I'd Mr Mrs Ms Dr Miss Sir Madam Ma'am God Lord Jesus Christ OK Okay Monday Tuesday Wednesday Thursday
 Friday Saturday Sunday January February March April May June July August September October November December
 English French German American Christmas Mom Mum Dad Mother Father Mama Papa Daddy Mommy Grandma Grandpa Uncle Aunt
 Honey Darling Baby Sweetheart Dear Boss Doctor Captain Officer Sergeant Chief Professor Judge Your Hey Hi Hello Yes No
 Well Look Listen Oh Please Thanks Goodbye Come Wait Stop Now Then So And But Or The A An It He She We They You This That
 What Why Who Where When How Is Are Was Were Do Does Did Let Get Go Here There Good Right Sure Really Just Maybe Mister
-Oh Ah Eh Um Uh Huh Shh Yep Yeah Yup Nope Hiya Howdy Gee Gosh Golly Jeepers Gee Bye Bye-bye Cheers Alas Gentlemen Ladies Woman Women Men Girl Boy Voice Crowd All Both Announcer Narrator Everybody Everyone Anybody Nobody Somebody Boys Girls Guys Folks Son Kid Man""".split())
+Oh Ah Eh Um Uh Huh Shh Yep Yeah Yup Nope Hiya Howdy Gee Gosh Golly Jeepers Gee Bye Bye-bye Cheers Alas Gentlemen Ladies Woman Women Men Girl Boy Voice Crowd All Both Announcer Narrator Everybody Everyone Anybody Nobody Somebody Boys Girls Guys Folks Son Kid Man Sire Senor Signore Monsieur Madame
+Bartender Waiter Waitress Policeman Cop Driver Clerk Operator Nurse Reporter Guard Porter Maid Butler Servant Conductor
+Doorman Stranger Newsboy Bellboy Attendant Secretary Manager Landlady Landlord Customer Passenger Soldier Sailor Pilot""".split())
 
 
 @dataclass(frozen=True)
@@ -88,6 +110,13 @@ class Character:
     confidence: float = 0.0
     lines: list[int] = field(default_factory=list)
     links: list[dict[str, Any]] = field(default_factory=list)  # {kind, value, confidence, evidence: [str]}
+    named_in: list[int] = field(default_factory=list)  # the lines that say one of its names
+
+
+MIN_CUES = 2  # addresses, introductions and titles a text film's name needs to be a character's
+MIN_MENTIONS = 5  # times a feature film (LINES_PER_MENTION * 5 lines or more) names a character ...
+LINES_PER_MENTION = 250  # ... a shorter one a mention per this many lines, at least MIN_CUES
+PARTS, MIN_PARTS = 20, 4  # ... in at least MIN_PARTS (or as many as its mentions) of its PARTS equal parts
 
 
 def name_lexicon(texts: Sequence[str], tags: Sequence[str] = ()) -> set[str]:
@@ -165,6 +194,68 @@ def votes(lines: Sequence[Line], lexicon: set[str], gap_s: float = 3.0) -> list[
     return out
 
 
+def capitalised(text: str) -> Iterator[tuple[str, bool]]:
+    """Each capitalised word of `text` (without a possessive 's), and whether a place's preposition or an
+    article goes before it or the name it ends ("from Utah", "the United States")."""
+    placed, end = False, -1
+    for m in _WORD.finditer(text):
+        if m.group(0)[0].isupper():
+            go_on = placed and not text[end:m.start()].strip()  # "the United States": States too
+            placed, end = go_on or bool(_PLACE_BEFORE.search(text[:m.start()])), m.end()
+            yield re.sub(r"'s?$", "", m.group(0)), placed
+
+
+def places(texts: Iterable[str]) -> set[str]:
+    """Capitalised words a film says after a place's preposition or an article more often than not."""
+    said: Counter[str] = Counter()
+    placed: Counter[str] = Counter()
+    for text in texts:
+        for word, after_place in capitalised(text):
+            said[word] += 1
+            placed[word] += after_place
+    return {w for w, n in placed.items() if 2 * n > said[w]}
+
+
+def text_cast(lines: Sequence[Line], lexicon: set[str], vs: Sequence[Vote]) -> dict[str, list[int]]:
+    """The names a film without voices registers, each with the lines that address, introduce or
+    title it (module docstring): its forms with a title of TITLES ("Mr. Carter") kept apart."""
+    cued: dict[str, set[int]] = defaultdict(set)
+    for v in vs:
+        if v.kind in ("address-self", "self"):
+            cued[v.name].add(v.source)
+    said: dict[str, list[float]] = defaultdict(list)
+    placed: Counter[str] = Counter()
+    for ln in lines:
+        text = ln.text.strip()
+        for m in [*_INTRODUCED.finditer(text), *_RANKED.finditer(text), *_KIN_INTRO.finditer(text),
+                  *filter(None, [_ALONE.match(text)])]:
+            cued[_clean(m.group(1))].add(ln.idx)
+            surname = _SURNAME.match(text, m.end(1))  # "meet Cheyenne Kent": Kent is introduced too
+            if surname and surname.group(1) in lexicon:
+                cued[surname.group(1)].add(ln.idx)
+        for word, after_place in capitalised(text):
+            if word in lexicon:
+                said[word].append(ln.start)
+                placed[word] += after_place
+    if not said:
+        return {}
+    first, last = min(ln.start for ln in lines), max(ln.end for ln in lines)
+    part = (last - first) / PARTS or 1.0
+    cues: Counter[str] = Counter()
+    for name, where in cued.items():
+        cues[bare(name)] += len(where)
+
+    mentions = min(MIN_MENTIONS, max(MIN_CUES, round(len(lines) / LINES_PER_MENTION)))
+
+    def person(word: str) -> bool:
+        times = said.get(word, [])
+        parts = len({int((t - first) / part) for t in times})
+        return (cues[word] >= MIN_CUES and len(times) >= mentions and parts >= min(MIN_PARTS, mentions)
+                and cues[word] + len(times) / 2 > 2 * placed[word])
+
+    return {name: sorted(where) for name, where in cued.items() if bare(name) in lexicon and person(bare(name))}
+
+
 def _neighbour(order: Sequence[Line], k: int, step: int, gap_s: float) -> Line | None:
     """The line right before/after order[k] when another known voice speaks it within gap_s: the
     person addressed usually answers (or has just spoken). None when voices are unknown: text
@@ -232,6 +323,19 @@ def registry_lexicon(lines: Sequence[Line], shown: Sequence[Span] = ()) -> set[s
     return name_lexicon([ln.text for ln in lines] + [d.text for d in shown], [ln.tag for ln in lines if is_name_tag(ln.tag)])
 
 
+def _person_tags(lines: Sequence[Line]) -> set[str]:
+    """The speaker tags that name a person: names (is_name_tag) whose words the film never writes in
+    lower case ("BARTENDER:", "SINGING:" name a role or a sound), on two lines or more or said in
+    the dialogue too (a tag seen once and never said is more likely a misread)."""
+    tags = Counter(ln.tag for ln in lines if is_name_tag(ln.tag))
+    if not tags:
+        return set()
+    lowered = {w for ln in lines for w in _WORD.findall(ln.text) if w[0].islower()}
+    said = {w for ln in lines for w in _WORD.findall(ln.text) if w[0].isupper()}
+    return {t for t, n in tags.items() if not any(w.lower() in lowered for w in _WORD.findall(t))
+            and (n >= 2 or set(_WORD.findall(t)) <= said)}
+
+
 def build_registry(lines: Sequence[Line], min_score: float = 1.0, margin: float = 2.0,
                    shown: Sequence[Span] = ()) -> tuple[list[Character], dict[int, tuple[str, float]]]:
     """Characters from voice clusters and names, and each line's (char_id, confidence).
@@ -241,7 +345,8 @@ def build_registry(lines: Sequence[Line], min_score: float = 1.0, margin: float 
     lines name no one for takes the person that the descriptions in `shown` put on screen while
     it speaks (_named_by_presence), with less confidence. Lines without a voice get a character
     only from their own tag or self-introduction."""
-    lines = [ln if is_name_tag(ln.tag) else replace(ln, tag="") for ln in lines]
+    people = _person_tags(lines)
+    lines = [ln if ln.tag in people else replace(ln, tag="") for ln in lines]
     lexicon = registry_lexicon(lines, shown)
     vs = votes(lines, lexicon)
     text = {ln.idx: ln.text for ln in lines}
@@ -320,21 +425,29 @@ def build_registry(lines: Sequence[Line], min_score: float = 1.0, margin: float 
     # names addressed or introduced but never matched to a speaker: registered, with no lines. A
     # titled name ("Miss Greta") is another name of the character its bare name registered, when
     # no other title goes with that name ("Mr. Benson" and "Mrs. Benson" are two people)
-    addressed = Counter(v.name for v in vs if v.kind == "address-self")
-    titles = Counter(bare(n) for n in {*addressed, *by_name} if bare(n) != n)
-    for name, count in sorted(addressed.items(), key=lambda nc: bare(nc[0]) != nc[0]):
-        if name in by_name or count < 2:
+    if voices:
+        addressed = Counter(v.name for v in vs if v.kind == "address-self")
+        cued = {name: [v.source for v in vs if v.name == name and v.kind == "address-self"]
+                for name, count in addressed.items() if count >= 2}
+    else:  # a text film: names the dialogue treats as people, again and again
+        cued = text_cast(lines, lexicon, vs)
+    titles = Counter(bare(n) for n in {*cued, *by_name} if bare(n) != n)
+    for name, where in sorted(cued.items(), key=lambda nc: bare(nc[0]) != nc[0]):
+        if name in by_name:
             continue
         same = by_name.get(bare(name))
         if same is not None and titles[bare(name)] == 1:
             same.names.append(name)
             by_name[name] = same
             continue
-        evid = [v for v in vs if v.name == name and v.kind == "address-self"]
         ch = Character(f"n{len([c for c in chars.values() if c.voice < 0]) + 1}", name, [name], confidence=0.0)
         ch.links.append({"kind": "name", "value": name, "confidence": 0.0,
-                         "evidence": _evidence(evid, text, line_of)})
+                         "evidence": [f"line {line_of.get(i, i)}: {text.get(i, '')}" for i in where[:5]]})
         chars[ch.char_id] = by_name[name] = ch
+    for ch in chars.values():
+        if ch.names:
+            said = re.compile("|".join(rf"\b{re.escape(n)}\b" for n in sorted(ch.names, key=len, reverse=True)))
+            ch.named_in = [ln.idx for ln in lines if said.search(ln.text)]
     return list(chars.values()), line_char
 
 

@@ -16,8 +16,8 @@ from .._version import __version__
 from ..config import Settings
 from ..digests import file_sha256
 from ..errors import FilmBusyError, MovieMemError
-from ..memory.schema import FilmRow, check_film_id
-from ..memory.store import MemoryStore, params_hash
+from ..memory.schema import FilmRow, StageRow, check_film_id
+from ..memory.store import MemoryStore, finished, params_hash
 from ..progress import QuietReporter, Reporter
 from ..timefmt import check_time
 from .probe import probe
@@ -52,12 +52,16 @@ def _lock(store: MemoryStore, film_id: str, reporter: Reporter, wait_s: float) -
 
 
 def run_stages(store: MemoryStore, settings: Settings, inputs: Inputs, stages: list[Stage], reporter: Reporter,
-               only: set[str] | None = None, replace: bool = False) -> None:
+               only: set[str] | None = None, replace: bool = False, known: list[StageRow] | None = None) -> None:
     """Run stages in order. With `only`, other stages run just when they have never finished.
     A stage that would now be skipped (e.g. events without --backbone) keeps its finished rows
-    unless it is asked for by name, and then dropping them needs `replace`."""
+    unless it is asked for by name, and then dropping them needs `replace`. `known`: the film's
+    stage rows, when the caller has just read them."""
     film_id = inputs.film.film_id
-    runs = store.finished_runs(film_id)
+    known = store.stage_rows(film_id) if known is None else known
+    runs = finished(known)
+    ran_before = {r.stage for r in known}  # a stage no run of which was ever recorded has nothing to sweep
+    read: dict[tuple[str, str, bool], list[Any]] = {}
     for stage in stages:
         if only is not None and stage.name not in only and stage.name in runs:
             continue
@@ -65,7 +69,7 @@ def run_stages(store: MemoryStore, settings: Settings, inputs: Inputs, stages: l
         if missing:
             raise MovieMemError(f"stage {stage.name} needs {', '.join(missing)}, which has not finished for {film_id!r}")
         ctx = Ctx(store, settings, inputs, reporter, upstream={n: runs[n] for n in stage.needs},
-                  replace=replace and only is not None and stage.name in only)
+                  replace=replace and only is not None and stage.name in only, runs=runs, read=read)
         params = stage.params(ctx)
         phash = params_hash({"stage": stage.name, "version": stage.version, "params": params,
                              "upstream": {n: r.run_id for n, r in ctx.upstream.items()}})
@@ -81,11 +85,13 @@ def run_stages(store: MemoryStore, settings: Settings, inputs: Inputs, stages: l
             if not replace:
                 raise MovieMemError(f"stage {stage.name} would be skipped ({reason}) and drop its {current.rows} "
                                     f"finished row(s) for {film_id!r}; pass --replace to drop them")
-        ctx.run_id = store.begin_run(film_id, stage.name, params, phash, code_version=__version__)
-        if reason:
-            store.finish_run(film_id, stage.name, ctx.run_id, stage.owns, rows=0, status="skipped", reason=reason)
+        sweep = stage.name in ran_before
+        if reason:  # one finished row, written at once
+            run = store.skip_run(film_id, stage.name, stage.owns, params, phash, reason, code_version=__version__,
+                                 sweep=sweep)
             reporter.finish(stage.name, "skipped", reason)
         else:
+            ctx.run_id = store.begin_run(film_id, stage.name, params, phash, code_version=__version__)
             reporter.start(stage.name)
             try:
                 outcome = stage.run(ctx)
@@ -93,10 +99,11 @@ def run_stages(store: MemoryStore, settings: Settings, inputs: Inputs, stages: l
                 store.fail_run(film_id, ctx.run_id, f"{type(exc).__name__}: {exc}")
                 reporter.finish(stage.name, "failed", str(exc)[:200])
                 raise
-            store.finish_run(film_id, stage.name, ctx.run_id, stage.owns, rows=ctx.written, model=outcome.model,
-                             reason=outcome.note)
+            run = store.finish_run(film_id, stage.name, ctx.run_id, stage.owns, rows=ctx.written, model=outcome.model,
+                                   reason=outcome.note, sweep=sweep)
             reporter.finish(stage.name, "done", outcome.note)
-        runs = store.finished_runs(film_id)
+        runs[stage.name] = run
+        ran_before.add(stage.name)
 
 
 def _select(stages: list[str] | None, default: list[Stage]) -> tuple[list[Stage], set[str] | None]:
@@ -115,9 +122,8 @@ def _select(stages: list[str] | None, default: list[Stage]) -> tuple[list[Stage]
     return [s for s in default if s.name in wanted], set(stages) | {"probe"}
 
 
-def _keep_imported(store: MemoryStore, film_id: str, inputs: Inputs) -> None:
-    """Re-ingesting without --subtitles/--captions keeps what was imported before."""
-    runs = store.finished_runs(film_id)
+def _keep_imported(runs: dict[str, StageRow], inputs: Inputs) -> None:
+    """Re-ingesting without --subtitles/--captions keeps what was imported before (`runs`: the film's finished runs)."""
     if inputs.subtitles is None and "transcript" in runs:
         params = json.loads(runs["transcript"].params or "{}")
         if params.get("source") in ("subtitles", "text"):
@@ -145,20 +151,22 @@ def _commit_film(store: MemoryStore, settings: Settings, inputs: Inputs, stages:
     film = inputs.film
     lock = _lock(store, film.film_id, reporter, lock_wait_s)
     try:
-        existing = store.film_row(film.film_id)
+        known = store.stage_rows(film.film_id)
+        runs = finished(known)
+        existing = store.film_row(film.film_id, runs)
         if existing is not None and existing.sha256 != film.sha256:
             if not replace:
                 # the other source's path is not named: an MCP client asking for this id must not learn it
                 raise MovieMemError(f"film id {film.film_id!r} already holds another source (`moviemem show "
                                     f"{film.film_id}` names it); choose another --film-id or pass --replace")
             store.delete_film(film.film_id)
-            existing = None
+            existing, known, runs = None, [], {}
         if existing is not None and not film.has_video and abs(existing.duration_s - film.duration_s) > 1e-3:  # --duration
             if not replace:
                 raise MovieMemError(f"film {film.film_id!r} is {existing.duration_s:g} s long, not {film.duration_s:g} s; "
                                     "pass --replace to rebuild it at the new length")
             store.delete_film(film.film_id)
-            existing = None
+            existing, known, runs = None, [], {}
         if not film.title:
             film.title = existing.title if existing is not None else Path(film.source_path).stem
         if existing is not None:
@@ -168,10 +176,10 @@ def _commit_film(store: MemoryStore, settings: Settings, inputs: Inputs, stages:
             changed = {k: getattr(film, k) for k in ("title", "year", "meta") if getattr(film, k) != getattr(existing, k)}
             if changed:
                 store.update_film(film.film_id, changed)
-        _keep_imported(store, film.film_id, inputs)
+        _keep_imported(runs, inputs)
         default = ordered_stages()
         chosen, only = _select(stages, default)
-        run_stages(store, settings, inputs, chosen, reporter, only, replace)
+        run_stages(store, settings, inputs, chosen, reporter, only, replace, known)
         _write_packs(store, film.film_id, reporter)
     finally:
         lock.release()

@@ -37,7 +37,9 @@ from dataclasses import dataclass, field
 from .flashbacks import MARK, Span, TimedEvent, story_time
 from .scenes import STOP, FilmNames, Scene, TextLine, content_words, known_names, names_in
 
-RULES_VERSION = 13  # bump when a rule changes: the events stage's params hash then changes and it reruns
+RULES_VERSION = 14  # bump when a rule changes: the events stage's params hash then changes and it reruns
+SCENE_RULE = "scene"  # the rule of an event that is a whole scene of dialogue (extract_events)
+SCREEN_ORDER = "screen-order"  # the rule of a "before" that says only that one event is shown after the other
 EVENTS_PER_MINUTE = 8.0  # at most, per scene (at least 3 a scene)
 REPEAT_S = 15.0  # a line repeated within this many seconds is the same event
 NEAR_S = 120.0  # how far apart two events sharing participants may be to be linked as cause and effect
@@ -323,11 +325,19 @@ def scene_events(scene: Scene, per_minute: float = EVENTS_PER_MINUTE,
     return units
 
 
-def extract_events(scenes: list[Scene]) -> list[RuleEvent]:
+def extract_events(scenes: list[Scene], scene_units: bool = False) -> list[RuleEvent]:
+    """The scenes' events (scene_events); with `scene_units` a scene of dialogue alone is one event,
+    told by its summary, with its characters (a text film: its quoted lines are no story events)."""
     found: list[RuleEvent] = []
-    everything = [ln for sc in scenes for ln in sc.lines]
-    known, film = known_names(everything), FilmNames.of(everything)
-    for sc in scenes:
+    whole = [scene_units and bool(sc.lines) and all(ln.kind == "dialogue" for ln in sc.lines) for sc in scenes]
+    everything = [ln for sc, one in zip(scenes, whole) for ln in sc.lines] if not all(whole) else []
+    known, film = known_names(everything), FilmNames.of(everything)  # the film's names, where a scene needs them
+    for sc, one in zip(scenes, whole):
+        if one:
+            found.append(RuleEvent("", "scene", sc.summary, sc.start, sc.end, sc.idx, sc.lines, list(sc.names),
+                                   stems(" ".join(ln.text for ln in sc.lines)),
+                                   {"with": ", ".join(sc.names[:6])} if sc.names else {}, SCENE_RULE))
+            continue
         for lines, rule in scene_events(sc, known=known):
             names = list(dict.fromkeys(n for ln in lines for n in film.of_line(ln)))
             text = " ".join(ln.text for ln in lines)
@@ -389,7 +399,7 @@ def temporal_relations(events: list[RuleEvent], flashback_ids: set[str]) -> list
             out.append(_rel(a, b, "before", 0.85, "time-word", f"'{m.group(0)}' opens the later line"))
         else:
             conf = 0.7 if a.scene_idx == b.scene_idx else 0.6
-            out.append(_rel(a, b, "before", conf, "screen-order", "shown one after the other"))
+            out.append(_rel(a, b, "before", conf, SCREEN_ORDER, "only screen order: shown one after the other"))
     return out
 
 
@@ -496,18 +506,21 @@ def coreference_relations(events: list[RuleEvent], flashback_ids: set[str],
     return out
 
 
-def build_graph(scenes: list[Scene], spans: list[TextLine] | None = None) -> RuleGraph:
+def build_graph(scenes: list[Scene], spans: list[TextLine] | None = None, scene_units: bool = False) -> RuleGraph:
     """The rule graph of a film's scenes; `spans` are the lines that may mark a flashback (all of
-    the scenes' lines when not given)."""
-    events = extract_events(scenes)
+    the scenes' lines when not given); `scene_units`: see extract_events. A scene event is linked
+    by time only (its many lines share words and names with any other scene: word rules would
+    link everything)."""
+    events = extract_events(scenes, scene_units)
+    lined = [e for e in events if e.rule != SCENE_RULE]
     spans = spans if spans is not None else [ln for sc in scenes for ln in sc.lines]
     st = story_time([TimedEvent(e.event_id, e.start, e.end, e.description) for e in events],
                     [Span(ln.start, ln.end, ln.text, ln.kind) for ln in spans])
     flashback_ids = {x for b in st.blocks for x in b.events}
     for e in events:
         e.story_order = st.story_order[e.event_id]
-    rels = (temporal_relations(events, flashback_ids) + causal_relations(events)
-            + participant_relations(events, flashback_ids) + coreference_relations(events, flashback_ids))
+    rels = (temporal_relations(events, flashback_ids) + causal_relations(lined)
+            + participant_relations(lined, flashback_ids) + coreference_relations(lined, flashback_ids))
     by_id = {e.event_id: e for e in events}
     cue_refs = {id(b): [m for m in b.marks] + ([b.cue] if b.cue else []) for b in st.blocks}
     for f in st.edges:

@@ -11,24 +11,25 @@ import json
 from collections import Counter
 from typing import Any
 
-from ..memory.schema import EventRow, RelationRow, SceneRow
+from ..memory.schema import EventRow, RelationRow, SceneRow, SegmentRow
 from .names import bare
-from .rule_graph import RuleGraph, build_graph
+from .rule_graph import SCENE_RULE, RuleGraph, build_graph
 from .scene_summaries import SUMMARY, write_summaries
 from .scenes import RegistryCast, Scene, TextLine, assign_to_spans, build_scenes
-from .stage import Ctx, Outcome, Stage, chosen_backbone, chosen_backbone_label, load_chosen_backbone
+from .stage import Ctx, Outcome, Stage, chosen_backbone, chosen_backbone_label, load_chosen_backbone, pooled_or_embedded
 
 SCENE_PARAMS = {"min_s": 45.0, "max_s": 240.0, "pause_s": 12.0, "central_k": 2,
-                "characters": "registry, and names never written in lower case, unquoted, not roles"}
+                "characters": "registry in dialogue; in descriptions names never written in lower case, "
+                              "unquoted, not roles, not places"}
 
 
 def memory_lines(ctx: Ctx) -> list[TextLine]:
     """Captions, dialogue and on-screen text of the upstream runs, each with its row reference."""
     lines = [TextLine(c.start, c.end, "caption", c.text, f"captions:{c.idx}", "", tuple(c.characters))
-             for c in ctx.rows("captions")]
+             for c in ctx.rows("captions", vectors=False)]
     lines += [TextLine(u.start, u.end, "dialogue", u.text, f"utterances:{u.idx}", u.speaker)
-              for u in ctx.rows("utterances")]
-    lines += [TextLine(o.start, o.end, "onscreen", o.text, f"onscreen:{o.idx}") for o in ctx.rows("onscreen")]
+              for u in ctx.rows("utterances", vectors=False)]
+    lines += [TextLine(o.start, o.end, "onscreen", o.text, f"onscreen:{o.idx}") for o in ctx.rows("onscreen", vectors=False)]
     return sorted((ln for ln in lines if ln.text.strip()), key=lambda ln: (ln.start, ln.end, ln.kind, ln.ref))
 
 
@@ -48,14 +49,45 @@ def registry_cast(ctx: Ctx) -> RegistryCast | None:
     return RegistryCast(named, {ref: tuple(dict.fromkeys(names)) for ref, names in speakers.items()})
 
 
+def picture_scenes(ctx: Ctx, scenes: list[Scene], segments: list[SegmentRow]) -> list[Scene]:
+    """Scenes of the shot groups no text falls in (a film without dialogue, or a silent stretch):
+    what the pictures give, the shots and who is on screen (face identities, by their registry name)."""
+    told = {(round(sc.start, 3), round(sc.end, 3)) for sc in scenes}
+    faces = ctx.rows("faces", vectors=False)
+    who = {c.face: c.name for c in ctx.rows("characters", vectors=False) if c.face >= 0}
+    out = list(scenes)
+    for seg in segments:
+        if (round(seg.start, 3), round(seg.end, 3)) in told:
+            continue
+        here = [f for f in faces if seg.start <= f.t < seg.end]
+        seen = Counter(who.get(f.cluster, f"face {f.cluster + 1}") for f in here if f.cluster >= 0)
+        names = [n for n, _ in seen.most_common()]
+        unknown = sum(f.cluster < 0 for f in here)  # seen once or too unlike the others to be an identity
+        parts = ([f"on screen: {', '.join(names[:6])}"] if names else []) + (
+            [f"{unknown} face{'s' if unknown != 1 else ''} of no identity"] if unknown else [])
+        shots = seg.last_shot - seg.first_shot + 1
+        out.append(Scene(-1, seg.start, seg.end, [], names, summary=f"{shots} shot{'s' if shots != 1 else ''}, "
+                         f"no words; {'; '.join(parts) or 'no face seen'}."))
+    out.sort(key=lambda sc: (sc.start, sc.end))
+    for i, sc in enumerate(out):
+        sc.idx = i
+    return out
+
+
 class ScenesStage(Stage):
     """Scenes with an extractive summary, or one a model writes when a text backbone is chosen (kept by
-    a later plain ingest, as a model's event graph is); skipped when the film has no text at all."""
+    a later plain ingest, as a model's event graph is). A film with shots has a scene for every shot
+    group: one no text falls in is told by its pictures (picture_scenes); a film with neither text
+    nor shots has none."""
 
     name = "scenes"
-    needs = ("probe", "segments", "transcript", "ocr", "captions", "characters")
-    version = 3
+    needs = ("probe", "segments", "transcript", "ocr", "captions", "faces", "characters")
+    version = 4
     attempts = 3
+
+    def _shot_groups(self, ctx: Ctx) -> list[SegmentRow]:
+        segs = sorted(ctx.rows("segments"), key=lambda s: s.seg_idx)
+        return segs if any(s.first_shot >= 0 for s in segs) else []
 
     def params(self, ctx: Ctx) -> dict[str, Any]:
         p = {"from": "segments" if ctx.inputs.film.has_video else "pauses", **SCENE_PARAMS}
@@ -67,8 +99,8 @@ class ScenesStage(Stage):
     def skip_reason(self, ctx: Ctx) -> str | None:
         """A plain ingest keeps summaries a model wrote (as the events stage keeps a model's graph),
         unless `--stages scenes --replace` asks for extractive ones again."""
-        if not any(ctx.has_rows(t) for t in ("captions", "utterances", "onscreen")):
-            return "no captions, utterances or on-screen text to read scenes from"
+        if not any(ctx.has_rows(t) for t in ("captions", "utterances", "onscreen")) and not self._shot_groups(ctx):
+            return "no captions, utterances or on-screen text to read scenes from, and no shots"
         made = self.finished_params(ctx, with_rows=True) or {}
         if chosen_backbone(ctx) is None and not ctx.replace and made.get("summaries") == "model":
             return ("no text backbone chosen, and the film's scene summaries were written by a model: pass "
@@ -83,12 +115,16 @@ class ScenesStage(Stage):
         cast = registry_cast(ctx)
         scenes = build_scenes(memory_lines(ctx), segments, central_k=p["central_k"], min_s=p["min_s"],
                               max_s=p["max_s"], pause_s=p["pause_s"], cast=cast)
-        hows, model, by_model = ["extractive"] * len(scenes), "", ""
-        if p["summaries"] == "model":
+        shot_groups = self._shot_groups(ctx)
+        told = len(scenes)
+        scenes = picture_scenes(ctx, scenes, shot_groups) if shot_groups else scenes
+        hows, model, by_model = ["extractive" if sc.lines else "pictures" for sc in scenes], "", ""
+        textual = [i for i, sc in enumerate(scenes) if sc.lines]  # a model reads words; pictures stay as told
+        if p["summaries"] == "model" and textual:
             backbone = load_chosen_backbone(ctx)
-            written = write_summaries(backbone, scenes, title=ctx.inputs.film.title, attempts=self.attempts,
-                                      progress=ctx.progress)
-            for i, text in enumerate(written):
+            written = write_summaries(backbone, [scenes[i] for i in textual], title=ctx.inputs.film.title,
+                                      attempts=self.attempts, progress=ctx.progress)
+            for i, text in zip(textual, written):
                 if text is not None:
                     scenes[i].summary, hows[i] = text, backbone.model_id
             model, failed = backbone.model_id, written.count(None)
@@ -99,7 +135,8 @@ class ScenesStage(Stage):
                             n_lines=len(s.lines), how=how) for s, how in zip(scenes, hows)])
         cut = "shot-grouped segments" if segments is not None else "pauses in the dialogue"
         who = f"characters from the registry ({len(cast.names)} named)" if cast else "no character registry: names from the lines"
-        return Outcome(model=model, note=f"{len(scenes)} scenes from {cut}; {who}{by_model}")
+        pictures = f" ({len(scenes) - told} with no words, told by their shots and faces)" if len(scenes) > told else ""
+        return Outcome(model=model, note=f"{len(scenes)} scenes from {cut}{pictures}; {who}{by_model}")
 
 
 
@@ -113,18 +150,24 @@ def stored_scenes(ctx: Ctx, lines: list[TextLine]) -> list[Scene]:
 
 
 def rule_graph_of(ctx: Ctx) -> RuleGraph:
+    """The rule graph of the stored scenes; a film without video has a scene of dialogue as one event."""
     lines = memory_lines(ctx)
-    return build_graph(stored_scenes(ctx, lines), lines)
+    return build_graph(stored_scenes(ctx, lines), lines, scene_units=not ctx.inputs.film.has_video)
 
 
 def write_rule_graph(ctx: Ctx, graph: RuleGraph) -> str:
     """Events (with vectors, for matching questions to them) and relations (each says whether rules
     or a model made it: refine.py checks rule edges with a backbone); returns the note."""
     evs = graph.events
-    ctx.write_embedded([EventRow(film_id=ctx.film_id, event_id=e.event_id, trigger=e.trigger,
-                                 args=json.dumps(e.args, sort_keys=True), description=e.description, start=round(e.start, 3),
-                                 end=round(e.end, 3), seg_idx=e.scene_idx, story_order=e.story_order, source="rules",
-                                 lines=e.refs) for e in evs], [e.description for e in evs])
+    stored = {t: ctx.vectors(t) for t in ("utterances", "captions", "onscreen")} if any(
+        e.rule == SCENE_RULE for e in evs) else {}
+    lines = [[(stored[ln.ref.partition(":")[0]].get(int(ln.ref.partition(":")[2])), ln.text) for ln in e.lines]
+             if e.rule == SCENE_RULE else None for e in evs]  # a scene's vector pools its lines'
+    vecs, dim = pooled_or_embedded(ctx, [e.description for e in evs], lines) if evs else ([], None)
+    ctx.write([EventRow(film_id=ctx.film_id, event_id=e.event_id, trigger=e.trigger,
+                        args=json.dumps(e.args, sort_keys=True), description=e.description, start=round(e.start, 3),
+                        end=round(e.end, 3), seg_idx=e.scene_idx, story_order=e.story_order, source="rules",
+                        lines=e.refs, vector=v) for e, v in zip(evs, vecs)], dim)
     ctx.write([RelationRow(film_id=ctx.film_id, src=r.src, dst=r.dst, type=r.type, confidence=r.confidence,
                            rationale=r.rationale, source=r.source, rule=r.rule, lines=r.lines)
                for r in graph.relations])

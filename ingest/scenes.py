@@ -5,10 +5,11 @@ on-screen text), the characters in it and an extractive summary: its most centra
 (those whose words the rest of the scene repeats most), its characters and its on-screen text.
 
 A scene's characters are those of the character registry who speak or are named in it (each
-under one name, whatever alias the line uses) and the other names its lines use, most present
-first. Other names are capitalised words the film never writes in lower case (not "Take", if it
-also says "take"), outside short quotes (a nickname, a title or a code word in quotes is not a
-person in the scene; a quoted sentence keeps its names), not ranks or roles ("Sheriff") unless a
+under one name, whatever alias the line uses) and the other names its descriptions (captions,
+on-screen text) use, most present first; with no registry, the other names of all its lines.
+Other names are capitalised words the film never writes in lower case (not "Take", if it
+also says "take") nor mostly after "in", "from", "the"... (a place: "from Utah"), outside short
+quotes (a nickname, a title or a code word in quotes is not a person in the scene; a quoted sentence keeps its names), not ranks or roles ("Sheriff") unless a
 title goes before them ("Mr. Major"). Without a registry, each line's speaker label counts too.
 The event graph's participants are read the same way (rule_graph.py).
 
@@ -28,7 +29,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ..timefmt import hms
-from .names import TITLE, TITLES
+from .names import TITLE, TITLES, places
 
 WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*")
 # function words and words capitalised for reasons other than being a name
@@ -132,8 +133,10 @@ class RegistryCast:
     _pattern: dict[str, re.Pattern[str]] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self._pattern = {c: re.compile("|".join(map(_spelled, sorted(names, key=len, reverse=True))))
-                         for c, names in self.names.items() if names}
+        # the longest names first, across characters: "Miss Carter" is hers before "Carter" is his
+        longest = sorted((c for c, names in self.names.items() if names), key=lambda c: -max(map(len, self.names[c])))
+        self._pattern = {c: re.compile("|".join(map(_spelled, sorted(self.names[c], key=len, reverse=True))))
+                         for c in longest}
 
     def in_line(self, line: TextLine, text: str) -> tuple[list[str], str]:
         """Who of the registry speaks `line` or is named in `text` (the line's unquoted words), and
@@ -165,6 +168,7 @@ class FilmNames:
     lower: frozenset[str]
     titled: frozenset[str]
     surnames: frozenset[str]  # words after a title ("Mr. Major"): names, even when they are also ranks
+    places: frozenset[str] = frozenset()  # words said mostly after "in", "from", "the"...: places and things
 
     @classmethod
     def of(cls, lines: list[TextLine]) -> FilmNames:
@@ -172,13 +176,15 @@ class FilmNames:
         found = [re.sub("['’]s$", "", w) for ln in plain for w in WORD.findall(ln.text)]  # Anna's: Anna; don't stays
         surnames = {m.group(1) for ln in plain for m in re.finditer(rf"\b(?:{TITLES})\.?\s+([A-Z][a-z]+)", ln.text)}
         return cls(known_names(plain), frozenset(w.lower() for w in found if w and w[0].islower()),
-                   frozenset(w for w in found if w and w[0].isupper() and not w.isupper()), frozenset(surnames))
+                   frozenset(w for w in found if w and w[0].isupper() and not w.isupper()), frozenset(surnames),
+                   frozenset(places(ln.text for ln in plain)))
 
     def is_name(self, word: str) -> bool:
         low = word.lower()
         misread = low.startswith("i") and "l" + low[1:] in self.lower
         role = low in ROLES and word not in self.surnames
-        return word in self.titled and low not in self.lower and not role and not misread
+        place = word in self.places and word not in self.surnames
+        return word in self.titled and low not in self.lower and not role and not misread and not place
 
     def in_text(self, text: str) -> list[str]:
         return [n for n in names_in(text, self.known) if self.is_name(n)]
@@ -200,8 +206,10 @@ def scene_characters(lines: list[TextLine], film: FilmNames, cast: RegistryCast 
         if cast is None:
             counts.update(film.of_line(ln))
             continue
+        # the registry has judged which names the dialogue gives people; descriptions name who is on screen
         registered, text = cast.in_line(ln, unquoted(ln.text))
-        counts.update(list(dict.fromkeys([*ln.characters, *registered, *film.in_text(text)])))
+        others = film.in_text(text) if ln.kind != "dialogue" else []
+        counts.update(list(dict.fromkeys([*ln.characters, *registered, *others])))
     return [n for n, _ in counts.most_common()]
 
 

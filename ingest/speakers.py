@@ -34,7 +34,7 @@ class SpeakersStage(Stage):
         return resemblyzer_missing()
 
     def run(self, ctx: Ctx) -> Outcome:
-        lines = sorted(ctx.rows("utterances"), key=lambda u: u.idx)
+        lines = sorted(ctx.rows("utterances", vectors=False), key=lambda u: u.idx)
         if not lines:
             return Outcome(model=MODEL, note="no transcript lines to attribute")
         assert ctx.inputs.video is not None  # skip_reason() ran first: no video or audio, no speakers stage

@@ -22,6 +22,7 @@ from ..memory.store import sql_str
 from ..words import counted
 from .segments import fixed_windows, group_shots
 from .stage import Ctx, Outcome, Stage
+from .texttracks import TextTrack
 
 
 class ProbeStage(Stage):
@@ -133,10 +134,7 @@ class TranscriptStage(Stage):
             track = ctx.inputs.subtitles
             if track is None:
                 raise MovieMemError(f"the transcript of {ctx.film_id!r} came from an imported file; pass it again to recompute it")
-            from .turns import split_turns
-
-            items: list[dict[str, Any]] = split_turns([{"start": c.start, "end": c.end, "text": c.text, "speaker": ", ".join(c.characters),
-                                  "words": []} for c in track.cues])
+            items = subtitle_items(track)
             model, note = f"{track.format}:{track.path.name}", f"{len(items)} cues from {track.path.name}"
         else:
             from ..models.offline import model_path, resolve_name
@@ -158,6 +156,15 @@ class TranscriptStage(Stage):
                                          words=json.dumps(u.get("words", []))) for i, u in enumerate(items)],
                            [u["text"] for u in items])
         return Outcome(model=model, note=note)
+
+
+def subtitle_items(track: TextTrack) -> list[dict[str, Any]]:
+    """A subtitle track as transcript items, one per speaker turn of each cue (ingest/turns.py): the
+    texts the transcript stage embeds, which a collection import embeds ahead for many films at once."""
+    from .turns import split_turns
+
+    return split_turns([{"start": c.start, "end": c.end, "text": c.text, "speaker": ", ".join(c.characters), "words": []}
+                        for c in track.cues])
 
 
 class ClipStage(Stage):

@@ -221,7 +221,7 @@ class SceneRow(Row):
     characters: list[str] = Field(default_factory=list)
     lines: list[str] = Field(default_factory=list)  # the central lines' rows ("utterances:12")
     n_lines: int = 0
-    how: str = "extractive"  # or the model id that wrote the summary (scene_summaries.py)
+    how: str = "extractive"  # "pictures" (no words: its shots and faces), or the model id that wrote the summary
 
 
 class VoiceRow(Row):

@@ -39,6 +39,15 @@ def params_hash(params: dict[str, Any]) -> str:
     return hashlib.sha256(blob).hexdigest()[:16]
 
 
+def finished(stage_rows: Iterable[StageRow]) -> dict[str, StageRow]:
+    """The visible run of each stage among a film's stage rows: its latest finished row."""
+    best: dict[str, StageRow] = {}
+    for r in stage_rows:
+        if r.status in FINISHED and (r.stage not in best or r.finished_at > best[r.stage].finished_at):
+            best[r.stage] = r
+    return best
+
+
 def sql_str(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
@@ -74,6 +83,7 @@ class MemoryStore:
         self._tables: dict[str, Any] = {}
         self._evolved: set[str] = set()  # tables checked for columns added since they were made
         self._state: str | None = None  # the library's fingerprint when the open tables were last refreshed
+        self._begun: dict[str, StageRow] = {}  # rows of the runs this process began and has not finished
 
     @functools.cached_property
     def db(self) -> Any:
@@ -226,11 +236,18 @@ class MemoryStore:
             q = q.select(columns)
         return q.limit(None).to_arrow()
 
-    def rows(self, name: str, where: str | None = None, *, vectors: bool = True) -> list[Row]:
-        """The rows as their models; without `vectors`, their vector columns are not read (None)."""
+    def rows(self, name: str, where: str | None = None, columns: list[str] | None = None, *,
+             vectors: bool = True) -> list[Row]:
+        """Rows as models; with `columns`, only those are read, and without `vectors` no vector column is
+        (the others take their defaults, None for vectors)."""
         model = ROW_MODELS[name]
-        skip = set() if vectors else set(vector_columns(model))
-        columns = [c for c in model.model_fields if c not in skip] if skip else None
+        if not vectors:
+            skip = set(vector_columns(model))
+            columns = [c for c in (columns or list(model.model_fields)) if c not in skip]
+        tbl = self.table(name)
+        if columns is not None and tbl is not None:  # a table made before a column was added lacks it
+            have = set(tbl.schema.names)
+            columns = [c for c in columns if c in have]
         return [model.model_validate(r) for r in self.query(name, where, columns).to_pylist()]
 
     # -- stage runs --------------------------------------------------------
@@ -239,11 +256,7 @@ class MemoryStore:
 
     def finished_runs(self, film_id: str) -> dict[str, StageRow]:
         """The visible run of each stage: its latest finished row."""
-        best: dict[str, StageRow] = {}
-        for r in self.stage_rows(film_id):
-            if r.status in FINISHED and (r.stage not in best or r.finished_at > best[r.stage].finished_at):
-                best[r.stage] = r
-        return best
+        return finished(self.stage_rows(film_id))
 
     def begin_run(self, film_id: str, stage: str, params: dict[str, Any], phash: str, model: str = "",
                   code_version: str = "", resume: bool = False) -> str:
@@ -253,9 +266,24 @@ class MemoryStore:
                 if r.stage == stage and r.status == "running" and r.params_hash == phash:
                     return r.run_id
         run_id = uuid.uuid4().hex[:16]
-        self.append([StageRow(film_id=film_id, run_id=run_id, stage=stage, params=json.dumps(params, sort_keys=True, default=str),
-                              params_hash=phash, model=model, code_version=code_version, started_at=now())])
+        row = StageRow(film_id=film_id, run_id=run_id, stage=stage, params=json.dumps(params, sort_keys=True, default=str),
+                       params_hash=phash, model=model, code_version=code_version, started_at=now())
+        self.append([row])
+        self._begun[run_id] = row
         return run_id
+
+    def skip_run(self, film_id: str, stage: str, owned: Iterable[str], params: dict[str, Any], phash: str, reason: str,
+                 *, code_version: str = "", sweep: bool = True) -> StageRow:
+        """Record a skipped run as one finished row (no running row to mark: nothing runs), then drop
+        every other run's rows of this stage (`sweep`: False when the film never ran it)."""
+        at = now()
+        row = StageRow(film_id=film_id, run_id=uuid.uuid4().hex[:16], stage=stage, params=json.dumps(params, sort_keys=True, default=str),
+                       params_hash=phash, code_version=code_version, status="skipped", reason=reason, started_at=at,
+                       finished_at=at)
+        self.append([row])
+        if sweep:
+            self.sweep(film_id, stage, owned, keep=row.run_id)
+        return row
 
     @_retry_conflicts
     def _mark(self, film_id: str, run_id: str, values: dict[str, Any]) -> None:
@@ -263,15 +291,20 @@ class MemoryStore:
         tbl.update(where=f"film_id = {sql_str(film_id)} AND run_id = {sql_str(run_id)}", values=values)
 
     def finish_run(self, film_id: str, stage: str, run_id: str, owned: Iterable[str], *, rows: int,
-                   status: str = "done", reason: str = "", model: str | None = None) -> None:
-        """Make a run visible, then drop every other run's rows of this stage."""
+                   status: str = "done", reason: str = "", model: str | None = None, sweep: bool = True) -> StageRow:
+        """Make a run visible, then drop every other run's rows of this stage (`sweep`: False when
+        the film never ran it before, so there is nothing to drop); returns the finished row."""
         values: dict[str, Any] = {"status": status, "reason": reason, "rows": rows, "finished_at": now()}
         if model is not None:
             values["model"] = model
         self._mark(film_id, run_id, values)
-        self.sweep(film_id, stage, owned, keep=run_id)
+        if sweep:
+            self.sweep(film_id, stage, owned, keep=run_id)
+        begun = self._begun.pop(run_id, None) or StageRow(film_id=film_id, run_id=run_id, stage=stage)
+        return begun.model_copy(update=values)
 
     def fail_run(self, film_id: str, run_id: str, error: str) -> None:
+        self._begun.pop(run_id, None)
         self._mark(film_id, run_id, {"status": "failed", "error": error[:2000], "finished_at": now()})
 
     def sweep(self, film_id: str, stage: str, owned: Iterable[str], keep: str | None) -> None:

@@ -6,6 +6,7 @@ ended by `t` are visible, so a policy cannot read what happens later in the film
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import math
 import re
@@ -59,6 +60,15 @@ def turns_of(u: UtteranceRow) -> list[Turn]:
         return [Turn(float(t["start"]), float(t["end"]), str(t["speaker"]), str(t["speaker_name"]), str(t["text"]))
                 for t in json.loads(u.turns)]
     return [Turn(u.start, u.end, u.speaker, u.speaker_name, u.text)]
+
+
+def run_seconds(run: StageRow) -> float | None:
+    """How long a stage run took, from its recorded start and finish (None when either is missing)."""
+    try:
+        took = dt.datetime.fromisoformat(run.finished_at) - dt.datetime.fromisoformat(run.started_at)
+    except ValueError:
+        return None
+    return round(took.total_seconds(), 3)
 
 
 class FilmMemory:
@@ -265,6 +275,8 @@ class FilmMemory:
         for c in rows:
             mine, seen = lines.get(c.char_id, []), faces.get(c.face, []) if c.face >= 0 else []
             times = [t for u in mine for t in (u.start, u.end)] + seen
+            if not times and c.char_id in known and c.first_s < self.t1:  # named by a line already shown
+                times = [c.first_s, min(c.last_s, self.t1)]
             if not times:
                 continue
             screen = c.screen_time_s * len(seen) / total[c.face] if seen else 0.0
@@ -330,7 +342,8 @@ class FilmMemory:
                   ["frames", "shots", "segments", "scenes", "utterances", "passages", "captions", "onscreen", "events", "relations",
                    "characters", "faces"]}
         stages = [
-            {"stage": r.stage, "status": r.status, "model": r.model, "params_hash": r.params_hash, "reason": r.reason}
+            {"stage": r.stage, "status": r.status, "model": r.model, "params_hash": r.params_hash, "reason": r.reason,
+             "seconds": run_seconds(r)}
             for r in self.stages()
         ]
         return {

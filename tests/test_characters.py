@@ -122,6 +122,24 @@ def test_a_titled_address_names_a_character_and_the_title_tells_two_apart() -> N
     assert build_registry(lines)[0] == []
 
 
+def test_a_text_film_s_characters_are_the_people_its_dialogue_names_again_and_again() -> None:
+    # no voices: who is addressed, introduced or titled, and said across the film; not places
+    # ("from Utah", even when a line calls him "Utah"), forms of address ("Sire"), a language
+    # ("in Spanish") nor a name said in one scene only (Wilson)
+    texts = ["Kent, take the boys up to the cabin.", "No Sire, I rode in from Utah.", "Meet my partner, Weston.",
+             "Oh Utah! You again.", "Wilson, get the horses.", "Thank you, Wilson.", "He speaks in Spanish.",
+             "The man from Utah rode well.", "I saw Weston at the bank.", "Kent was there too.",
+             "This is my brother, Cheyenne Kent.", "How do you do, Mr. Weston?", "Come back from Utah, Weston.",
+             "Weston rides at noon.", "Sire, the stage leaves.", "Kent wins again."]
+    starts = [40.0 * i if i != 5 else 164.0 for i in range(len(texts))]  # "Thank you, Wilson." right after "Wilson, ..."
+    lines = [Line(i, a, a + 3, t) for i, (a, t) in enumerate(zip(starts, texts))]
+    chars, _ = build_registry(lines)
+    assert sorted(c.names for c in chars) == [["Kent"], ["Weston", "Mr. Weston"]]
+    kent = next(c for c in chars if c.name == "Kent")
+    assert kent.lines == [] and kent.named_in == [0, 9, 10, 15]  # never heard speaking; named in four lines
+    assert any("This is my brother, Cheyenne Kent." in e for lk in kent.links for e in lk["evidence"])
+
+
 def test_a_voice_no_line_names_takes_the_one_person_captions_show_while_it_speaks() -> None:
     # voice 0 is never called by name; voice 1 is Peter. Captions name Anna and Peter on screen with voice 0.
     lines = [Line(0, 1, 3, "A letter came for you today.", voice=0), Line(1, 4, 6, "Who is it from?", voice=1),
@@ -208,6 +226,11 @@ def test_text_film_registry_view_and_cli(tmp_path: Path, cli, lib_dir: Path) -> 
     early = film.until(4.5)
     assert [c.name for c in early.characters()] == ["Sara"]
     assert "Cedric" in cli("characters", "t1").out
+    # the MCP overview lists the same characters as the CLI
+    from moviemem.film_tools import film_overview
+
+    overview = film_overview(Library(lib_dir), "t1")["characters"]
+    assert [(c["name"], c["lines"]) for c in overview] == [(c["name"], c["lines"]) for c in data]
 
 
 def test_evidence_lines_show_the_speakers_name(tmp_path: Path, cli, lib_dir: Path) -> None:

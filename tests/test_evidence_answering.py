@@ -8,6 +8,7 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 from text_film import srt_text
 
@@ -92,6 +93,13 @@ def test_text_film_gets_passages_by_default(textfilm) -> None:
     assert stage.status == "done" and json.loads(stage.params)["embedder"] == "minilm"
     assert film.summary()["counts"]["passages"] == len(ps)
     assert all(p.end <= 200 for p in film.until(200).passages())  # no future leak
+    # a passage's vector is its lines' vectors pooled (the transcript stage embedded them), not a second encoding
+    utts = {u.idx: np.asarray(u.vector) for u in film.utterances() if u.text.strip()}
+    p = ps[1]
+    words = {u.idx: len(u.text.split()) for u in film.utterances()}
+    mean = np.sum([utts[i] * words[i] for i in range(p.first_row, p.last_row + 1) if i in utts], axis=0)
+    assert np.allclose(np.asarray(p.vector), mean / np.linalg.norm(mean), atol=2e-3)  # vectors are stored as float16
+    assert json.loads(stage.params)["vectors"] == "its rows' vectors, each weighed by its words"
 
 
 # ----------------------------------------------------------------------------- metrics and packing

@@ -104,6 +104,18 @@ def test_video_without_audio_skips_asr(tmp_path: Path, cli) -> None:
     assert stages["transcript"]["status"] == "skipped" and stages["transcript"]["reason"] == "no audio track"
 
 
+def test_a_video_without_words_gets_scenes_from_its_shots(tmp_path: Path, cli) -> None:
+    path = make_video(tmp_path / "silent.mp4", seconds=6.0, audio=False)  # three colours cut hard: three shots
+    res = cli("ingest", str(path), "--film-id", "silent", "--json")
+    assert res.code == 0, res.err
+    assert res.json()["counts"]["shots"] >= 2 and res.json()["counts"]["utterances"] == 0
+    data = cli("scenes", "silent", "--json").json()
+    assert data["scenes"] and all(s["how"] == "pictures" and s["characters"] == [] for s in data["scenes"])
+    assert all(s["summary"].endswith("shots, no words; no face seen.") or "1 shot," in s["summary"]
+               for s in data["scenes"])
+    assert "with no words, told by their shots and faces" in data["note"]
+
+
 def test_non_ascii_path_and_default_slug(tmp_path: Path, cli) -> None:
     d = tmp_path / "Films été"
     d.mkdir()

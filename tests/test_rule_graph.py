@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from moviemem.ingest.rule_graph import build_graph, eventful, stem, trigger_of
@@ -38,7 +39,7 @@ def test_names_are_capitalised_words_not_opening_a_sentence() -> None:
     assert names_in("Maria hides the money.", known=frozenset({"Maria"})) == ["Maria"]
 
 
-def test_a_scene_lists_the_registry_characters_in_it_then_the_film_s_other_names() -> None:
+def test_a_scene_lists_the_registry_characters_in_it_then_the_other_names_its_descriptions_use() -> None:
     lines = [
         say(0, "Sit down, Mr. Berg. The FBI called about Anna.", ref=0),
         say(4, "Ask the Sheriff. They call him 'Snowball' in Boston.", who="v1", ref=1),
@@ -46,20 +47,30 @@ def test_a_scene_lists_the_registry_characters_in_it_then_the_film_s_other_names
         say(12, "Call the Secret Service and Hollis now.", ref=3),
         say(16, "Don't listen to him.", ref=4),
         say(18, 'We met Mr Major at Kessler\'s garage. He said "Ruth, come back here right now" twice.', ref=5),
+        see(20, "Nils drives Anna and Ruth from Boston to the Sheriff in a car from the United States.", ref=0),
     ]
     cast = RegistryCast({"Nils": ("Nils", "Berg"), "Greta": ("Greta",)}, {"utterances:1": ("Greta",)})
     (scene,) = build_scenes(lines, [(0.0, 25.0)], cast=cast)
-    # Berg is one of Nils's names; Greta speaks line 1; then names the film never writes in lower case.
-    # Left out: a role ("Sheriff"), a quoted nickname, an acronym ("FBI"), words written in lower
-    # case elsewhere ("Secret", "Service"), "Iisten" (a misread "listen"), the voice label "v1"
-    # "Major" is a rank, but a name after a title; "Kessler's" is Kessler; a long quotation keeps its names
-    assert scene.names == ["Nils", "Anna", "Greta", "Boston", "Hollis", "Major", "Kessler", "Ruth"]
-    assert scene.summary.startswith("With Nils, Anna, Greta, Boston, Hollis, Major.")
+    # Berg is one of Nils's names; Greta speaks line 1; the registry has judged the names the dialogue
+    # gives (Anna, Hollis... are no one it registered); the caption names who is on screen, but not a
+    # role ("Sheriff") nor places ("from Boston", "the United States")
+    assert scene.names == ["Nils", "Greta", "Anna", "Ruth"]
+    assert scene.summary.startswith("With Nils, Greta, Anna, Ruth.")
     quoted = Scene(0, 0.0, 4.0, [say(0, '"Lately".')], central=[say(0, '"Lately".')])
     assert summarize(quoted, {}) == '"\'Lately\'."'  # a quote inside the quote is nested, not doubled
-    # without a registry: each line's speaker and the same names, aliases not merged
+    # without a registry: each line's speaker and the names of every line, aliases not merged. Left
+    # out: a role ("Sheriff"), a quoted nickname, an acronym ("FBI"), words written in lower case
+    # elsewhere ("Secret", "Service"), "Iisten" (a misread "listen"), places (Boston, "at Kessler's
+    # garage"), "Nils" opening the only sentence that says it; "Major" is a rank, but a name after a
+    # title; a long quotation keeps its names
     (bare,) = build_scenes(lines, [(0.0, 25.0)])
-    assert bare.names == ["Berg", "Anna", "v1", "Boston", "Hollis", "Major", "Kessler", "Ruth"]
+    assert bare.names == ["Berg", "Anna", "Ruth", "v1", "Hollis", "Major"]
+
+
+def test_a_longer_name_is_its_character_s_before_a_shorter_one_is_another_s() -> None:
+    cast = RegistryCast({"Carter": ("Carter",), "Miss Carter": ("Miss Carter",)})
+    (scene,) = build_scenes([say(0, "Howdy Miss Carter, going home?", ref=0)], [(0.0, 5.0)], cast=cast)
+    assert scene.names == ["Miss Carter"]  # not her father's "Carter"
 
 
 def test_stems_triggers_and_eventful_lines() -> None:
@@ -238,13 +249,19 @@ def test_text_film_gets_scenes_and_a_rule_graph_by_default(tmp_path: Path, cli) 
     assert ov.count("scene ") == len(scenes) and len(ov) <= 240  # every scene, shortened to fit
     events = film.events()
     assert events and all(e.source == "rules" and e.lines for e in events) and len(events[0].vector) > 0
+    # a text film's events are its scenes (summary, who is in them), not its quoted lines, linked in
+    # screen order, which the graph says is all that links them
+    assert [(e.trigger, e.description, e.seg_idx) for e in events] == [("scene", s.summary, s.scene_idx) for s in scenes]
+    assert json.loads(events[-1].args) == {"with": "Anna"}
+    said = {f"utterances:{u.idx}": np.asarray(u.vector) * len(u.text.split()) for u in film.utterances()}  # pooled
+    mean = np.sum([said[ref] for ref in events[0].lines], axis=0)
+    assert np.allclose(np.asarray(events[0].vector), mean / np.linalg.norm(mean), atol=2e-3)
     g = film.graph()
     assert g.made_by() == "rules"
-    types = {e["type"] for e in g.edges()}
-    assert {"before", "causal"} <= types and all(e["rule"] and e["lines"] for e in g.edges())
-    storm = next(e["id"] for e in g.events() if "storm broke the bridge" in e["description"])
-    cannot = next(e["id"] for e in g.events() if "cannot reach the village" in e["description"])
-    assert storm in g.causes_of(cannot)
+    assert {(e["type"], e["rule"]) for e in g.edges()} == {("before", "screen-order")}
+    assert all(e["lines"] for e in g.edges()) and len(g.edges()) == len(events) - 1
+    shown = " ".join(cli("graph", "tiny", "--library", str(lib.path), library=False).out.split())
+    assert f"{len(events)} events, {len(events) - 1} relations ({len(events) - 1} only screen order" in shown
 
     res = cli("scenes", "tiny", "--json", "--library", str(lib.path), library=False)
     assert res.code == 0, res.err
@@ -436,5 +453,5 @@ def test_a_text_film_s_scenes_read_its_character_registry(tmp_path: Path) -> Non
     assert sorted(c.names for c in film.characters()) == [["Marta"], ["Mr. Hollis"]]
     note = next(s.reason for s in film.stages() if s.stage == "scenes")
     assert "characters from the registry (2 named)" in note
-    # "Hollis" alone is Mr. Hollis's (no other character is a Hollis); Turin is a name the lines use
-    assert [s.characters for s in film.scenes()] == [["Mr. Hollis", "Marta", "Turin"]]
+    # "Hollis" alone is Mr. Hollis's (no other character is a Hollis); Turin ("to Turin", "in Turin") is a place
+    assert [s.characters for s in film.scenes()] == [["Mr. Hollis", "Marta"]]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -29,6 +30,11 @@ def test_srt_as_a_film_without_video(tmp_path: Path, cli) -> None:
     for name in ("frames", "shots", "clip", "ocr"):
         assert (stages[name]["status"], stages[name]["reason"]) == ("skipped", "no video")
     assert stages["transcript"]["status"] == "done"
+    # where the time goes: each stage's time in the ingest's lines and in `show`
+    assert re.search(r"done transcript \d+\.\d s", res.err)
+    assert all(x["seconds"] >= 0 for x in s["stages"]) and stages["transcript"]["seconds"] < 60
+    shown = cli("show", "front-page").out
+    assert "took" in shown and re.search(r"transcript\s+done\s+\d+\.\d s", shown)
 
 
 def test_narration_as_captions_with_duration(tmp_path: Path) -> None:
@@ -311,3 +317,27 @@ def test_killed_import_loses_no_finished_film_and_duplicates_nothing(tmp_path: P
     assert store.query("utterances").num_rows == 12  # no duplicate, no leftover
     stages = store.query("stages", columns=["film_id", "stage"]).to_pylist()
     assert len(stages) == len({(r["film_id"], r["stage"]) for r in stages})  # one run per film and stage
+
+
+def test_an_ingest_reads_nothing_a_run_did_not_write(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from moviemem.memory.store import MemoryStore
+
+    asked: list[str] = []
+    query = MemoryStore.query
+
+    def spy(self: MemoryStore, name: str, where: str | None = None, columns: list[str] | None = None):  # type: ignore[no-untyped-def]
+        asked.append(name)
+        return query(self, name, where, columns)
+
+    monkeypatch.setattr(MemoryStore, "query", spy)
+    srt = tmp_path / "front.srt"
+    srt.write_text(SRT)
+    film = Library(tmp_path / "lib").ingest_text(srt, film_id="front")
+    # no captions, on-screen text, voices or faces: the stages after them never query those tables;
+    # the film's runs are read before and for its stages, then by the views of its packs and of the
+    # film returned, never again after each of its 14 stages
+    assert not {"captions", "onscreen", "voices", "faces", "frames", "shots"} & set(asked)
+    assert asked.count("stages") == 4
+    runs = {s.stage: s for s in film.stages()}
+    assert (runs["frames"].status, runs["frames"].started_at) == ("skipped", runs["frames"].finished_at)  # one row
+    assert film.scenes() and film.events()
