@@ -220,9 +220,9 @@ class LlamaCppBackbone(BaseBackbone):
         super().__init__(**options)
         settings = get_backbone_settings()
         self.path = Path(path).expanduser()
-        self.n_ctx = int(n_ctx or settings.llm_context) or (trained_context(self.path) if self.path.is_file() else 8192)
-        if self.n_ctx < 256:
-            raise MovieMemError(f"a context of {self.n_ctx} tokens holds no prompt; use 256 or more, or 0 for the model's own")
+        self._n_ctx = int(n_ctx or settings.llm_context)  # 0: the length the model was trained for, read when needed
+        if 0 < self._n_ctx < 256:
+            raise MovieMemError(f"a context of {self._n_ctx} tokens holds no prompt; use 256 or more, or 0 for the model's own")
         self.kv_type = settings.llm_kv_type
         threads = settings.llm_threads if n_threads is None else n_threads
         self.n_threads = int(threads) if threads else default_threads()  # physical cores this process may use
@@ -231,12 +231,21 @@ class LlamaCppBackbone(BaseBackbone):
         self.name = name or f"llamacpp:{self.path}"
         # the file's name and size identify the weights without hashing a GB on every start
         size = self.path.stat().st_size if self.path.is_file() else 0
-        self.model_id = f"llamacpp:{self.path.name}:{size}:ctx{self.n_ctx}" + ("" if self.kv_type == "f16" else f":kv-{self.kv_type}")
+        # the trained length is the file's own, which its name and size identify
+        self.model_id = (f"llamacpp:{self.path.name}:{size}:ctx{self._n_ctx or 'trained'}"
+                         + ("" if self.kv_type == "f16" else f":kv-{self.kv_type}"))
         self.capabilities = Capabilities(text=True, tools=True, json=True, logprobs=True)
         self.last_perf: dict[str, float] = {}
         # reading and writing speeds measured here, for time limits that follow each call's work
         self.paces = PaceBook(settings.scratch_dir / "pace.json")
         self.pace_key = f"{self.model_id}:threads{self.n_threads}"
+
+    @property
+    def n_ctx(self) -> int:
+        """Tokens of context: the setting, or (0) what the GGUF says it was trained for."""
+        if not self._n_ctx:
+            self._n_ctx = trained_context(self.path)
+        return self._n_ctx
 
     def model(self) -> _Model:
         return _load(self.path, self.n_ctx, self.n_threads, self.cache_bytes, self.kv_type)

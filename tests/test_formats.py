@@ -96,7 +96,9 @@ def test_other_formats_validate(tmp_path: Path):
         F.load_benchmark(_write(tmp_path / "bad.jsonl", [{"id": "x", "film_id": "f", "what": 1}]))
 
 
-def test_register_format_and_round_trip(tmp_path: Path):
+def test_register_format_and_round_trip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(F.FORMATS, "_entries", dict(F.FORMATS._entries))  # registered for this test only
+
     class Quote(F.Item):
         """Who said this line?"""
 
