@@ -22,6 +22,7 @@ from .memory.catalog import saved  # answers saved while the library is unchange
 
 if TYPE_CHECKING:
     from .library import Film, Library
+    from .memory.view import FilmMemory
     from .retrievers.base import Evidence
 
 T = TypeVar("T")
@@ -189,6 +190,19 @@ def scenes(lib: Library, film_id: str, start: float | None = None, end: float | 
             "truncated": len(rows) > MAX_SCENES, "total": len(rows)}
 
 
+def _query_view(lib: Library, film_id: str, query: str, k: int, start: float | None, end: float | None,
+                until: float | None) -> tuple[Film, str, int, FilmMemory, float | None, float | None]:
+    """A search's checked arguments: the film, the query, k, the view `until` leaves, and the window."""
+    f = film(lib, film_id)
+    query = text(query, "query", MAX_QUERY_CHARS)
+    if not query.strip():
+        raise MovieMemError("query is empty")
+    k = count(k, "k", MAX_K)
+    t0, t1 = window(f, start, end)
+    view = f.until(seconds(until, "until", f.info.duration_s, low=TIME_SLACK_S)) if until is not None else f
+    return f, query, k, view, t0, t1
+
+
 def search(lib: Library, film_id: str, query: str, k: int = 10, kinds: Sequence[str] | str | None = None,
            start: float | None = None, end: float | None = None, until: float | None = None) -> dict[str, Any]:
     """Hybrid (vector + BM25) search of the film's text memory, best first (`score`: the rank fusion
@@ -203,14 +217,8 @@ def search(lib: Library, film_id: str, query: str, k: int = 10, kinds: Sequence[
     from .memory.bm25 import analyze
     from .retrievers.text import TextRetriever
 
-    f = film(lib, film_id)
-    query = text(query, "query", MAX_QUERY_CHARS)
-    if not query.strip():
-        raise MovieMemError("query is empty")
-    k = count(k, "k", MAX_K)
+    f, query, k, view, t0, t1 = _query_view(lib, film_id, query, k, start, end, until)
     chosen = kinds_of(kinds, SEARCH_KINDS, DEFAULT_SEARCH_KINDS)
-    t0, t1 = window(f, start, end)
-    view = f.until(seconds(until, "until", f.info.duration_s, low=TIME_SLACK_S)) if until is not None else f
     # twice k: room for the repeats and the non-matches taken out below
     found = TextRetriever("hybrid", chosen).retrieve(view, query, k=2 * k, start=t0, end=t1)
     nearest = {e.id: e.score for e in TextRetriever("vector", chosen, candidates=MAX_K).retrieve(
@@ -237,14 +245,8 @@ def retrieve(lib: Library, film_id: str, query: str, retriever: str, k: int = 10
     from .retrievers.query import Question
     from .retrievers.registry import get_retriever
 
-    f = film(lib, film_id)
-    query = text(query, "query", MAX_QUERY_CHARS)
-    if not query.strip():
-        raise MovieMemError("query is empty")
-    k = count(k, "k", MAX_K)
+    _, query, k, view, t0, t1 = _query_view(lib, film_id, query, k, start, end, until)
     r = get_retriever(retriever)
-    t0, t1 = window(f, start, end)
-    view = f.until(seconds(until, "until", f.info.duration_s, low=TIME_SLACK_S)) if until is not None else f
     if t0 is not None or t1 is not None:
         view = view.window(t0 or 0.0, t1 if t1 is not None else math.inf)
     found = r.retrieve(view, Question(query, kind="open"))

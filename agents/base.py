@@ -128,17 +128,15 @@ class BasePolicy:
         if run.unfit:  # the model read nothing: no answer to score and no evidence shown to it
             run.note(f"{run.unfit} prompt(s) longer than the backbone's context were not read; "
                      "the answer is invalid with reason 'context' (never scored)")
-            return Answer(choice=None, text="", confidence=None, invalid=True, policy=self.name,
-                          backbone=getattr(backbone, "name", str(backbone)), evidence=[], trace=run.trace,
-                          usage=run.usage, error=parsed.error, calls=run.calls, replayed_calls=run.replayed,
-                          faults=run.faults, reason=CONTEXT, grounded=False)
-        grounded = bool(run.evidence)
-        if not grounded and not parsed.invalid:
+            parsed = Parsed(None, "", None, True, parsed.error)
+            run.evidence.clear()
+        elif not run.evidence and not parsed.invalid:
             run.note("the model was shown no evidence from the film: this answer is a guess (grounded: false)")
         return Answer(choice=parsed.choice, text=parsed.text, confidence=parsed.confidence, invalid=parsed.invalid,
                       policy=self.name, backbone=getattr(backbone, "name", str(backbone)),
                       evidence=list(run.evidence.values()), trace=run.trace, usage=run.usage, error=parsed.error,
-                      calls=run.calls, replayed_calls=run.replayed, faults=run.faults, grounded=grounded)
+                      calls=run.calls, replayed_calls=run.replayed, faults=run.faults, grounded=bool(run.evidence),
+                      reason=CONTEXT if run.unfit else None)
 
     def _answer(self, film: FilmMemory, question: Question, run: Run) -> Any:
         raise NotImplementedError
