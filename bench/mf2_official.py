@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 from moviemem.eval import metrics
-from moviemem.eval.runner import grid_records, unfit_counts
+from moviemem.eval.runner import scored_grid
 
 HALVES = {"A": {"mf2-5", "mf2-6", "mf2-8", "mf2-11", "mf2-22"}, "B": {"mf2-29", "mf2-35", "mf2-48", "mf2-51", "mf2-54"}}
 # published pairwise accuracy on the whole benchmark (video + transcript), from the dev set's README
@@ -36,9 +36,8 @@ def _pct(e: metrics.Estimate) -> str:
 
 
 def report(run_dir: Path) -> dict[str, dict[str, object]]:
-    items, grid = grid_records(run_dir)
+    items, grid, unfit = scored_grid(run_dir)
     by_id = {it.id: it for it in items}
-    unfit = unfit_counts(run_dir)
     out: dict[str, dict[str, object]] = {}
     for (policy, backbone), recs in sorted(grid.items()):
         its = [by_id[r["item_id"]] for r in recs]

@@ -717,25 +717,22 @@ def fallback_parsed(records: Sequence[dict[str, Any]]) -> metrics.Estimate:
     return metrics.wilson(sum(hows), len(hows))
 
 
-def unfit_counts(run_dir: str | Path) -> dict[tuple[str, str], int]:
-    """(policy, backbone) -> items whose prompt was longer than the backbone's context (never sent, never scored)."""
-    out: dict[tuple[str, str], int] = {}
-    for r in read_results(run_dir):
-        if r["status"] == "unfit":
-            out[(r["policy"], r["backbone"])] = out.get((r["policy"], r["backbone"]), 0) + 1
-    return out
+def scored_grid(run_dir: str | Path) -> tuple[list[Item], dict[tuple[str, str], list[dict[str, Any]]],
+                                              dict[tuple[str, str], int]]:
+    """`grid_records` read once, split: the records that can be scored (every configuration a key, even one
+    whose every prompt was too long), and per configuration the items whose prompt did not fit the context."""
+    items, grid = grid_records(run_dir, unfit=True)
+    unfit = {key: sum(r["status"] == "unfit" for r in recs) for key, recs in grid.items()}
+    return items, {key: [r for r in recs if r["status"] != "unfit"] for key, recs in grid.items()}, unfit
 
 
 def summarise(run_dir: str | Path) -> list[dict[str, Any]]:
     """One row per (policy, backbone): the task's scores over the items it has records for."""
     manifest = read_manifest(run_dir)
     task = task_for(manifest["format"])
-    items, grid = grid_records(run_dir)
+    items, grid, unfit = scored_grid(run_dir)
     by_id = {it.id: it for it in items}
-    unfit = unfit_counts(run_dir)
     rows = []
-    for key in unfit.keys() - grid.keys():
-        grid[key] = []  # every item of it was too long: still a row, with no accuracy
     for (policy, backbone), recs in sorted(grid.items()):
         its = [by_id[r["item_id"]] for r in recs]
         s = task.summarise(its, recs)
