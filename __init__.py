@@ -1,9 +1,33 @@
 """moviemem: a queryable memory of a full-length film, and agent policies that answer from it."""
 
-from ._version import __version__
-from .errors import MovieMemError
+from typing import Any
 
-__all__ = ["Answer", "Evidence", "Film", "Library", "MovieMemError", "Question", "__version__"]
+from .foundation._version import __version__
+from .foundation.errors import MovieMemError
+from .foundation.plugins import MISSING, import_target
+
+__all__ = ["Answer", "Evidence", "Film", "Library", "MovieMemError", "Question", "__version__", "register"]
+
+# every kind of plug-in and the registry that holds it (each imported only when its kind is used)
+KINDS = {
+    "backbone": "moviemem.backbones.registry:BACKBONES",
+    "policy": "moviemem.agents.registry:POLICIES",
+    "retriever": "moviemem.retrievers.registry:RETRIEVERS",
+    "stage": "moviemem.ingest.registry:STAGES",
+    "format": "moviemem.eval.formats:FORMATS",
+    "adapter": "moviemem.eval.formats:ADAPTERS",
+    "task": "moviemem.eval.tasks:TASKS",
+}
+
+
+def register(kind: str, name: str, target: Any = MISSING, **meta: Any) -> Any:
+    """Add a plug-in of any kind defined in code, the one way for all of them:
+    `register("policy", "mine", Mine, description=...)`, or as a decorator `@register("backbone", "echo")`.
+    An installed package uses the kind's entry-point group instead (`moviemem.policies`, ...)."""
+    if kind not in KINDS:
+        raise MovieMemError(f"unknown plug-in kind {kind!r}; kinds: {', '.join(KINDS)}")
+    registry = import_target(KINDS[kind])
+    return registry.register(name, **meta) if target is MISSING else registry.register(name, target, **meta)
 
 
 def __getattr__(name: str) -> object:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .errors import MovieMemError
+from .foundation.errors import MovieMemError
 from .memory.catalog import saved  # answers saved while the library is unchanged (no LanceDB imports)
 
 if TYPE_CHECKING:
@@ -69,6 +69,18 @@ def film(lib: Library, film_id: Any) -> Film:
             raise unknown_film(film_id, [f["film_id"] for f in list_films(lib)["films"]], "list_films") from None
 
     return Film(lib.store, film_id, state=_saved(lib, f"film-state {film_id}", lambda: opened().state()))
+
+
+def finite_json(value: Any) -> str:
+    """`value` as JSON text, never NaN or Infinity, which are not JSON (a client reading them fails):
+    such a number is an error, the same for the CLI's --json and the MCP server's replies."""
+    import json
+
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str, allow_nan=False)
+    except ValueError:
+        raise MovieMemError("the answer holds a number that is not finite (NaN or Infinity), which JSON cannot "
+                            "hold; the library may hold rows no ingest wrote") from None
 
 
 def unknown_film(film_id: str, known: Sequence[str], lister: str) -> MovieMemError:

@@ -10,13 +10,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .config import Settings, get_settings
-from .errors import MovieMemError
+from .foundation.config import Settings, get_settings
+from .foundation.errors import MovieMemError
+from .foundation.progress import QuietReporter, Reporter
 from .memory.bundle import export_film, import_film
 from .memory.schema import FilmRow
 from .memory.store import MemoryStore
 from .memory.view import FilmMemory
-from .progress import QuietReporter, Reporter
 
 if TYPE_CHECKING:
     from .agents.narration import Description, Narration
@@ -165,7 +165,7 @@ class Library:
 
     def _imported(self, it: CollectionItem) -> bool:
         """Whether the film's text stage already holds this file, embedded by this embedder."""
-        from .digests import file_sha256
+        from .foundation.digests import file_sha256
 
         stage = "transcript" if it.as_ == "utterances" else "captions"
         run = self.store.finished_runs(it.film_id).get(stage)
@@ -179,7 +179,7 @@ class Library:
         """Consecutive films of about IMPORT_CHUNK_CUES cues, their texts embedded and held by the
         embedder until the callback given with them releases them. Films in `imported` add no text;
         an unreadable track adds none either and fails in its own ingest, in film order."""
-        from .ingest.stages import subtitle_items
+        from .ingest.stages.transcript import subtitle_items
         from .ingest.texttracks import load_track
         from .models.embedder import get_embedder
 

@@ -35,11 +35,11 @@ from pydantic import Field
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from . import film_tools
-from ._version import __version__
-from .errors import MovieMemError
+from .foundation._version import __version__
+from .foundation.errors import MovieMemError
+from .foundation.loopback import LOOPBACK, foreign
+from .foundation.urls import redact_urls
 from .library import Library
-from .loopback import LOOPBACK, foreign
-from .urls import redact_urls
 
 log = logging.getLogger("moviemem.mcp")
 T = TypeVar("T")
@@ -57,6 +57,13 @@ INSTRUCTIONS = (
 )
 
 
+def _finite(value: Any) -> Any:
+    """A reply as it is, once it is known to hold no NaN or Infinity (JSON cannot hold them)."""
+    if isinstance(value, (dict, list)) and not any(isinstance(v, (TextContent, Image)) for v in value):
+        film_tools.finite_json(value)
+    return value
+
+
 def _raising(error: Callable[[str], Exception]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """A decorator: a library error in the function becomes `error(message)`, the MCP error the client
     sees (with any URL's credentials hidden: a backbone spec may carry them)."""
@@ -66,16 +73,16 @@ def _raising(error: Callable[[str], Exception]) -> Callable[[Callable[..., Any]]
             @functools.wraps(fn)
             async def run_async(*args: Any, **kwargs: Any) -> Any:
                 try:
-                    return await fn(*args, **kwargs)
+                    return _finite(await fn(*args, **kwargs))
                 except MovieMemError as exc:
-                    raise error(str(exc)) from None
+                    raise error(redact_urls(str(exc))) from None
 
             return run_async
 
         @functools.wraps(fn)
         def run(*args: Any, **kwargs: Any) -> Any:
             try:
-                return fn(*args, **kwargs)
+                return _finite(fn(*args, **kwargs))
             except MovieMemError as exc:
                 raise error(redact_urls(str(exc))) from None
 
@@ -254,13 +261,13 @@ def build_server(lib: Library, *, backbones: Sequence[str] = (), allow_ingest: b
     @mcp.resource("moviemem://films", mime_type="application/json", description="The films in the library.")
     @_resource
     def films_resource() -> str:
-        return json.dumps(film_tools.list_films(lib))
+        return film_tools.finite_json(film_tools.list_films(lib))
 
     @mcp.resource("moviemem://films/{film_id}", mime_type="application/json",
                   description="A film's overview: duration, counts, segments, characters.")
     @_resource
     def film_resource(film_id: str) -> str:
-        return json.dumps(film_tools.film_overview(lib, film_id))
+        return film_tools.finite_json(film_tools.film_overview(lib, film_id))
 
     @mcp.prompt(description="A multiple-choice question about a film (the mcq benchmark format), answered with the tools.")
     def mcq(film_id: str, question: str, options: str) -> str:
@@ -425,7 +432,7 @@ def command(library: str | Path | None, *, http_port: int | None, backbones: Seq
             no_ask: bool, allow_ingest: bool, ingest_dir: Path | None, announce: Callable[[str], None]) -> None:
     """`moviemem mcp`: refuse a library directory that does not exist (a typo would otherwise
     serve a new, empty library), then serve."""
-    from .config import get_settings
+    from .foundation.config import get_settings
 
     settings = get_settings(library=library)
     path = settings.library_dir

@@ -9,13 +9,13 @@ from __future__ import annotations
 from typing import Any
 
 from ..backbones import Backbone
-from ..errors import MovieMemError
+from ..foundation.errors import MovieMemError
 from ..memory.view import FilmMemory
 from .base import Policy
-from .registry import PolicyInfo, get_policy, list_policies, register_policy
+from .registry import POLICIES, PolicyInfo, get_policy, list_policies
 from .types import Answer, Question, Step
 
-__all__ = ["Answer", "Policy", "PolicyInfo", "Question", "Step", "ask", "get_policy", "list_policies", "register_policy"]
+__all__ = ["Answer", "Policy", "PolicyInfo", "Question", "Step", "ask", "get_policy", "list_policies", "POLICIES"]
 
 
 def ask(film: FilmMemory, question: str | Question, options: list[str] | None = None, kind: str | None = None,

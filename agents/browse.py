@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..backbones import Tool
+from ..foundation.timefmt import optional_seconds
 from ..memory.overview import overlapping, overview
 from ..memory.view import FilmMemory
-from ..timefmt import optional_seconds
 from .base import Run
 from .prompts import BROWSE_TOOL, OVERVIEW_BLOCK
 

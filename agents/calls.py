@@ -8,10 +8,10 @@ from typing import Any, TypeVar
 
 from ..backbones import Clip, system, user
 from ..backbones.prompt import Prompt
-from ..errors import MovieMemError
+from ..foundation.errors import MovieMemError
+from ..foundation.timefmt import hms
 from ..memory.view import FilmMemory
 from ..retrievers.base import Evidence
-from ..timefmt import hms
 from .base import Run
 from .parsing import Parsed, parse_answer
 from .prompts import answer_schema, question_block

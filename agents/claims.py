@@ -40,8 +40,8 @@ from text_to_num import alpha2digit
 from ..backbones import system, user
 from ..backbones.base import parse_json_reply
 from ..backbones.prompt import Prompt
-from ..errors import MovieMemError
-from ..words import dialogue_stop_words
+from ..foundation.errors import MovieMemError
+from ..foundation.words import dialogue_stop_words
 from .base import Run
 from .parsing import Parsed
 from .prompts import CLAIM_ANSWERS, CLAIM_CLOZE, CLAIM_QUESTIONS

@@ -24,12 +24,12 @@ from ..backbones import Backbone, Reply, Request, Usage, system, user
 from ..backbones.base import send_all
 from ..backbones.prompt import names_clause
 from ..backbones.structured import Ask, ask_json
-from ..errors import MovieMemError
-from ..files import atomic_write_text
+from ..foundation.errors import MovieMemError
+from ..foundation.files import atomic_write_text
+from ..foundation.progress import Reporter
+from ..foundation.timefmt import hms
 from ..memory.lines import Line, known_names, spread
 from ..memory.view import FilmMemory
-from ..progress import Reporter
-from ..timefmt import hms
 from .prompts import DESCRIBE_GAP, NARRATE_CLIP, SHORTEN
 
 MIN_WORDS = 3  # a gap with room for fewer words is too short to describe anything

@@ -6,7 +6,7 @@ reader shown the options' lines does not compare their times (on the synthetic f
 missed every such question with the right lines in its evidence). So each option (and the X of
 "right after X") is located as its best-matching single line or caption, whose times are exact;
 screen order is the order of those times, story order the story rank of the event around each
-(or the last event before it), which puts flashbacks where ingest/flashbacks.py placed them.
+(or the last event before it), which puts flashbacks where graph/flashbacks.py placed them.
 
 The reader answers only when the located order is decisive: the chosen option's place differs
 from every other option's (no shared line, no overlap on screen, no shared event in the story).
@@ -22,10 +22,10 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Literal
 
+from ..foundation.timefmt import hms
 from ..memory.view import FilmMemory
 from ..retrievers.base import Evidence
 from ..retrievers.text import TextRetriever
-from ..timefmt import hms
 from .base import Run
 from .claims import ordered_events
 from .parsing import Parsed

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from ..backbones import system, user
 from ..backbones.prompt import Prompt
-from ..errors import MovieMemError
+from ..foundation.errors import MovieMemError
 from .base import Run
 from .calls import parse_step
 from .parsing import Parsed

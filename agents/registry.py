@@ -1,5 +1,6 @@
 """Policies by name: the built-ins as dotted paths (imported only when used), third-party
-policies from the entry-point group `moviemem.policies` or `register_policy`.
+policies from the entry-point group `moviemem.policies` or `POLICIES.register` (which
+`moviemem.register("policy", ...)` calls).
 
 A policy is a class (or factory) that takes its settings as keyword arguments, with the
 defaults in a nested `Settings` dataclass; `needs` names the film content it reads
@@ -14,11 +15,20 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..errors import MovieMemError
-from ..plugins import Registry
+from ..foundation.errors import MovieMemError
+from ..foundation.plugins import Registry
 from .base import Policy
 
-POLICIES: Registry[Callable[..., Policy]] = Registry("policy", "moviemem.policies")
+
+def _check(name: str, factory: Callable[..., Policy], meta: dict[str, Any]) -> tuple[Callable[..., Policy], dict[str, Any]]:
+    """A policy registered in code: what its listing shows (`description`, the film content it `needs`)."""
+    unknown = set(meta) - {"description", "needs"}
+    if unknown:
+        raise MovieMemError(f"policy {name!r}: unknown option(s) {', '.join(sorted(unknown))}; known: description, needs")
+    return factory, {"description": meta.get("description", ""), "needs": tuple(meta.get("needs", ()))}
+
+
+POLICIES: Registry[Callable[..., Policy]] = Registry("policy", "moviemem.policies", check=_check)
 
 for _name, _target, _needs in [
     ("ace", "moviemem.agents.policies.ace:Ace", ()),
@@ -48,16 +58,6 @@ class PolicyInfo:
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "defaults": self.defaults,
                 "needs": list(self.needs), "source": self.source}
-
-
-def register_policy(name: str, *, description: str = "", needs: tuple[str, ...] = ()) -> Callable[[type], type]:
-    """Class decorator for policies defined in code (a notebook, a plug-in module)."""
-
-    def deco(cls: type) -> type:
-        POLICIES.add(name, cls, source=cls.__module__, description=description, needs=tuple(needs))
-        return cls
-
-    return deco
 
 
 def policy_info(name: str) -> PolicyInfo:

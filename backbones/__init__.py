@@ -8,17 +8,17 @@
 
 Specs: openai:MODEL, openai-compatible:URL#MODEL, gemini:MODEL, llamacpp:PATH, local,
 local-small, scripted. `load(spec, cache=DIR)` adds the replay cache. Third parties add
-backbones with `@register("name")` or the entry-point group `moviemem.backbones`.
+backbones with `@moviemem.register("backbone", "name")` or the entry-point group `moviemem.backbones`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .base import Backbone, BackboneBase, BaseBackbone, Wrapper, send_all
+from .base import Backbone, ProviderBackbone, SendBackbone, Wrapper, send_all
 from .cache import ReplayCache, ReplayMiss
 from .pricing import cost, load_prices, price_for
-from .registry import list_backbones, load, register, registered
+from .registry import BACKBONES, list_backbones, load, registered
 from .scripted import ScriptedBackbone
 from .types import (
     Audio,
@@ -40,9 +40,9 @@ from .types import (
 )
 
 __all__ = [
-    "Audio", "Backbone", "BackboneBase", "BaseBackbone", "Wrapper", "send_all", "Capabilities", "Clip", "Gateway", "Image", "Message", "Reply",
+    "Audio", "Backbone", "SendBackbone", "ProviderBackbone", "Wrapper", "send_all", "Capabilities", "Clip", "Gateway", "Image", "Message", "Reply",
     "ReplayCache", "ReplayMiss", "Request", "ScriptedBackbone", "Text", "Tool", "ToolCall", "Usage", "assistant",
-    "cost", "list_backbones", "load", "load_prices", "normalise_messages", "price_for", "register", "registered",
+    "cost", "list_backbones", "load", "load_prices", "normalise_messages", "price_for", "BACKBONES", "registered",
     "serve", "start_gateway", "system", "tool_result", "user",
 ]
 

@@ -19,7 +19,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import json_repair
 
-from ..errors import MovieMemError
+from ..foundation.errors import MovieMemError
 from .pace import SETTING
 from .pricing import cost, load_prices
 from .retry import call_with_retries
@@ -32,7 +32,7 @@ from .types import Capabilities, MessageLike, Reply, Request, Tool
 class Backbone(Protocol):
     """Anything that answers requests. `name` is the spec string it was loaded from;
     `model_id` identifies the model and every option that changes its answers (the
-    replay cache keys on it), never credentials. Subclass `BackboneBase` to get `chat`
+    replay cache keys on it), never credentials. Subclass `SendBackbone` to get `chat`
     and `chat_many` for free."""
 
     name: str
@@ -76,8 +76,9 @@ def send_all(backbone: Backbone, requests: Sequence[Request], *,
     return [r for r in out if r is not None]
 
 
-class BackboneBase(ABC):
-    """`send` is the one method to implement; `chat` and `chat_many` are built on it."""
+class SendBackbone(ABC):
+    """A backbone defined by its `send` alone (a wrapper, a remote worker, a test fake); `chat` and
+    `chat_many` are built on it. A model provider subclasses ProviderBackbone instead."""
 
     name: str
     model_id: str
@@ -104,7 +105,7 @@ class BackboneBase(ABC):
         return f"<{type(self).__name__} {self.name}>"
 
 
-class Wrapper(BackboneBase):
+class Wrapper(SendBackbone):
     """A backbone around another: it keeps the inner backbone's identity and scheduling
     (name, model_id, capabilities, sequential, concurrency) and overrides `send`, the one hook.
     No attribute is forwarded implicitly: what a wrapper offers is what it declares."""
@@ -170,8 +171,8 @@ def parse_json_reply(text: str) -> Any:
     return value if isinstance(value, (dict, list)) and value != {} and value != [] else None
 
 
-class BaseBackbone(BackboneBase):
-    """Shared behaviour for concrete backends: normalisation, capability checks, a
+class ProviderBackbone(SendBackbone):
+    """The base of a model provider's backend (OpenAI, Gemini, llama.cpp): shared behaviour for them: normalisation, capability checks, a
     concurrency limit, retries, timing, validation of structured replies, and cost.
 
     Subclasses implement `_send(request, timeout) -> Reply` and raise the provider's

@@ -22,8 +22,8 @@ from typing import Any, get_args
 
 from tenacity import retry, retry_if_exception, stop_after_delay, wait_random_exponential
 
-from ..config import CacheMode
-from ..errors import MovieMemError
+from ..foundation.config import CacheMode
+from ..foundation.errors import MovieMemError
 from .base import Backbone, Wrapper
 from .retry import redact
 from .settings import get_backbone_settings

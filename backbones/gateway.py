@@ -30,8 +30,8 @@ from fastapi import Request as HTTPRequest
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from ..errors import MovieMemError
-from ..loopback import LOOPBACK, foreign
+from ..foundation.errors import MovieMemError
+from ..foundation.loopback import LOOPBACK, foreign
 from .base import Backbone
 from .registry import load
 from .types import Reply, Request, Tool

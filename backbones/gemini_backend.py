@@ -22,9 +22,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..errors import MovieMemError
+from ..foundation.errors import MovieMemError
 from . import media
-from .base import BaseBackbone
+from .base import ProviderBackbone
 from .settings import get_backbone_settings
 from .types import Audio, Capabilities, Clip, Image, Message, Reply, Request, Text, ToolCall, Usage
 
@@ -72,11 +72,11 @@ class _Uploads:
             db.execute("DELETE FROM uploads WHERE key = ?", (key,))
 
 
-class GeminiBackbone(BaseBackbone):
+class GeminiBackbone(ProviderBackbone):
     """`gemini:MODEL`. Key from GEMINI_API_KEY or GOOGLE_API_KEY; Vertex AI when
     GOOGLE_GENAI_USE_VERTEXAI is set (project and location from GOOGLE_CLOUD_PROJECT /
     GOOGLE_CLOUD_LOCATION, or the options). Options: base_url, vertexai, project, location,
-    thinking_budget, thinking_level, capabilities, and BaseBackbone's reliability options.
+    thinking_budget, thinking_level, capabilities, and ProviderBackbone's reliability options.
     """
 
     def __init__(self, model: str, *, name: str | None = None, base_url: str | None = None,

@@ -24,9 +24,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..errors import MovieMemError
-from ..hardware import default_threads
-from .base import BaseBackbone
+from ..foundation.errors import MovieMemError
+from ..foundation.hardware import default_threads
+from .base import ProviderBackbone
 from .pace import SETTING, PaceBook
 from .settings import get_backbone_settings
 from .types import CONTEXT, Capabilities, Message, Reply, Request, Tool, ToolCall, Usage, parse_arguments
@@ -201,12 +201,12 @@ def parse_tool_calls(text: str, tools: tuple[Tool, ...]) -> tuple[str, list[Tool
     return text, calls
 
 
-class LlamaCppBackbone(BaseBackbone):
+class LlamaCppBackbone(ProviderBackbone):
     """`llamacpp:/path/model.gguf`, or `local` / `local-small` for the prepared offline models.
 
     Options: n_ctx (default: the llm_context setting; 0, its default, is the model's trained length), n_threads (llm_threads; 0 = the physical
     cores this process may use, for prompt reading and generation alike), cache_bytes (RAM prompt
-    cache), seed, and BaseBackbone's reliability options.
+    cache), seed, and ProviderBackbone's reliability options.
     """
 
     sequential = True

@@ -10,8 +10,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from ..errors import MovieMemError
-from ..files import PRIVATE, atomic_path
+from ..foundation.errors import MovieMemError
+from ..foundation.files import PRIVATE, atomic_path
 
 _FULL_HASH_LIMIT = 256 << 20  # files above this are fingerprinted by size + sampled blocks
 _SAMPLE = 16 << 20

@@ -15,10 +15,10 @@ import re
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from ..errors import MovieMemError
-from ..urls import http_url, url_secrets
+from ..foundation.errors import MovieMemError
+from ..foundation.urls import http_url, url_secrets
 from . import media
-from .base import BaseBackbone
+from .base import ProviderBackbone
 from .settings import get_backbone_settings
 from .types import Audio, Capabilities, Clip, Image, Message, Reply, Request, Text, ToolCall, Usage, parse_arguments
 
@@ -36,14 +36,14 @@ def _clean_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
 
 
-class OpenAIBackbone(BaseBackbone):
+class OpenAIBackbone(ProviderBackbone):
     """`openai:MODEL` or `openai-compatible:BASE_URL#MODEL`.
 
     Options: base_url, api_key_env (the variable holding the key: OPENAI_API_KEY for
     openai, OPENAI_COMPATIBLE_API_KEY for compatible servers so an OpenAI key is never
     sent to a third-party server), capabilities (overrides, e.g. {"video": True} for a
     vLLM VLM), extra (dict merged into every request body, e.g. {"reasoning_effort": "minimal"}),
-    plus BaseBackbone's concurrency, timeout, max_attempts, retry_initial_s, retry_max_s.
+    plus ProviderBackbone's concurrency, timeout, max_attempts, retry_initial_s, retry_max_s.
     """
 
     def __init__(self, model: str, *, base_url: str | None = None, compatible: bool | None = None,

@@ -15,7 +15,7 @@ import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ..files import atomic_write_text
+from ..foundation.files import atomic_write_text
 
 SLACK = 2.0  # the limit allows twice the measured time: the machine may be busier than when it was measured
 MIN_TOKENS = 32  # fewer tokens measure a call's overhead, not a speed

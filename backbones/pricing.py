@@ -10,7 +10,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import MovieMemError
+from ..foundation.errors import MovieMemError
 from .types import Usage
 
 DEFAULT_PRICES = Path(__file__).with_name("prices.toml")

@@ -1,5 +1,6 @@
-"""Backbones by name: `load("openai:gpt-5-mini")`, `@register("name")`, and the entry-point
-group `moviemem.backbones`, so a third party adds a backbone without touching moviemem.
+"""Backbones by name: `load("openai:gpt-5-mini")`, `BACKBONES.register("name", factory)` (or
+`moviemem.register("backbone", ...)`), and the entry-point group `moviemem.backbones`, so a third
+party adds a backbone without touching moviemem.
 
 A spec is `NAME` or `NAME:ARGUMENT` (split at the first colon). A factory is any callable
 `factory(argument: str | None, **options) -> Backbone`, a class included. Built-in backends
@@ -16,8 +17,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..errors import MovieMemError
-from ..plugins import Registry
+from ..foundation.errors import MovieMemError
+from ..foundation.plugins import Registry, first_doc_line
 from .base import Backbone
 from .types import Capabilities
 
@@ -27,7 +28,21 @@ ENTRY_POINT_GROUP = "moviemem.backbones"
 Factory = Callable[..., Backbone]
 
 
-BACKBONES: Registry[Factory] = Registry("backbone", ENTRY_POINT_GROUP)
+_OPTIONS = {"description", "capabilities", "example", "requires"}
+
+
+def _check(name: str, factory: Factory, meta: dict[str, Any]) -> tuple[Factory, dict[str, Any]]:
+    """A backbone registered in code: a name a spec can hold, and what its listing shows."""
+    if ":" in name:
+        raise MovieMemError(f"backbone name {name!r} must contain no ':' (a spec is NAME or NAME:ARGUMENT)")
+    if set(meta) - _OPTIONS:
+        raise MovieMemError(f"backbone {name!r}: unknown option(s) {', '.join(sorted(set(meta) - _OPTIONS))}; "
+                            f"known: {', '.join(sorted(_OPTIONS))}")
+    return factory, {**meta, "description": meta.get("description") or first_doc_line(factory),
+                     "requires": tuple(meta.get("requires", ()))}
+
+
+BACKBONES: Registry[Factory] = Registry("backbone", ENTRY_POINT_GROUP, check=_check)
 
 
 @dataclass
@@ -66,28 +81,12 @@ def _add(name: str, factory: Factory | str, description: str = "", capabilities:
                   requires=tuple(requires), ready=ready)
 
 
-def register(name: str, *, description: str = "", capabilities: Capabilities | None = None, example: str = "",
-             requires: tuple[str, ...] = ()) -> Callable[[Factory], Factory]:
-    """Decorator: make `factory` loadable as `name` or `name:ARGUMENT`."""
-    if not name or ":" in name:
-        raise MovieMemError(f"backbone name {name!r} must be non-empty and contain no ':'")
-
-    def deco(factory: Factory) -> Factory:
-        doc = (factory.__doc__ or "").strip().splitlines()
-        _add(name, factory, description or (doc[0] if doc else ""), capabilities, example, requires,
-             getattr(factory, "__module__", "") or "")
-        return factory
-
-    return deco
-
-
 def _registration(name: str) -> Registration:
     entry = BACKBONES.entry(name)
     meta = dict(entry.meta)
     if entry.lazy and not meta.get("description"):  # an entry point: its docstring is the description
         try:
-            doc = (getattr(BACKBONES.get(name), "__doc__", "") or "").strip().splitlines()
-            meta["description"] = doc[0] if doc else ""
+            meta["description"] = first_doc_line(BACKBONES.get(name))
         except MovieMemError as exc:
             log.warning("%s", exc)
             meta["description"] = f"(failed to load: {BACKBONES.failures.get(name, exc)})"
@@ -140,8 +139,11 @@ def registered() -> dict[str, Registration]:
 
 
 def _lazy(module: str, kind: str) -> Factory:
+    """`module`'s from_spec, imported on first use; the module is named in full, so the architecture
+    test sees this import as it sees a dotted plug-in path."""
+
     def factory(arg: str | None, **options: Any) -> Backbone:
-        backbone: Backbone = importlib.import_module(f"{__package__}.{module}").from_spec(kind, arg, **options)
+        backbone: Backbone = importlib.import_module(module).from_spec(kind, arg, **options)
         return backbone
 
     return factory
@@ -164,16 +166,16 @@ def _register_builtins() -> None:
     api = Capabilities(text=True, images=True, tools=True, json=True)
     local = Capabilities(text=True, tools=True, json=True, logprobs=True)
     builtins = [
-        ("openai", "openai_backend", "OpenAI chat completions", api, "openai:gpt-5-mini", ("OPENAI_API_KEY",), None),
-        ("openai-compatible", "openai_backend", "any OpenAI-compatible server (vLLM, Ollama, llama.cpp, LM Studio)",
+        ("openai", "moviemem.backbones.openai_backend", "OpenAI chat completions", api, "openai:gpt-5-mini", ("OPENAI_API_KEY",), None),
+        ("openai-compatible", "moviemem.backbones.openai_backend", "any OpenAI-compatible server (vLLM, Ollama, llama.cpp, LM Studio)",
          api, "openai-compatible:http://127.0.0.1:8000/v1#qwen2.5-vl", (), None),
-        ("gemini", "gemini_backend", "Google Gemini (API key or Vertex AI)", replace(Capabilities.all(), logprobs=False),
+        ("gemini", "moviemem.backbones.gemini_backend", "Google Gemini (API key or Vertex AI)", replace(Capabilities.all(), logprobs=False),
          "gemini:gemini-3-flash", ("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI"), None),
-        ("llamacpp", "llamacpp_backend", "a local GGUF model through llama.cpp", local,
+        ("llamacpp", "moviemem.backbones.llamacpp_backend", "a local GGUF model through llama.cpp", local,
          "llamacpp:/models/model.gguf", (), None),
-        ("local", "llamacpp_backend", "offline default: Qwen2.5-Coder-1.5B-Instruct Q4_K_M", local, "local", (),
+        ("local", "moviemem.backbones.llamacpp_backend", "offline default: Qwen2.5-Coder-1.5B-Instruct Q4_K_M", local, "local", (),
          _prepared("local")),
-        ("local-small", "llamacpp_backend", "offline SmolLM2-135M-Instruct: fast, weak, for tests", local,
+        ("local-small", "moviemem.backbones.llamacpp_backend", "offline SmolLM2-135M-Instruct: fast, weak, for tests", local,
          "local-small", (), _prepared("local-small")),
     ]
     for name, module, desc, caps, example, requires, ready in builtins:

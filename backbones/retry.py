@@ -17,8 +17,8 @@ from urllib.parse import quote
 import httpx
 import tenacity
 
-from ..errors import MovieMemError
-from ..urls import redact_urls
+from ..foundation.errors import MovieMemError
+from ..foundation.urls import redact_urls
 from .types import Reply
 
 log = logging.getLogger("moviemem.backbones")

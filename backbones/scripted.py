@@ -1,6 +1,6 @@
 """A backbone that answers from a script, so tests can check exactly what a policy sends.
 
-It goes through the same BaseBackbone path as real models (capability checks, JSON
+It goes through the same ProviderBackbone path as real models (capability checks, JSON
 validation, usage), and records every Request it receives in `calls`.
 """
 
@@ -11,16 +11,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, Union
 
-from ..errors import MovieMemError
-from ..words import estimate_tokens
-from .base import BaseBackbone
+from ..foundation.errors import MovieMemError
+from ..foundation.words import estimate_tokens
+from .base import ProviderBackbone
 from .types import Capabilities, Reply, Request, ToolCall, Usage
 
 Scripted = Union[str, Reply, dict[str, Any], BaseException]
 Script = Union[Sequence[Scripted], Callable[[Request], Scripted], None]
 
 
-class ScriptedBackbone(BaseBackbone):
+class ScriptedBackbone(ProviderBackbone):
     """Answers in turn from `replies`, or from `replies(request)` when it is a function.
 
     A scripted answer is a string, a Reply, a dict ({"text": ..., "tool_calls": [{"name",

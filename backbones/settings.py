@@ -1,7 +1,7 @@
 """Backbone settings: the package settings plus the knobs only backbones read.
 
 Subclassing `Settings` keeps one precedence order (arguments > MOVIEMEM_* environment >
-moviemem.toml > defaults) without touching config.py.
+moviemem.toml > defaults) without touching foundation/config.py.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from ..config import Seconds, Settings
+from ..foundation.config import Seconds, Settings
 
 
 class BackboneSettings(Settings):

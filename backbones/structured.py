@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import MovieMemError
+from ..foundation.errors import MovieMemError
 from .base import Backbone, check_schema, parse_json_reply, send_all
 from .types import Message, Reply, Request, Usage, assistant, user
 

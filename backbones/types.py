@@ -18,7 +18,7 @@ from typing import Any, Literal, Union
 
 import json_repair
 
-from ..errors import MovieMemError
+from ..foundation.errors import MovieMemError
 from . import media
 
 Role = Literal["system", "user", "assistant", "tool"]

@@ -15,7 +15,7 @@ lists the same characters as the CLI.
 The people of each synopsis were listed by hand from ../shared/datasets/mf2/synopsis/N.synopsis
 (actors' names in parentheses and animals left out), with the subtitles' own spelling of a name
 where the two differ (the synopsis's "Zosh" is "Sash" in film 22's subtitles). The list is for
-measuring only: the naming rules (ingest/names.py) are general and never read it.
+measuring only: the naming rules (characters/names.py) are general and never read it.
 """
 
 from __future__ import annotations
@@ -116,8 +116,8 @@ def main() -> None:
         raise SystemExit(f"error: {args.mf2} is not an MF² release (no transcripts/)")
 
     from moviemem import Library
-    from moviemem.config import get_settings
     from moviemem.film_tools import film_overview
+    from moviemem.foundation.config import get_settings
 
     lib_dir = args.library or Path(tempfile.mkdtemp(prefix="moviemem-characters-"))
     lib = Library(lib_dir, get_settings(library=lib_dir))

@@ -33,7 +33,7 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment
 
 from moviemem import Library
-from moviemem.config import get_settings
+from moviemem.foundation.config import get_settings
 from moviemem.memory.view import turns_of
 from moviemem.synth import render
 

@@ -3,8 +3,8 @@
 Usage: python bench/event_graph_quality.py [--backbone local|rules] [--mode refine|extract] [--minutes 3] [--work DIR]
        [--threshold 0.5] [--max-pairs N]
 
-`--backbone rules` measures the graph every ingest builds without a model (scene_stage.py,
-rule_graph.py), and its cost: the scenes and events stages' seconds as a fraction of the
+`--backbone rules` measures the graph every ingest builds without a model (ingest/stages/scenes.py,
+graph/rule_graph.py), and its cost: the scenes and events stages' seconds as a fraction of the
 film's duration (target <= 0.02x real time).
 
 The film's dialogue (from truth.json) is imported as subtitles and its per-shot captions
@@ -48,10 +48,10 @@ import networkx as nx
 import numpy as np
 
 from moviemem import Library
-from moviemem.config import get_settings
+from moviemem.foundation.config import get_settings
 from moviemem.graph import NarrativeGraph, NarrativeGraphWarning
-from moviemem.ingest.events import EventsStage
-from moviemem.ingest.refine import ASKED
+from moviemem.graph.refine import ASKED
+from moviemem.ingest.stages.events import EventsStage
 from moviemem.models.embedder import get_embedder
 from moviemem.synth import render
 
@@ -206,7 +206,8 @@ def measure(film: Any, truth: dict[str, Any], threshold: float,
 def oracle_story_time(film: Any, truth: dict[str, Any]) -> dict[str, Any]:
     """Flashback detection and story order on the truth events with the film's own captions,
     dialogue and on-screen text: the cue logic alone, without extraction errors."""
-    from moviemem.ingest.flashbacks import Span, TimedEvent, story_time
+    from moviemem.graph.flashbacks import TimedEvent, story_time
+    from moviemem.memory.lines import Span
 
     spans = ([Span(c.start, c.end, c.text, "caption") for c in film.captions()]
              + [Span(u.start, u.end, u.text, "dialogue") for u in film.utterances()]

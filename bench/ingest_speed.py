@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 
 from moviemem import Library
-from moviemem.config import get_settings
 from moviemem.eval.ingest_quality import boundary_f1, word_error_rate
+from moviemem.foundation.config import get_settings
 from moviemem.synth import render
 
 MEASURED = ["frames", "shots", "segments", "transcript", "clip", "ocr"]

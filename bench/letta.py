@@ -43,7 +43,7 @@ def synth(root: Path):
     from conftest import truth_srt
 
     from moviemem import Library
-    from moviemem.config import get_settings
+    from moviemem.foundation.config import get_settings
     from moviemem.synth import render
 
     d = render(root / "film", minutes=3.0, seed=7)["film.mp4"].parent

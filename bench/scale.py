@@ -33,7 +33,7 @@ from typing import Any
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # the local cluster stays on 127.0.0.1
 
 from moviemem import Library  # noqa: E402
-from moviemem.config import cpu_cores, get_settings  # noqa: E402
+from moviemem.foundation.config import cpu_cores, get_settings  # noqa: E402
 from moviemem.memory.store import MemoryStore  # noqa: E402
 from moviemem.synth import render  # noqa: E402
 

@@ -26,8 +26,8 @@ import time
 from pathlib import Path
 
 from moviemem import Library
-from moviemem.config import cpu_cores, get_settings
-from moviemem.errors import MovieMemError
+from moviemem.foundation.config import cpu_cores, get_settings
+from moviemem.foundation.errors import MovieMemError
 from moviemem.memory.view import run_seconds
 
 SYNTH_FILMS = 54

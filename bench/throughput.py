@@ -132,7 +132,7 @@ def embedder_figure() -> dict:
 
 
 def main() -> None:
-    from moviemem.hardware import default_threads
+    from moviemem.foundation.hardware import default_threads
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", default=None, help="llama.cpp thread counts to try (default 1..cores)")

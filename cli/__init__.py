@@ -9,7 +9,7 @@ import sys
 import typer
 import typer._click.exceptions as click_errors  # typer 0.29 vendors click: the `click` package's classes never match
 
-from ..errors import MovieMemError
+from ..foundation.errors import MovieMemError
 from . import answers, bench, characters, demo, films, models, scenes  # noqa: F401 - each registers its commands on the app
 from .common import app, err
 

@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..errors import MovieMemError
+from ..foundation.errors import MovieMemError
 
 if TYPE_CHECKING:
     from ..agents.types import Answer, Step

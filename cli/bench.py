@@ -11,8 +11,8 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.table import Table
 
-from ..errors import MovieMemError
-from ..loopback import foreign
+from ..foundation.errors import MovieMemError
+from ..foundation.loopback import foreign
 from .common import (
     JsonOpt,
     LibraryOpt,
@@ -129,7 +129,7 @@ def report(
 
 
 class InspectorFiles(http.server.SimpleHTTPRequestHandler):
-    """The inspector's files, to loopback requests only (loopback.py says why)."""
+    """The inspector's files, to loopback requests only (foundation/loopback.py says why)."""
 
     def send_head(self) -> Any:
         if foreign(self.headers.get("host"), self.headers.get("origin")):

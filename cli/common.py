@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 from pathlib import Path
@@ -14,14 +13,14 @@ from rich.table import Table
 from rich.text import Text
 from typer.core import TyperGroup
 
-from ..config import get_settings
-from ..errors import MovieMemError
-from ..timefmt import check_time, hms
+from ..foundation.config import get_settings
+from ..foundation.errors import MovieMemError
+from ..foundation.timefmt import check_time, hms
 
 if TYPE_CHECKING:
     from ..backbones import Backbone
+    from ..foundation.progress import Reporter
     from ..library import Library
-    from ..progress import Reporter
 
 HELP = ("A queryable memory of a full-length film, and agent policies that answer from it. Errors print one line "
         "on stderr and exit 2; --json prints one JSON object on stdout (progress and warnings go to stderr).")
@@ -61,7 +60,7 @@ RayOpt = Annotated[Optional[str], typer.Option("--ray", help="Run on Ray: auto, 
 
 def _print_version(value: bool) -> None:
     if value:
-        from .._version import __version__
+        from ..foundation._version import __version__
 
         out.print(f"moviemem {__version__}", highlight=False)
         raise typer.Exit()
@@ -103,12 +102,9 @@ def _known_film(library: Path | None, film: str) -> str:
 
 def _print_json(obj: Any) -> None:
     """One JSON object on stdout; never NaN or Infinity, which are not JSON (a reader of it would fail)."""
-    try:
-        text = json.dumps(obj, ensure_ascii=False, default=str, allow_nan=False)
-    except ValueError:
-        raise MovieMemError("the answer holds a number that is not finite (NaN or Infinity), which JSON cannot "
-                            "hold; the library may hold rows no ingest wrote") from None
-    sys.stdout.write(text + "\n")
+    from ..film_tools import finite_json
+
+    sys.stdout.write(finite_json(obj) + "\n")
 
 
 def _print_paths(paths: dict[str, Any], as_json: bool) -> None:
@@ -121,7 +117,7 @@ def _print_paths(paths: dict[str, Any], as_json: bool) -> None:
 
 
 def _reporter(quiet: bool) -> Reporter:
-    from ..progress import QuietReporter, RichReporter
+    from ..foundation.progress import QuietReporter, RichReporter
 
     return QuietReporter() if quiet else RichReporter(err)
 

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 from rich.table import Table
 
-from ..config import get_settings
-from ..errors import MovieMemError
+from ..foundation.config import get_settings
+from ..foundation.errors import MovieMemError
 from .common import (
     JsonOpt,
     LibraryOpt,
@@ -147,7 +147,7 @@ def import_collection(
     """Import every film of a text-only release (MF² transcripts, Movie101v2 narrations)."""
     from rich.progress import Progress
 
-    from ..progress import QuietReporter
+    from ..foundation.progress import QuietReporter
 
     lib = _library(library, create=True)
     quiet = QuietReporter()
@@ -266,7 +266,7 @@ def graph(
 
     _known_film(library, film)
     from ..graph import NarrativeGraphWarning
-    from ..ingest.rule_graph import SCREEN_ORDER
+    from ..graph.rule_graph import SCREEN_ORDER
 
     memory = _library(library).film(film)
     run = next((s for s in memory.stages() if s.stage == "events"), None)

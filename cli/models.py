@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 from rich.table import Table
 
-from ..config import get_settings
+from ..foundation.config import get_settings
 
 if TYPE_CHECKING:
     from ..letta import Sidecar
@@ -37,7 +37,7 @@ def models_prepare(
 @models_app.command("list")
 def models_list(as_json: JsonOpt = False) -> None:
     """Show the offline models and whether they are prepared."""
-    from ..config import threads_report
+    from ..foundation.config import threads_report
     from ..models import status
 
     settings = get_settings()

@@ -8,7 +8,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from ..errors import MovieMemError
+from ..foundation.errors import MovieMemError
 from .common import JsonOpt, LibraryOpt, _known_film, _library, _print_json, _span, app, out
 
 if TYPE_CHECKING:  # annotation only: the command module must not import LanceDB at start

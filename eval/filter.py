@@ -16,8 +16,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import MovieMemError
-from ..files import atomic_write_text
+from ..foundation.errors import MovieMemError
+from ..foundation.files import atomic_write_text
 from .formats import MCQ, Benchmark, item_category, load_benchmark, write_jsonl
 from .runner import Answerer, grid_records, run_bench
 

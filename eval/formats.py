@@ -3,7 +3,8 @@ adapters for the public releases (MF² metadata.csv, MovieCORE json, Movie101 na
 
 Every item has `id` and `film_id`. A benchmark file is JSONL (one item a line) of one format;
 `load_benchmark` detects the format from the first item's keys unless told. Users add formats
-with `register_format` and readers for other file layouts with `register_adapter`.
+with `FORMATS.register(name, ItemModel, keys=[...])` and readers for other file layouts with
+`ADAPTERS.register(name, reader)` (or `moviemem.register("format" | "adapter", ...)`).
 """
 
 from __future__ import annotations
@@ -19,11 +20,11 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..agents.types import MAX_TEXT_CHARS  # a question, option, claim or reference
-from ..errors import MovieMemError
-from ..files import atomic_write_text
+from ..foundation.errors import MovieMemError
+from ..foundation.files import atomic_write_text
+from ..foundation.plugins import Registry, first_doc_line
+from ..foundation.timefmt import check_time
 from ..memory.schema import check_film_id
-from ..plugins import Registry
-from ..timefmt import check_time
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 RELATION_TYPES = ("before", "after", "overlap", "causal", "precondition", "hierarchical", "coreference", "flashback")
@@ -195,20 +196,24 @@ class FormatSpec:
 
 
 Adapter = Callable[..., list[Item]]
-FORMATS: Registry[FormatSpec] = Registry("format", "moviemem.formats")  # entry points name a FormatSpec
-ADAPTERS: Registry[Adapter] = Registry("adapter", "moviemem.adapters")  # entry points name a reader
+def _format(name: str, model: type[Item], meta: dict[str, Any]) -> tuple[FormatSpec, dict[str, Any]]:
+    """`name` becomes a JSONL format whose lines validate against `model`; `keys` identify its lines."""
+    if not (isinstance(model, type) and issubclass(model, Item)):
+        raise MovieMemError(f"format {name!r}: the target must be a subclass of moviemem.eval.formats.Item")
+    if set(meta) - {"keys", "description"} or not meta.get("keys"):
+        raise MovieMemError(f"format {name!r} takes keys=[...] (the keys that identify its lines) and an optional description")
+    return FormatSpec(name, model, frozenset(meta["keys"]), meta.get("description") or first_doc_line(model)), {}
 
 
-def register_format(name: str, model: type[Item], keys: Iterable[str], description: str = "") -> None:
-    """Make `name` a JSONL format whose lines validate against `model`; `keys` identify it."""
-    if not issubclass(model, Item):
-        raise MovieMemError(f"format {name!r}: model must subclass moviemem.eval.formats.Item")
-    FORMATS.add(name, FormatSpec(name, model, frozenset(keys), description or (model.__doc__ or "").strip().split("\n")[0]))
+def _adapter(name: str, reader: Adapter, meta: dict[str, Any]) -> tuple[Adapter, dict[str, Any]]:
+    """`name` becomes a reader `reader(path, **options) -> list[Item]` for a non-JSONL layout."""
+    if set(meta) - {"description"} or not callable(reader):
+        raise MovieMemError(f"adapter {name!r}: the target must be a callable reader; the one option is description")
+    return reader, {"description": meta.get("description") or first_doc_line(reader)}
 
 
-def register_adapter(name: str, reader: Adapter, description: str = "") -> None:
-    """Make `name` a reader `reader(path, **options) -> list[Item]` for a non-JSONL layout."""
-    ADAPTERS.add(name, reader, description=description or (reader.__doc__ or "").strip().split("\n")[0])
+FORMATS: Registry[FormatSpec] = Registry("format", "moviemem.formats", check=_format)  # entry points name a FormatSpec
+ADAPTERS: Registry[Adapter] = Registry("adapter", "moviemem.adapters", check=_adapter)  # entry points name a reader
 
 
 def item_category(item: Item) -> str | None:
@@ -226,12 +231,12 @@ def adapters() -> dict[str, str]:
     return {name: ADAPTERS.entry(name).meta.get("description", "") for name in ADAPTERS.names()}
 
 
-register_format("mcq", MCQ, ["question", "options", "answer"])
-register_format("claims", ClaimPair, ["true_claim", "false_claim"])
-register_format("relations", Relation, ["event_a", "event_b", "label"])
-register_format("localization", Localization, ["event", "start", "end"])
-register_format("open", OpenQuestion, ["question", "reference"])
-register_format("narration", Narration, ["start", "end", "reference"])
+FORMATS.register("mcq", MCQ, keys=["question", "options", "answer"])
+FORMATS.register("claims", ClaimPair, keys=["true_claim", "false_claim"])
+FORMATS.register("relations", Relation, keys=["event_a", "event_b", "label"])
+FORMATS.register("localization", Localization, keys=["event", "start", "end"])
+FORMATS.register("open", OpenQuestion, keys=["question", "reference"])
+FORMATS.register("narration", Narration, keys=["start", "end", "reference"])
 
 
 # ----------------------------------------------------------------------------- loading
@@ -530,9 +535,9 @@ def read_movie101(path: Path, *, library: Any = None, film_prefix: str = "movie1
     return items
 
 
-register_adapter("mf2", read_mf2, "MF² metadata.csv (claim pairs)")
-register_adapter("moviecore", read_moviecore, "MovieCORE annotation json (open questions)")
-register_adapter("movie101", read_movie101, "Movie101v2 narration files (clip narration)")
+ADAPTERS.register("mf2", read_mf2, description="MF² metadata.csv (claim pairs)")
+ADAPTERS.register("moviecore", read_moviecore, description="MovieCORE annotation json (open questions)")
+ADAPTERS.register("movie101", read_movie101, description="Movie101v2 narration files (clip narration)")
 
 
 FormatName = Literal["mcq", "claims", "relations", "localization", "open", "narration"]

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import MovieMemError
+from ..foundation.errors import MovieMemError
 from . import metrics
 from .formats import text_lines
 from .runner import JsonlWriter, backbone_spec, grid_records, only_writer, read_manifest

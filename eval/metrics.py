@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from ..errors import MovieMemError
+from ..foundation.errors import MovieMemError
 
 
 def _z(level: float) -> float:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from typing import Any, cast
 
-from ..errors import MovieMemError
+from ..foundation.errors import MovieMemError
 from .formats import LETTERS, MCQ, Benchmark, Item
 
 SEP = "@r"

@@ -9,8 +9,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from .._version import __version__
-from ..digests import file_sha256
+from ..foundation._version import __version__
+from ..foundation.digests import file_sha256
 
 ENGINES = ("llama-cpp-python", "lancedb", "sentence-transformers", "faster-whisper")
 

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 
-from ..errors import MovieMemError
+from ..foundation.errors import MovieMemError
 
 
 class _Usage(BaseModel):

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from ..agents.registry import parse_policy_spec
-from ..errors import MovieMemError
-from ..files import atomic_path, atomic_write_text
-from ..timefmt import hms
+from ..foundation.errors import MovieMemError
+from ..foundation.files import atomic_path, atomic_write_text
+from ..foundation.timefmt import hms
 from . import evidence, metrics, provenance
 from .formats import LETTERS, Item, item_category
 from .runner import grid_records, read_manifest, summarise

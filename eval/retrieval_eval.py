@@ -23,8 +23,8 @@ from ..agents.base import Run
 from ..agents.rerank import relevance_judge
 from ..agents.types import Question
 from ..backbones.base import Backbone
-from ..errors import MovieMemError
-from ..files import atomic_path
+from ..foundation.errors import MovieMemError
+from ..foundation.files import atomic_path
 from ..memory.view import FilmMemory
 from ..retrievers.gather import QuestionRetriever
 from ..retrievers.packing import Lines

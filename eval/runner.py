@@ -44,9 +44,9 @@ from ..backbones import Backbone, Reply, Request
 from ..backbones.base import Wrapper
 from ..backbones.retry import redact
 from ..backbones.types import CONTEXT
-from ..errors import MovieMemError, UnreachableError
-from ..files import atomic_write_text
-from ..urls import redact_urls, url_secrets
+from ..foundation.errors import MovieMemError, UnreachableError
+from ..foundation.files import atomic_write_text
+from ..foundation.urls import redact_urls, url_secrets
 from . import evidence, metrics
 from .formats import Benchmark, Item, formats, item_category, text_lines
 from .records import check_record

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from ..errors import MovieMemError
+from ..foundation.errors import MovieMemError
 from .formats import Benchmark, Item, item_category
 
 STRATA: dict[str, Callable[[Item], Any]] = {

@@ -2,7 +2,8 @@
 
 A task turns an item into the questions a policy answers (`queries`), scores the answers of
 one item (`score`), and aggregates the scored records of one policy x backbone (`summarise`).
-The runner knows nothing about formats beyond this module; `register_task` adds one.
+The runner knows nothing about formats beyond this module; `TASKS.register(format, task)` (or
+`moviemem.register("task", ...)`) adds one.
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import MovieMemError
-from ..plugins import Registry
-from ..timefmt import hms
+from ..foundation.errors import MovieMemError
+from ..foundation.plugins import Registry
+from ..foundation.timefmt import hms
 from . import metrics
 from .formats import LETTERS, MCQ, RELATION_TYPES, ClaimPair, Item, Localization, Narration, OpenQuestion, Relation, item_category
 
@@ -220,11 +221,14 @@ class NarrationTask(OpenTask):
         return [Query("answer", q, "open", until=item.end)]
 
 
-TASKS: Registry[Task] = Registry("task", "moviemem.tasks")  # keyed by format; entry points name a Task
+def _check(name: str, task: Task, meta: dict[str, Any]) -> tuple[Task, dict[str, Any]]:
+    """A task is keyed by the format it scores, so the two names must agree."""
+    if not isinstance(task, Task) or task.format != name or meta:
+        raise MovieMemError(f"task {name!r}: register a Task instance under its own format name, with no options")
+    return task, {}
 
 
-def register_task(task: Task) -> None:
-    TASKS.add(task.format, task)
+TASKS: Registry[Task] = Registry("task", "moviemem.tasks", check=_check)  # keyed by format; entry points name a Task
 
 
 def task_for(fmt: str) -> Task:
@@ -234,7 +238,7 @@ def task_for(fmt: str) -> Task:
 
 
 for _t in (MCQTask(), ClaimsTask(), RelationsTask(), LocalizationTask(), OpenTask(), NarrationTask()):
-    register_task(_t)
+    TASKS.register(_t.format, _t)
 
 TaskFactory = Callable[[], Task]
-__all__ = ["Query", "Scored", "Task", "parse_time", "register_task", "task_for", "Item"]
+__all__ = ["Query", "Scored", "Task", "parse_time", "TASKS", "task_for", "Item"]

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import networkx as nx
 
-from ..errors import MovieMemError
+from ..foundation.errors import MovieMemError
 
 if TYPE_CHECKING:
     from ..memory.schema import EventRow, RelationRow

@@ -33,8 +33,8 @@ from faster_whisper.audio import pad_or_trim
 from faster_whisper.transcribe import Segment, get_compression_ratio
 from faster_whisper.vad import VadOptions, get_speech_timestamps
 
-from ..config import cpu_cores
-from ..errors import MovieMemError
+from ..foundation.config import cpu_cores
+from ..foundation.errors import MovieMemError
 from ..models import model_path
 
 Progress = Callable[[int, int], None]

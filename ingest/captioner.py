@@ -18,10 +18,10 @@ from pathlib import Path
 from ..backbones import Backbone, Clip, Reply, Request, load, system, user
 from ..backbones.base import send_all
 from ..backbones.prompt import Prompt, names_clause
-from ..errors import MovieMemError
+from ..foundation.errors import MovieMemError
+from ..foundation.progress import Reporter
+from ..foundation.timefmt import hms
 from ..memory.lines import Line, known_names, spread
-from ..progress import Reporter
-from ..timefmt import hms
 from .prompts import CLIP_FRAMES, CLIP_VIDEO, FRAME
 
 FRAME_WINDOW_S = 60.0  # one frame-caption request per minute of film

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import MovieMemError
+from ..foundation.errors import MovieMemError
 from ..memory.schema import check_film_id
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import av
 
-from ..errors import MovieMemError
+from ..foundation.errors import MovieMemError
 
 
 @dataclass(frozen=True)

@@ -26,8 +26,8 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageOps
 
-from ..config import cpu_cores
-from ..errors import MovieMemError
+from ..foundation.config import cpu_cores
+from ..foundation.errors import MovieMemError
 
 Progress = Callable[[int, int], None]
 

@@ -1,4 +1,4 @@
-"""The passages stage: consecutive transcript lines (and captions) grouped into overlapping passages.
+"""Passages (built by the passages stage, ingest/stages/passages.py): consecutive transcript lines (and captions) grouped into overlapping passages.
 
 A subtitle cue is a poor unit of memory: most cues are a few words ("Sara...", "Yes."), so a
 search over cues returns lines that merely share a name with the question, and the line that
@@ -10,15 +10,12 @@ bridge a silence longer than `max_gap_s`. Times are exact: a passage spans its f
 start to its last row's end.
 """
 
+
 from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
-
-from ..memory.schema import PassageRow
-from .stage import Ctx, Outcome, Stage, pooled_or_embedded
 
 
 @dataclass(frozen=True)
@@ -87,39 +84,3 @@ def build_passages(lines: Sequence[Line], params: PassageParams = PassageParams(
                 nxt += 1
             i = nxt
     return out
-
-
-class PassagesStage(Stage):
-    """Passages of the transcript and of the captions, with vectors, for search."""
-
-    name = "passages"
-    needs = ("probe", "segments", "transcript", "captions")
-
-    def params(self, ctx: Ctx) -> dict[str, Any]:
-        p = PassageParams()
-        return {"window_s": p.window_s, "stride_s": p.stride_s, "max_words": p.max_words, "max_gap_s": p.max_gap_s,
-                "embedder": ctx.settings.embedder, "vectors": "its rows' vectors, each weighed by its words"}
-
-    def run(self, ctx: Ctx) -> Outcome:
-        segs = ctx.rows("segments")
-        shot_grouped = any(s.first_shot >= 0 for s in segs)
-        bounds = sorted(s.start for s in segs)[1:] if shot_grouped else []
-        sources = {
-            "utterance": [Line(u.idx, u.start, u.end, u.text, u.speaker) for u in ctx.rows("utterances", vectors=False)
-                          if u.text.strip()],
-            "caption": [Line(c.idx, c.start, c.end, c.text) for c in ctx.rows("captions", vectors=False) if c.text.strip()],
-        }
-        built = [(source, p) for source, lines in sources.items() for p in build_passages(lines, PassageParams(), bounds)]
-        stored = {"utterance": ctx.vectors("utterances"), "caption": ctx.vectors("captions")}
-        held = {source: {ln.idx: ln.text for ln in lines} for source, lines in sources.items()}  # a blank line is in none
-        vecs, dim = pooled_or_embedded(ctx, [p.text for _, p in built],
-                                       [[(stored[src].get(i), held[src][i]) for i in range(p.first_row, p.last_row + 1)
-                                         if i in held[src]] for src, p in built])
-        ctx.write([PassageRow(film_id=ctx.film_id, idx=i, source=source, start=round(p.start, 3), end=round(p.end, 3),
-                              text=p.text, first_row=p.first_row, last_row=p.last_row, vector=v)
-                   for i, ((source, p), v) in enumerate(zip(built, vecs))], dim)
-        counts = {s: sum(1 for src, _ in built if src == s) for s in sources}
-        return Outcome(note=f"{counts['utterance']} transcript and {counts['caption']} caption passages"
-                            + (" (within segments)" if bounds else ""))
-
-

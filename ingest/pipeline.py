@@ -12,14 +12,14 @@ from typing import Any
 from filelock import FileLock, Timeout
 from slugify import slugify
 
-from .._version import __version__
-from ..config import Settings
-from ..digests import file_sha256
-from ..errors import FilmBusyError, MovieMemError
+from ..foundation._version import __version__
+from ..foundation.config import Settings
+from ..foundation.digests import file_sha256
+from ..foundation.errors import FilmBusyError, MovieMemError
+from ..foundation.progress import QuietReporter, Reporter
+from ..foundation.timefmt import check_time
 from ..memory.schema import FilmRow, StageRow, check_film_id
 from ..memory.store import MemoryStore, finished, params_hash
-from ..progress import QuietReporter, Reporter
-from ..timefmt import check_time
 from .probe import probe
 from .registry import STAGES, ordered_stages
 from .registry import stage as stage_named

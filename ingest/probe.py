@@ -9,8 +9,8 @@ from typing import Any
 
 import av
 
-from ..digests import file_sha256
-from ..errors import MovieMemError
+from ..foundation.digests import file_sha256
+from ..foundation.errors import MovieMemError
 
 MIN_SIDE = 16
 

@@ -7,27 +7,27 @@ after what it reads without naming a neighbour."""
 
 from __future__ import annotations
 
-from ..errors import MovieMemError
-from ..plugins import Registry
+from ..foundation.errors import MovieMemError
+from ..foundation.plugins import Registry
 from .stage import Stage
 
 STAGES: Registry[type[Stage]] = Registry("stage", "moviemem.stages")
 
 for _name, _target in [
-    ("probe", "moviemem.ingest.stages:ProbeStage"),
-    ("frames", "moviemem.ingest.stages:FramesStage"),
-    ("shots", "moviemem.ingest.stages:ShotsStage"),
-    ("segments", "moviemem.ingest.stages:SegmentsStage"),
-    ("transcript", "moviemem.ingest.stages:TranscriptStage"),
-    ("speakers", "moviemem.ingest.speakers:SpeakersStage"),
-    ("clip", "moviemem.ingest.stages:ClipStage"),
-    ("ocr", "moviemem.ingest.stages:OcrStage"),
-    ("faces", "moviemem.ingest.faces:FacesStage"),
-    ("captions", "moviemem.ingest.stages:CaptionsStage"),
-    ("characters", "moviemem.ingest.characters:CharactersStage"),
-    ("passages", "moviemem.ingest.passages:PassagesStage"),
-    ("scenes", "moviemem.ingest.scene_stage:ScenesStage"),
-    ("events", "moviemem.ingest.events:EventsStage"),
+    ("probe", "moviemem.ingest.stages.probe:ProbeStage"),
+    ("frames", "moviemem.ingest.stages.frames:FramesStage"),
+    ("shots", "moviemem.ingest.stages.shots:ShotsStage"),
+    ("segments", "moviemem.ingest.stages.segments:SegmentsStage"),
+    ("transcript", "moviemem.ingest.stages.transcript:TranscriptStage"),
+    ("speakers", "moviemem.ingest.stages.speakers:SpeakersStage"),
+    ("clip", "moviemem.ingest.stages.clip:ClipStage"),
+    ("ocr", "moviemem.ingest.stages.ocr:OcrStage"),
+    ("faces", "moviemem.ingest.stages.faces:FacesStage"),
+    ("captions", "moviemem.ingest.stages.captions:CaptionsStage"),
+    ("characters", "moviemem.ingest.stages.characters:CharactersStage"),
+    ("passages", "moviemem.ingest.stages.passages:PassagesStage"),
+    ("scenes", "moviemem.ingest.stages.scenes:ScenesStage"),
+    ("events", "moviemem.ingest.stages.events:EventsStage"),
 ]:
     STAGES.add(_name, _target)
 

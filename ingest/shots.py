@@ -22,7 +22,7 @@ from scenedetect.backends.pyav import VideoStreamAv
 from scenedetect.common import FrameTimecode
 from scenedetect.video_stream import VideoOpenFailure
 
-from ..errors import MovieMemError
+from ..foundation.errors import MovieMemError
 
 Progress = Callable[[int, int], None]
 

@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from ..config import Settings
-from ..errors import MovieMemError
+from ..foundation.config import Settings
+from ..foundation.errors import MovieMemError
+from ..foundation.progress import Reporter
 from ..memory.schema import ROW_MODELS, TABLE_OWNER, FilmRow, Row, StageRow, owned_tables, vector_columns
 from ..memory.store import MemoryStore, sql_str
-from ..progress import Reporter
 from .probe import Probe
 from .texttracks import TextTrack
 
@@ -157,7 +157,7 @@ def chosen_backbone(ctx: Ctx) -> str | None:
 
 def chosen_backbone_label(ctx: Ctx) -> str | None:
     """The chosen backbone as stage params record it: a URL's user:password never reaches the library."""
-    from ..urls import redact_urls
+    from ..foundation.urls import redact_urls
 
     spec = chosen_backbone(ctx)
     return redact_urls(spec) if spec else None

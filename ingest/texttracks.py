@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pysubs2
 
-from ..errors import MovieMemError
-from ..timefmt import check_time
+from ..foundation.errors import MovieMemError
+from ..foundation.timefmt import check_time
 
 FORMATS = ("srt", "vtt", "movie101", "json")
 # sizes bounded where a track enters: a feature film's subtitles are ~100 KB and a cue a few lines;

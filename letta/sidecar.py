@@ -32,9 +32,9 @@ from typing import Any
 import httpx
 from filelock import FileLock
 
-from ..errors import MovieMemError, UnreachableError
-from ..files import atomic_write_text
-from ..urls import http_url, redact_urls
+from ..foundation.errors import MovieMemError, UnreachableError
+from ..foundation.files import atomic_write_text
+from ..foundation.urls import http_url, redact_urls
 
 LETTA_VERSION = "0.16.8"
 ENV_URL = "MOVIEMEM_LETTA_URL"
@@ -466,7 +466,7 @@ def server_url(settings: Any = None) -> str:
     """The Letta server moviemem should use: $MOVIEMEM_LETTA_URL, else the running sidecar."""
     if external := external_url():
         return external
-    from ..config import get_settings
+    from ..foundation.config import get_settings
 
     st = Sidecar.from_settings(settings or get_settings()).status()
     if not st["running"]:

@@ -23,10 +23,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from filelock import FileLock
 
-from .._version import __version__
-from ..errors import MovieMemError
-from ..files import atomic_path
-from ..timefmt import check_time
+from ..foundation._version import __version__
+from ..foundation.errors import MovieMemError
+from ..foundation.files import atomic_path
+from ..foundation.timefmt import check_time
 from .schema import ROW_MODELS, TABLE_OWNER, Row, check_film_id, vector_columns
 from .store import MemoryStore, sql_str
 

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..files import PRIVATE, atomic_write_text
+from ..foundation.files import PRIVATE, atomic_write_text
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

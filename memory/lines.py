@@ -17,6 +17,17 @@ class Line:
     speaker: str = ""
 
 
+@dataclass(frozen=True)
+class Span:
+    """A timed text from the memory: caption, on-screen text or utterance (what the naming rules
+    and the flashback detector read beside dialogue)."""
+
+    start: float
+    end: float
+    text: str
+    kind: str  # caption | onscreen | dialogue
+
+
 def spread(items: Sequence[Any], k: int) -> list[Any]:
     """At most k items, evenly spaced, first and last kept."""
     n = len(items)

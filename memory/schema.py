@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..errors import MovieMemError
+from ..foundation.errors import MovieMemError
 
 FILM_ID_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")  # fullmatch: `$` would let a trailing newline through
 

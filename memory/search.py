@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from ..config import Settings
+from ..foundation.config import Settings
 from . import vector_pack
 from .bm25 import Bm25Index
 from .store import MemoryStore

@@ -24,7 +24,7 @@ import pyarrow as pa
 from filelock import FileLock
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_random_exponential
 
-from ..errors import MovieMemError
+from ..foundation.errors import MovieMemError
 from .schema import ROW_MODELS, FilmRow, Row, StageRow, arrow_schema, check_film_id, to_arrow, vector_columns
 
 FINISHED = ("done", "skipped")

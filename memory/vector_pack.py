@@ -25,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from ..files import atomic_path
+from ..foundation.files import atomic_path
 
 log = logging.getLogger(__name__)
 PACK_VERSION = 2  # 2: every row of the run, a row without a vector holding zero codes (word search finds it)

@@ -16,8 +16,8 @@ from typing import Any, cast
 import numpy as np
 import pyarrow as pa
 
-from ..errors import MovieMemError
-from ..timefmt import seconds
+from ..foundation.errors import MovieMemError
+from ..foundation.timefmt import seconds
 from .schema import (
     POINT_TABLES,
     TABLE_OWNER,

@@ -22,8 +22,8 @@ import open_clip
 import torch
 from PIL import Image
 
-from ..config import limit_torch_threads
-from ..errors import MovieMemError
+from ..foundation.config import limit_torch_threads
+from ..foundation.errors import MovieMemError
 
 Progress = Callable[[int, int], None]
 

@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from ..config import Settings, cpu_cores, get_settings, limit_torch_threads
-from ..errors import MovieMemError
+from ..foundation.config import Settings, cpu_cores, get_settings, limit_torch_threads
+from ..foundation.errors import MovieMemError
 from .offline import export_onnx, model_path, onnx_file, resolve_name
 
 log = logging.getLogger(__name__)

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..config import Settings, get_settings
-from ..errors import MovieMemError
+from ..foundation.config import Settings, get_settings
+from ..foundation.errors import MovieMemError
 
 if TYPE_CHECKING:
     import torch

@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
-from ..errors import MovieMemError
+from ..foundation.errors import MovieMemError
 from ..memory.view import FilmMemory
 
 

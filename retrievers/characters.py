@@ -21,10 +21,10 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from ..foundation.timefmt import hms
+from ..foundation.words import english_stop_words
 from ..memory.schema import CharacterRow
 from ..memory.view import FilmMemory, turns_of
-from ..timefmt import hms
-from ..words import english_stop_words
 from .base import Evidence, Retriever
 
 _CAPITALISED = re.compile(r"\b[A-Z][a-z][A-Za-z'\-]*")

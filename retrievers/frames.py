@@ -12,7 +12,7 @@ from collections.abc import Collection
 
 import numpy as np
 
-from ..errors import MovieMemError
+from ..foundation.errors import MovieMemError
 from ..memory.view import FilmMemory
 from .base import Evidence, Retriever
 

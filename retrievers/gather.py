@@ -12,7 +12,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..errors import MovieMemError
+from ..foundation.errors import MovieMemError
 from ..memory.view import FilmMemory
 from .base import Evidence, Retriever
 from .characters import CharacterRetriever

@@ -16,9 +16,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from ..foundation.words import dialogue_stop_words, estimate_tokens
 from ..memory.schema import UtteranceRow
 from ..memory.view import FilmMemory, turns_of
-from ..words import dialogue_stop_words, estimate_tokens
 from .base import Evidence, visible_filter
 from .text import rrf
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from ..errors import MovieMemError
+from ..foundation.errors import MovieMemError
 from .base import Evidence
 
 Kind = Literal["mcq", "claim", "open"]

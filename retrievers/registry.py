@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import MovieMemError
-from ..plugins import Registry
+from ..foundation.errors import MovieMemError
+from ..foundation.plugins import Registry
 from .gather import GatherSettings, QuestionRetriever, Routed
 from .routing import CHANNELS
 

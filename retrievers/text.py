@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ..errors import MovieMemError
+from ..foundation.errors import MovieMemError
 from ..memory.schema import TABLE_OWNER
 from ..memory.search import TEXT_TABLES, FilmRows, TextTable, film_rows_many
 from ..memory.view import FilmMemory

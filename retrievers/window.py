@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..errors import MovieMemError
+from ..foundation.errors import MovieMemError
 from ..memory.view import FilmMemory
 from .base import Evidence, Retriever
 from .text import KINDS, SOURCES

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import MovieMemError
+from ..foundation.errors import MovieMemError
 
 ADDRESS_HELP = "auto, local, ray://HOST:PORT or HOST:PORT"
 RAY_PIN = "ray==2.58.0"

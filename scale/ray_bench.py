@@ -28,9 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ..backbones import Reply, Request
-from ..backbones.base import BackboneBase
-from ..config import Settings, get_settings
-from ..errors import MovieMemError, UnreachableError
+from ..backbones.base import SendBackbone
 from ..eval.formats import Benchmark
 from ..eval.runner import (
     MAX_CONCURRENCY,
@@ -43,6 +41,8 @@ from ..eval.runner import (
     run_bench,
 )
 from ..eval.tasks import Query
+from ..foundation.config import Settings, get_settings
+from ..foundation.errors import MovieMemError, UnreachableError
 from .cluster import cap_threads, describe, import_ray
 from .remote_cache import RemoteCache, start_server
 
@@ -52,7 +52,7 @@ class ClusterLost(BaseException):
     the runner's BudgetExceeded, so the runner stops instead of recording the item as invalid."""
 
 
-class RemoteBackbone(BackboneBase):
+class RemoteBackbone(SendBackbone):
     """What the runner sees of a backbone that lives in the workers: spec, model and
     capabilities. Its calls are made in the workers, through RayAnswerer."""
 

@@ -27,13 +27,13 @@ from typing import Any
 
 from rich.text import Text
 
-from ..config import Settings
-from ..errors import MovieMemError
+from ..foundation.config import Settings
+from ..foundation.errors import MovieMemError
+from ..foundation.progress import QuietReporter
 from ..ingest.pipeline import slug_for
 from ..ingest.registry import STAGES, ordered_stages
 from ..memory.schema import check_film_id
 from ..memory.store import MemoryStore
-from ..progress import QuietReporter
 from .cluster import Cluster, cap_threads, describe, fit, import_ray
 
 # What one task of a stage asks of the cluster (Ray's task options). The stages run on CPU in

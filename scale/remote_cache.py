@@ -16,7 +16,7 @@ from typing import Any
 from ..backbones.base import Backbone
 from ..backbones.cache import MODES, ReplayCache
 from ..backbones.types import Capabilities, Reply
-from ..errors import MovieMemError
+from ..foundation.errors import MovieMemError
 from .cluster import import_ray
 
 

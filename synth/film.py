@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..errors import MovieMemError
+from ..foundation.errors import MovieMemError
 from ..memory.schema import check_film_id
 from . import questions
 from .render import SR, H, Voicer, W, encode, paint_shots, require_tools

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont, ImageOps
 
-from ..errors import MovieMemError
+from ..foundation.errors import MovieMemError
 from .script import COATS, RATE_WPM, Script, TimedShot, Timeline, voice_options
 
 W, H = 640, 360

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..errors import MovieMemError
+from ..foundation.errors import MovieMemError
 
 FPS = 24
 RATE_WPM = 145  # espeak-ng speed: slow enough for whisper base, fast enough to fit the plot
@@ -213,7 +213,7 @@ def build_script(seed: int) -> Script:
 
     title = "THE " + facts["obj"].upper()
     h, f, r, e, c = "hero", "friend", "rival", "elder", "clerk"
-    # Each character is named in a required line the characters stage reads (ingest/names.py):
+    # Each character is named in a required line the characters stage reads (characters/names.py):
     # the line before one of theirs addresses them ("..., {H}.", "{R}, did you ...?") or they
     # introduce themselves ("I am {C}"); a name in apposition or a letter's signature names nobody.
     # No lone "I" on paper: in DejaVu Sans it is a bare stroke that OCR reads as "|".

@@ -113,7 +113,7 @@ def truth_srt(truth: dict, path: Path) -> Path:
 @pytest.fixture(scope="session")
 def synth_film(tmp_path_factory: pytest.TempPathFactory) -> SynthFilm:
     from moviemem import Library
-    from moviemem.config import get_settings
+    from moviemem.foundation.config import get_settings
     from moviemem.synth import render
 
     root = tmp_path_factory.mktemp("synth")

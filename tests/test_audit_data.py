@@ -145,6 +145,18 @@ def test_item3_json_output_never_holds_nan_or_infinity(tmp_path: Path, cli, lib_
     r = cli("films", "--json")
     assert r.code == 2 and "Infinity" not in r.out and "not finite (NaN or Infinity)" in r.err, (r.out, r.err)
 
+    # the MCP server's replies go through the same check: a tool error and a resource error, never Infinity
+    import anyio
+    from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+
+    from moviemem.mcp_server import build_server
+
+    server = build_server(Library(lib_dir))
+    with pytest.raises(ToolError, match="not finite"):
+        anyio.run(server.call_tool, "list_films", {})
+    with pytest.raises(ResourceError, match="not finite"):
+        anyio.run(server.read_resource, "moviemem://films")
+
 
 def _gzipped_bundle(good: Path, dst: Path, extra: dict[str, int], *, manifest_edit=None) -> Path:
     """`good` as a .tar.gz with members of `extra[name]` zero bytes, streamed (never held in memory)."""
@@ -281,7 +293,7 @@ def test_item7_a_track_without_pauses_is_cut_into_scenes_in_little_memory() -> N
     (525 MB, two minutes); on index ranges it is a few MB."""
     import tracemalloc
 
-    from moviemem.ingest.scenes import TextLine, split_at_gaps
+    from moviemem.graph.scenes import TextLine, split_at_gaps
 
     lines = [TextLine(8.5 * i, 8.5 * i + 8.0, "dialogue", f"line {i}", f"utterances:{i}") for i in range(20_000)]
     tracemalloc.start()

@@ -8,6 +8,7 @@ import textwrap
 
 import pytest
 
+from moviemem import register
 from moviemem.backbones import (
     Backbone,
     Capabilities,
@@ -24,14 +25,13 @@ from moviemem.backbones import (
     load,
     normalise_messages,
     pricing,
-    register,
     registry,
     system,
     tool_result,
     user,
 )
-from moviemem.backbones.base import BackboneBase
-from moviemem.errors import MovieMemError
+from moviemem.backbones.base import SendBackbone
+from moviemem.foundation.errors import MovieMemError
 
 PNG = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000" "1f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082")
 
@@ -157,8 +157,8 @@ def test_chat_many_orders_local_requests_by_shared_prefix_and_keeps_result_order
 
 
 def test_register_decorator_and_listing():
-    @register("echo-test", description="echoes", capabilities=Capabilities(text=True))
-    class Echo(BackboneBase):
+    @register("backbone", "echo-test", description="echoes", capabilities=Capabilities(text=True))
+    class Echo(SendBackbone):
         def __init__(self, arg, **options):
             self.name = f"echo-test:{arg}"
             self.model_id = "echo"

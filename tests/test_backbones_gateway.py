@@ -10,7 +10,7 @@ import openai
 import pytest
 
 from moviemem.backbones import ScriptedBackbone, start_gateway
-from moviemem.errors import MovieMemError
+from moviemem.foundation.errors import MovieMemError
 
 LOOK = {"type": "function", "function": {"name": "archival_memory_search", "description": "search captions",
                                           "parameters": {"type": "object", "properties": {"query": {"type": "string"}},

@@ -8,7 +8,7 @@ from moviemem.backbones import Request, load, system, user
 from moviemem.backbones.base import Tool
 from moviemem.backbones.llamacpp_backend import LlamaCppBackbone, parse_tool_calls
 from moviemem.backbones.pace import Pace, PaceBook
-from moviemem.errors import MovieMemError
+from moviemem.foundation.errors import MovieMemError
 
 pytest.importorskip("llama_cpp")
 

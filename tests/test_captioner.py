@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from moviemem import Library
-from moviemem.backbones import Clip, Image, Request, ScriptedBackbone, Text, register
-from moviemem.config import get_settings
-from moviemem.errors import MovieMemError
+from moviemem import Library, register
+from moviemem.backbones import Clip, Image, Request, ScriptedBackbone, Text
+from moviemem.foundation.config import get_settings
+from moviemem.foundation.errors import MovieMemError
+from moviemem.foundation.progress import QuietReporter
 from moviemem.ingest.captioner import MAX_IMAGES, Still, frame_windows
 from moviemem.ingest.prompts import CLIP_FRAMES, CLIP_VIDEO, FRAME
 from moviemem.memory.lines import spread
-from moviemem.progress import QuietReporter
 
 
 def scripted(**kw) -> ScriptedBackbone:
@@ -33,7 +33,7 @@ def scripted(**kw) -> ScriptedBackbone:
 def use(backbone: ScriptedBackbone) -> str:
     """Register `backbone` under a fresh name so settings.captioner can name it."""
     name = f"test-captioner-{uuid.uuid4().hex[:8]}"
-    register(name)(lambda arg, **options: backbone)
+    register("backbone", name)(lambda arg, **options: backbone)
     return name
 
 

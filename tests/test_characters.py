@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from moviemem.ingest.faces import FaceParams, cluster_faces, dlib_missing, representative, unseen_shots
-from moviemem.ingest.flashbacks import Span
-from moviemem.ingest.names import Line, build_registry, name_lexicon, votes
+from moviemem.characters.faces import FaceParams, cluster_faces, dlib_missing, representative, unseen_shots
+from moviemem.characters.names import Line, build_registry, name_lexicon, votes
+from moviemem.characters.voices import SpeakerParams, cluster_voices, resemblyzer_missing
 from moviemem.ingest.turns import split_dialogue, split_prefix, split_turns
-from moviemem.ingest.voices import SpeakerParams, cluster_voices, resemblyzer_missing
+from moviemem.memory.lines import Span
 
 MEDIA = Path(__file__).resolve().parents[2] / "shared" / "media"
 
@@ -268,7 +268,7 @@ def _espeak(voice: str, text: str, path: Path) -> None:
 @pytest.mark.skipif(shutil.which("espeak-ng") is None or shutil.which("ffmpeg") is None, reason="needs espeak-ng and ffmpeg")
 @pytest.mark.skipif(resemblyzer_missing() is not None, reason=str(resemblyzer_missing()))
 def test_two_espeak_voices_are_two_speakers(tmp_path: Path) -> None:
-    from moviemem.ingest.voices import diarize, load_audio
+    from moviemem.characters.voices import diarize, load_audio
 
     script = [("en-us", "I think we should go to the station before it gets dark tonight."),
               ("en-us+f2", "The train does not leave until nine, so we have plenty of time."),
@@ -305,7 +305,7 @@ def test_dlib_finds_a_face_on_a_real_frame(tmp_path: Path) -> None:
         pytest.skip(f"{clip} is absent (real footage lives in ../shared/media)")
     from PIL import Image
 
-    from moviemem.ingest.faces import FaceEncoder
+    from moviemem.characters.faces import FaceEncoder
 
     enc, found = FaceEncoder(), []
     for t in (1.0, 3.0, 5.0):
@@ -343,7 +343,7 @@ def test_frames_at_decodes_the_first_frame_at_each_time(tmp_path: Path) -> None:
 
 
 def test_only_strip_faces_count_screen_time() -> None:
-    from moviemem.ingest.characters import face_appearances
+    from moviemem.characters.registry import face_appearances
     from moviemem.memory.schema import FaceRow
 
     rows = [FaceRow(film_id="f", frame_idx=1, t=2.0, cluster=0, thumbnail="a.jpg"),
@@ -356,7 +356,7 @@ def test_only_strip_faces_count_screen_time() -> None:
     assert screen == {0: 4.0} and thumbs == {0: "a.jpg"}  # ... but two strip frames are 4 s on screen
 
 def test_voices_link_to_the_face_on_screen_while_they_speak() -> None:
-    from moviemem.ingest.names import Character, link_faces
+    from moviemem.characters.names import Character, link_faces
 
     sara, cedric = Character("v0", "Sara", ["Sara"], voice=0), Character("v1", "speaker 2", voice=1)
     speaking = {"v0": [(0.0, 10.0)], "v1": [(20.0, 30.0)]}

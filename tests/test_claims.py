@@ -20,7 +20,7 @@ from moviemem.agents.claims import (
 )
 from moviemem.agents.types import Question
 from moviemem.backbones import Reply, ScriptedBackbone
-from moviemem.errors import MovieMemError
+from moviemem.foundation.errors import MovieMemError
 
 EVIDENCE = """[E1] 00:21:00-00:21:10 (said) Corwin: I got the Bronze Cross for 31 of them, all by myself.
 [E2] 00:22:00-00:22:04 (said) Ned Fowler left the milk at the door.

@@ -196,6 +196,6 @@ def test_voice_encoder_imports_without_the_pkg_resources_warning() -> None:
     """webrtcvad (under resemblyzer) imports the deprecated pkg_resources: every video ingest printed its
     UserWarning (issue 48)."""
     pytest.importorskip("resemblyzer", reason="the voice encoder is not installed")
-    code = "from moviemem.ingest.voices import resemblyzer_missing; print(resemblyzer_missing())"
+    code = "from moviemem.characters.voices import resemblyzer_missing; print(resemblyzer_missing())"
     run = subprocess.run([sys.executable, "-W", "default", "-c", code], capture_output=True, text=True, check=True)
     assert run.stdout.strip() == "None" and "pkg_resources" not in run.stderr, run.stderr

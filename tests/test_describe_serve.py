@@ -8,8 +8,8 @@ from pathlib import Path
 
 import httpx
 
-from moviemem import Library
-from moviemem.backbones import ScriptedBackbone, register
+from moviemem import Library, register
+from moviemem.backbones import ScriptedBackbone
 from moviemem.backbones.gateway import start_gateway
 
 
@@ -20,7 +20,7 @@ def test_describe_with_only_invalid_replies_fails_and_writes_nothing(tmp_path: P
     lib_dir = tmp_path / "lib"
     Library(lib_dir).ingest_text(caps, film_id="quiet", as_="captions", duration_s=60)
     name = f"always-bad-{uuid.uuid4().hex[:8]}"
-    register(name)(lambda arg, **options: ScriptedBackbone(["not json"], cycle=True, capabilities={"images": False}))
+    register("backbone", name)(lambda arg, **options: ScriptedBackbone(["not json"], cycle=True, capabilities={"images": False}))
     out = tmp_path / "ad.srt"
     r = cli("describe", "quiet", "--out", str(out), "--backbone", name, "--library", str(lib_dir), library=False)
     assert r.code == 2 and "no narration written" in r.err and "JSON" in r.err
@@ -47,7 +47,7 @@ def test_narrate_asks_again_after_a_schema_miss(tmp_path: Path, cli) -> None:
     b = ScriptedBackbone(["not json", json.dumps({"narration": "She waits.", "characters": []})],
                          capabilities={"images": False})
     name = f"second-try-{uuid.uuid4().hex[:8]}"
-    register(name)(lambda arg, **options: b)
+    register("backbone", name)(lambda arg, **options: b)
     r = cli("narrate", "quiet", "--start", "0", "--end", "20", "--backbone", name, "--json",
             "--library", str(lib_dir), library=False)
     assert r.code == 0, r.err

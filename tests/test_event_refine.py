@@ -1,4 +1,4 @@
-"""Refinement of the rule graph with a backbone (ingest/refine.py): the model confirms, relabels or
+"""Refinement of the rule graph with a backbone (graph/refine.py): the model confirms, relabels or
 rejects the rules' candidate links; screen order and flashback cues stay rule links; a stopped or
 re-parameterised run asks nothing twice; unusable replies keep the rule link and are recorded."""
 
@@ -8,10 +8,10 @@ import json
 import re
 from pathlib import Path
 
-from moviemem import Library
-from moviemem.backbones import Request, ScriptedBackbone, register
-from moviemem.config import get_settings
-from moviemem.ingest.refine import ASKED
+from moviemem import Library, register
+from moviemem.backbones import Request, ScriptedBackbone
+from moviemem.foundation.config import get_settings
+from moviemem.graph.refine import ASKED
 
 CAPTIONS = [
     (0, 10, "Anna finds a letter from her grandfather on the doormat."),
@@ -33,7 +33,7 @@ def _script(request: Request) -> str:
     return WANTED.get((a.strip(), b.strip(), proposed), '{"rationale": "x", "relation": "causal", "score": 7}')  # junk: out of range
 
 
-@register("test-refine")
+@register("backbone", "test-refine")
 def _scripted(arg: str | None, **options) -> ScriptedBackbone:
     """Test-only: scripted checks of candidate links."""
     b = ScriptedBackbone(_script, name="test-refine", model_id="test-refine", **options)

@@ -15,14 +15,16 @@ import networkx as nx
 import pytest
 from conftest import make_video
 
-from moviemem import Library, MovieMemError
-from moviemem.backbones import Reply, Request, ScriptedBackbone, register, user
+from moviemem import Library, MovieMemError, register
+from moviemem.backbones import Reply, Request, ScriptedBackbone, user
 from moviemem.backbones.structured import Ask, ask_json
-from moviemem.config import get_settings
+from moviemem.foundation.config import get_settings
 from moviemem.graph import NarrativeGraph, NarrativeGraphWarning
-from moviemem.ingest.events import EventsStage, Line, parse_events, split_by_segment
-from moviemem.ingest.flashbacks import Span, TimedEvent, story_time
-from moviemem.ingest.relations import PairParams
+from moviemem.graph.events import Line, parse_events, split_by_segment
+from moviemem.graph.flashbacks import TimedEvent, story_time
+from moviemem.graph.relations import PairParams
+from moviemem.ingest.stages.events import EventsStage
+from moviemem.memory.lines import Span
 from moviemem.memory.schema import EventRow, RelationRow, SegmentRow
 
 # ----------------------------------------------------------------------------- graph logic
@@ -223,7 +225,7 @@ _SCRIPTS = {"film": film_script}
 _MADE: list[ScriptedBackbone] = []
 
 
-@register("test-events")
+@register("backbone", "test-events")
 def _scripted(arg: str | None, **options) -> ScriptedBackbone:
     """Test-only: scripted replies for the events stage."""
     b = ScriptedBackbone(_SCRIPTS[arg or "film"], name=f"test-events:{arg}", model_id=f"test-events-{arg}", **options)

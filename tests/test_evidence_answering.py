@@ -18,17 +18,17 @@ from moviemem.agents.base import Run
 from moviemem.agents.policies.hybrid import Hybrid
 from moviemem.agents.types import Question
 from moviemem.backbones import Reply, ScriptedBackbone
-from moviemem.errors import MovieMemError
 from moviemem.eval import evidence as ev
 from moviemem.eval.formats import load_benchmark
 from moviemem.eval.retrieval_eval import retrieval_eval
 from moviemem.eval.runner import run_bench, summarise
+from moviemem.foundation.errors import MovieMemError
+from moviemem.foundation.words import estimate_tokens
 from moviemem.ingest.passages import Line, PassageParams, build_passages
 from moviemem.retrievers.base import Evidence
 from moviemem.retrievers.gather import GatherSettings, gather, pack
 from moviemem.retrievers.packing import Lines, content_words, fit_budget, fuse, informative_first
 from moviemem.retrievers.routing import queries_for
-from moviemem.words import estimate_tokens
 
 OPTIONS = ["a lighthouse", "a bakery", "a cinema", "a bank"]
 

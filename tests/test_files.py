@@ -1,4 +1,4 @@
-"""files.py: a target is whole or absent, a failed write leaves the old file and no temporary,
+"""foundation/files.py: a target is whole or absent, a failed write leaves the old file and no temporary,
 permissions are the ones asked for, and racing writers never show a reader half a file."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from typing import BinaryIO
 
 import pytest
 
-from moviemem.errors import MovieMemError
-from moviemem.files import PRIVATE, PUBLIC, atomic_path, atomic_write, atomic_write_text
+from moviemem.foundation.errors import MovieMemError
+from moviemem.foundation.files import PRIVATE, PUBLIC, atomic_path, atomic_write, atomic_write_text
 
 
 def _mode(path: Path) -> int:

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from moviemem.errors import MovieMemError
+from moviemem import register
 from moviemem.eval import formats as F  # noqa: N812 - short alias used throughout the tests
+from moviemem.foundation.errors import MovieMemError
 
 
 def _write(path: Path, rows: list) -> Path:
@@ -106,7 +107,7 @@ def test_register_format_and_round_trip(tmp_path: Path, monkeypatch: pytest.Monk
         line: str
         speaker: str
 
-    F.register_format("quote", Quote, ["line", "speaker"])
+    register("format", "quote", Quote, keys=["line", "speaker"])
     p = _write(tmp_path / "q.jsonl", [{"id": "1", "film_id": "f", "line": "Hi", "speaker": "Ann", "note": "kept"}])
     b = F.load_benchmark(p)
     assert b.format == "quote" and b.items[0].speaker == "Ann"

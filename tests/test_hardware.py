@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from moviemem.hardware import cgroup_cpu_limit, physical_cores
+from moviemem.foundation.hardware import cgroup_cpu_limit, physical_cores
 
 
 def _sys(root: Path, siblings: dict[int, str], cpu_max: str | None = None, v1: tuple[str, str] | None = None) -> Path:

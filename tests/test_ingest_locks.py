@@ -10,7 +10,7 @@ import pytest
 from filelock import FileLock
 
 from moviemem import Library
-from moviemem.errors import FilmBusyError
+from moviemem.foundation.errors import FilmBusyError
 
 
 def test_python_api_logs_the_wait_and_gives_up_after_its_timeout(tmp_path: Path, caplog) -> None:

@@ -9,11 +9,11 @@ import pytest
 
 from moviemem.agents.types import Answer
 from moviemem.backbones import ScriptedBackbone, user
-from moviemem.errors import MovieMemError
 from moviemem.eval.formats import Benchmark, validate_rows
 from moviemem.eval.judge import JUDGE, RUBRICS, judge_run, judge_summary, read_judgements
 from moviemem.eval.report import write_report
 from moviemem.eval.runner import run_bench
+from moviemem.foundation.errors import MovieMemError
 
 
 def _answerer(film_id, query, policy, backbone):

@@ -26,7 +26,7 @@ import pytest
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from moviemem.errors import MovieMemError
+from moviemem.foundation.errors import MovieMemError
 
 DATA = Path(__file__).parent / "data" / "letta_exchange.json"
 NEW_ARCHIVE = "archive-00000000-0000-4000-8000-00000000000a"
@@ -215,7 +215,7 @@ def test_policy_settings_and_errors(monkeypatch, tmp_path, letta_film):
     monkeypatch.setenv("MOVIEMEM_HOME", str(tmp_path / "home"))
     pol = get_policy("letta")
     from moviemem.backbones import ScriptedBackbone
-    from moviemem.errors import UnreachableError
+    from moviemem.foundation.errors import UnreachableError
 
     with pytest.raises(UnreachableError, match="moviemem letta up"):  # a bench asks again once it runs
         pol.answer(letta_film, _question({"question": {"question": "Q?", "options": ["a", "b"]}}), ScriptedBackbone([]))
@@ -224,7 +224,7 @@ def test_policy_settings_and_errors(monkeypatch, tmp_path, letta_film):
 def test_a_server_that_does_not_answer_is_one_line_and_a_transport_fault(monkeypatch, tmp_path, letta_film, cli):
     from moviemem.agents import get_policy
     from moviemem.backbones import ScriptedBackbone
-    from moviemem.errors import UnreachableError
+    from moviemem.foundation.errors import UnreachableError
 
     with socket.socket() as sock:  # a loopback port nothing listens on
         sock.bind(("127.0.0.1", 0))

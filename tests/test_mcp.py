@@ -20,7 +20,7 @@ from mcp import Client, StdioServerParameters
 from PIL import Image
 
 from moviemem import Library
-from moviemem.config import get_settings
+from moviemem.foundation.config import get_settings
 from moviemem.mcp_server import HttpServer, build_server
 
 SRT = ("1\n00:00:01,000 --> 00:00:02,500\nThe lighthouse keeper waits for the boat.\n\n"

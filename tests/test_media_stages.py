@@ -20,7 +20,7 @@ import pytest
 from faster_whisper.transcribe import Segment
 from PIL import Image, ImageDraw, ImageFont
 
-from moviemem.errors import MovieMemError
+from moviemem.foundation.errors import MovieMemError
 from moviemem.ingest import asr as asr_mod
 from moviemem.ingest import ocr as ocr_mod
 from moviemem.ingest.asr import transcribe

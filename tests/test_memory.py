@@ -9,8 +9,8 @@ import pytest
 from conftest import make_video
 
 from moviemem import Library, MovieMemError
-from moviemem.config import get_settings
-from moviemem.ingest import stages as stage_mod
+from moviemem.foundation.config import get_settings
+from moviemem.ingest.stages import frames as stage_mod
 
 SRT = "".join(
     f"{i}\n00:00:{2 * i - 2:02d},000 --> 00:00:{2 * i - 1:02d},500\nLine {i} about the lighthouse.\n\n" for i in range(1, 6)

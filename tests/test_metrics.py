@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from moviemem.errors import MovieMemError
 from moviemem.eval import metrics
+from moviemem.foundation.errors import MovieMemError
 
 Z = 1.959963984540054
 

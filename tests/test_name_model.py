@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 from moviemem.backbones import Reply, ScriptedBackbone
-from moviemem.ingest.name_model import NAME, name_requests, name_voices
-from moviemem.ingest.names import Character, Line
+from moviemem.characters.name_model import NAME, name_requests, name_voices
+from moviemem.characters.names import Character, Line
 
 LINES = [Line(0, 1.0, 2.0, "Go and tell Sara she's wanted.", voice=1),
          Line(1, 3.0, 4.0, "I'm coming, I'm coming.", voice=0),
@@ -69,9 +69,9 @@ def test_a_reply_outside_the_schema_is_retried_then_counted_unusable() -> None:
 
 
 def test_the_characters_stage_asks_a_model_only_when_one_is_chosen(tmp_path) -> None:
-    from moviemem.config import get_settings
-    from moviemem.ingest.characters import CharactersStage
+    from moviemem.foundation.config import get_settings
     from moviemem.ingest.stage import Ctx
+    from moviemem.ingest.stages.characters import CharactersStage
 
     def params(**kw):
         return CharactersStage().params(Ctx(None, get_settings(library=tmp_path, **kw), None, None))  # type: ignore[arg-type]
@@ -85,7 +85,7 @@ def test_the_characters_stage_asks_a_model_only_when_one_is_chosen(tmp_path) -> 
 
 
 def test_a_long_line_is_found_from_a_good_part_of_it() -> None:
-    from moviemem.ingest.name_model import _quoted
+    from moviemem.characters.name_model import _quoted
 
     line = "Well, Sara, " + "we waited and waited for the bus all morning in the rain, " * 8 + "and then it came."
     assert _quoted(line[:150], line) and _quoted(line, line) and _quoted(f'"{line}."', line)

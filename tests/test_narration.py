@@ -8,12 +8,12 @@ import uuid
 import pysubs2
 import pytest
 
-from moviemem import Library
+from moviemem import Library, register
 from moviemem.agents.narration import dialogue_gaps, fit_words, slots, word_budget
 from moviemem.agents.prompts import DESCRIBE_GAP, NARRATE_CLIP
-from moviemem.backbones import Image, Request, ScriptedBackbone, Text, register
-from moviemem.config import get_settings
-from moviemem.errors import MovieMemError
+from moviemem.backbones import Image, Request, ScriptedBackbone, Text
+from moviemem.foundation.config import get_settings
+from moviemem.foundation.errors import MovieMemError
 
 LONG = " ".join(["Mara crosses the square and looks back at the clock tower."] * 6)  # 66 words
 
@@ -24,7 +24,7 @@ def text_of(req: Request) -> str:
 
 def use(backbone: ScriptedBackbone) -> str:
     name = f"test-narrator-{uuid.uuid4().hex[:8]}"
-    register(name)(lambda arg, **options: backbone)
+    register("backbone", name)(lambda arg, **options: backbone)
     return name
 
 

@@ -10,7 +10,7 @@ from moviemem.agents import ask
 from moviemem.agents.order import OrderQuestion, parse_order
 from moviemem.agents.types import Question
 from moviemem.backbones import Reply, ScriptedBackbone
-from moviemem.errors import MovieMemError
+from moviemem.foundation.errors import MovieMemError
 
 
 @pytest.mark.parametrize("text, want", [

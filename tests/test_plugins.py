@@ -13,8 +13,8 @@ import pytest
 
 from moviemem import Library
 from moviemem.agents.registry import POLICIES, get_policy, list_policies
-from moviemem.errors import MovieMemError
 from moviemem.eval.formats import FORMATS, formats, read_jsonl
+from moviemem.foundation.errors import MovieMemError
 from moviemem.ingest.registry import STAGES, ordered_stages
 from moviemem.retrievers.registry import RETRIEVERS
 
@@ -223,3 +223,54 @@ def _question_about_letter():
     from moviemem.agents.types import Question
 
     return Question.make("Who wrote the letter?", ["the keeper", "the baker"])
+
+
+def test_one_register_for_every_kind(monkeypatch: pytest.MonkeyPatch):
+    """`moviemem.register(kind, name, target, **meta)` adds any kind, directly or as a decorator,
+    and each kind checks what only it needs."""
+    import moviemem
+    from moviemem.backbones.registry import BACKBONES
+    from moviemem.backbones.scripted import ScriptedBackbone
+    from moviemem.eval.formats import ADAPTERS, MCQ
+    from moviemem.eval.tasks import TASKS, MCQTask
+    from moviemem.ingest.stage import Stage
+
+    registries = {"backbone": BACKBONES, "policy": POLICIES, "retriever": RETRIEVERS, "stage": STAGES,
+                  "format": FORMATS, "adapter": ADAPTERS, "task": TASKS}
+    assert set(registries) == set(moviemem.KINDS)
+    for registry in registries.values():  # registered for this test only
+        monkeypatch.setattr(registry, "_entries", dict(registry._entries))
+
+    @moviemem.register("backbone", "echo-kind")
+    def echo(arg: str | None, **options: object) -> ScriptedBackbone:
+        """Says its argument."""
+        return ScriptedBackbone([arg or ""])
+
+    class Mine(Stage):
+        name = "mine"
+
+    def reader(path: object) -> list[object]:
+        """Reads nothing."""
+        return []
+
+    added = {"policy": moviemem.register("policy", "mine", type(get_policy("closed-book")), needs=("transcript",)),
+             "stage": moviemem.register("stage", "mine", Mine),
+             "retriever": moviemem.register("retriever", "mine", RETRIEVERS.get("hybrid")),
+             "format": moviemem.register("format", "mine", MCQ, keys=["question", "options", "answer", "mine"]),
+             "adapter": moviemem.register("adapter", "mine", reader)}
+    assert BACKBONES.get("echo-kind") is echo and BACKBONES.entry("echo-kind").meta["description"] == "Says its argument."
+    assert STAGES.get("mine") is Mine and added["stage"] is Mine
+    assert POLICIES.entry("mine").meta["needs"] == ("transcript",)
+    assert FORMATS.get("mine").keys == frozenset({"question", "options", "answer", "mine"})
+    assert ADAPTERS.entry("mine").meta["description"] == "Reads nothing."
+    for kind, name, target, meta, why in [
+        ("backbone", "a:b", echo, {}, "no ':'"),
+        ("backbone", "echo2", echo, {"colour": "red"}, "unknown option"),
+        ("policy", "p2", Mine, {"colour": "red"}, "unknown option"),
+        ("format", "f2", MCQ, {}, "keys"),
+        ("format", "f3", dict, {"keys": ["x"]}, "subclass"),
+        ("task", "mcq2", MCQTask(), {}, "own format name"),
+        ("gadget", "g", echo, {}, "unknown plug-in kind"),
+    ]:
+        with pytest.raises(MovieMemError, match=why):
+            moviemem.register(kind, name, target, **meta)

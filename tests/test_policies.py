@@ -11,7 +11,7 @@ import pytest
 from moviemem.agents import Question, ask, get_policy, list_policies
 from moviemem.agents.parsing import parse_answer
 from moviemem.backbones import Image, ScriptedBackbone
-from moviemem.errors import MovieMemError
+from moviemem.foundation.errors import MovieMemError
 
 OPTIONS = ["Alpha", "Bravo", "Charlie", "Delta"]
 OK = '{"answer": "B", "confidence": 3}'

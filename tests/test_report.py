@@ -138,7 +138,7 @@ def text_film(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     from conftest import truth_srt
 
     from moviemem import Library
-    from moviemem.config import get_settings
+    from moviemem.foundation.config import get_settings
     from moviemem.synth import documents, plan
 
     root = tmp_path_factory.mktemp("textfilm")
@@ -153,9 +153,9 @@ def text_film(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 def test_library_answerer_through_film_ask(text_film: tuple[Path, Path], tmp_path: Path):
     """The runner's default answerer: Film.ask with real policies; unknown policies refused up front."""
     from moviemem import Library
-    from moviemem.errors import MovieMemError
     from moviemem.eval.formats import load_benchmark
     from moviemem.eval.runner import read_results
+    from moviemem.foundation.errors import MovieMemError
 
     lib_path, root = text_film
     lib = Library(lib_path)

@@ -105,9 +105,9 @@ def test_rerank_is_off_by_default_said_when_unreadable_and_counted_in_the_answer
 def test_retrieval_eval_reranks_with_a_backbone_and_counts_its_tokens(library: Library, tmp_path: Path) -> None:
     import json
 
-    from moviemem.errors import MovieMemError
     from moviemem.eval.formats import load_benchmark
     from moviemem.eval.retrieval_eval import retrieval_eval
+    from moviemem.foundation.errors import MovieMemError
 
     items = tmp_path / "items.jsonl"
     items.write_text(json.dumps({"id": "q1", "film_id": "cliffs", "question": "Where does Sara's uncle work?",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from moviemem.errors import MovieMemError
+from moviemem.foundation.errors import MovieMemError
 from moviemem.retrievers.base import Evidence, Retriever
 from moviemem.retrievers.frames import FrameRetriever
 from moviemem.retrievers.text import TextRetriever, rrf

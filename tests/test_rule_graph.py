@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from moviemem.ingest.rule_graph import build_graph, eventful, stem, trigger_of
-from moviemem.ingest.scenes import RegistryCast, Scene, TextLine, build_scenes, central_lines, names_in, split_at_gaps, summarize
+from moviemem.graph.rule_graph import build_graph, eventful, stem, trigger_of
+from moviemem.graph.scenes import RegistryCast, Scene, TextLine, build_scenes, central_lines, names_in, split_at_gaps, summarize
 
 
 def say(start: float, text: str, who: str = "", ref: int = 0, dur: float = 4.0) -> TextLine:
@@ -230,7 +230,7 @@ def test_text_film_gets_scenes_and_a_rule_graph_by_default(tmp_path: Path, cli) 
     from moviemem import Library
     from moviemem.agents import ask
     from moviemem.backbones import ScriptedBackbone
-    from moviemem.config import get_settings
+    from moviemem.foundation.config import get_settings
 
     srt = tmp_path / "tiny.srt"
     srt.write_text(_srt(SRT_LINES))
@@ -304,7 +304,7 @@ def test_dialogue_joins_the_shot_it_is_said_over_and_shared_people_chain_events(
 
 
 def test_a_card_marking_time_is_a_cue_not_an_event() -> None:
-    from moviemem.ingest.rule_graph import is_card
+    from moviemem.graph.rule_graph import is_card
 
     assert is_card("A card reads 'TWO YEARS EARLIER'.") and is_card("Flashback in sepia.")
     assert not is_card("As a boy, Tom climbs the old oak tree behind the school.")
@@ -376,7 +376,7 @@ def test_an_event_told_twice_nearby_is_one_event_not_a_cause() -> None:
 
 
 def test_a_duration_in_the_past_is_no_flashback_mark() -> None:
-    from moviemem.ingest.flashbacks import MARK
+    from moviemem.graph.flashbacks import MARK
 
     assert not MARK.search("Smoked a pack of cigarettes in the past two hours.")
     assert not MARK.search("He has been here twice in the past few days.")
@@ -384,7 +384,7 @@ def test_a_duration_in_the_past_is_no_flashback_mark() -> None:
 
 
 def test_an_event_quotes_every_line_of_its_shot_that_fits_in_screen_order() -> None:
-    from moviemem.ingest.rule_graph import DESCRIPTION_CHARS, _describe
+    from moviemem.graph.rule_graph import DESCRIPTION_CHARS, _describe
 
     shot = [see(0, "Close-up of Tom looking down.", 0, dur=9), say(1, "Years ago, I worked with your grandmother.", "Tom", 0),
             say(5, "She showed me where she put the gold ring.", "Tom", 1)]
@@ -396,7 +396,7 @@ def test_an_event_quotes_every_line_of_its_shot_that_fits_in_screen_order() -> N
 
 
 def test_film_grammar_tells_inserts_and_close_ups_of_speakers_from_actions() -> None:
-    from moviemem.ingest.rule_graph import shot_kind
+    from moviemem.graph.rule_graph import shot_kind
 
     known = frozenset({"Elizabeth", "Tom"})
     for text in ("Close-up of the ring in the palm of a hand.", "Day. A street sign reads 'MARKET SQUARE'.",
@@ -441,7 +441,7 @@ def test_two_alike_shots_in_two_scenes_are_an_action_done_twice_not_one_event() 
 
 def test_a_text_film_s_scenes_read_its_character_registry(tmp_path: Path) -> None:
     from moviemem import Library
-    from moviemem.config import get_settings
+    from moviemem.foundation.config import get_settings
 
     srt = tmp_path / "named.srt"
     srt.write_text(_srt([(0, 3, "Marta, the train to Turin leaves at noon."), (4, 7, "I know."),

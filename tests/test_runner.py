@@ -19,9 +19,9 @@ import pytest
 from moviemem.agents.registry import parse_policy_spec
 from moviemem.agents.types import Answer
 from moviemem.backbones import Capabilities, Reply, ScriptedBackbone, Usage, user
-from moviemem.errors import MovieMemError
 from moviemem.eval.formats import Benchmark, validate_rows
 from moviemem.eval.runner import bench_json, read_results, run_bench
+from moviemem.foundation.errors import MovieMemError
 
 
 def make_bench(n: int, films: int = 3) -> Benchmark:

@@ -56,7 +56,7 @@ def test_transport_faults_are_transient_never_cached_and_asked_again(tmp_path: P
 def test_a_server_the_policy_could_not_reach_is_a_transport_fault_asked_again(tmp_path: Path) -> None:
     """A policy's own server (Letta) down is not the item's fault: the item is not scored, and a plain rerun asks it again."""
     from moviemem.backbones import ScriptedBackbone
-    from moviemem.errors import UnreachableError
+    from moviemem.foundation.errors import UnreachableError
 
     down = [True]
 
@@ -89,7 +89,7 @@ def test_a_second_bench_on_the_same_run_directory_is_refused(tmp_path: Path) -> 
     from filelock import FileLock
 
     from moviemem.backbones import ScriptedBackbone
-    from moviemem.errors import MovieMemError
+    from moviemem.foundation.errors import MovieMemError
 
     run = tmp_path / "run"
     first = run_bench(_bench(2), ["p"], [ScriptedBackbone(["B"], cycle=True)], run, answerer=_parsing_answerer)

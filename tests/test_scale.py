@@ -20,10 +20,10 @@ import ray  # noqa: E402
 
 from moviemem import Library  # noqa: E402
 from moviemem.backbones.testing import FakeOpenAI, FakeResponse, Recorded  # noqa: E402
-from moviemem.config import get_settings  # noqa: E402
-from moviemem.errors import MovieMemError  # noqa: E402
 from moviemem.eval.formats import Benchmark, validate_rows  # noqa: E402
 from moviemem.eval.runner import read_results, run_bench  # noqa: E402
+from moviemem.foundation.config import get_settings  # noqa: E402
+from moviemem.foundation.errors import MovieMemError  # noqa: E402
 from moviemem.memory.store import MemoryStore  # noqa: E402
 from moviemem.memory.view import FilmMemory  # noqa: E402
 from moviemem.scale.cluster import parse_address  # noqa: E402
@@ -311,8 +311,8 @@ def test_a_server_a_worker_could_not_reach_comes_back_as_one_so_the_item_is_aske
     """A worker returns errors as values; an UnreachableError (Letta down) must not come back as a
     plain error, which the runner would record as invalid instead of a transport fault."""
     from moviemem.backbones import ScriptedBackbone
-    from moviemem.errors import UnreachableError
     from moviemem.eval.runner import Budget, MeteredBackbone
+    from moviemem.foundation.errors import UnreachableError
     from moviemem.scale.ray_bench import AnswerWorker
 
     def down(*_: object) -> object:

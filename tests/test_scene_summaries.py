@@ -1,4 +1,4 @@
-"""Scene summaries written by a text backbone (ingest/scene_summaries.py): asked only with a backbone
+"""Scene summaries written by a text backbone (graph/scene_summaries.py): asked only with a backbone
 chosen, each scene from its own lines; an unusable reply keeps the extractive summary and is
 counted; a plain re-ingest keeps the model's summaries; `--replace` goes back to extractive ones."""
 
@@ -8,11 +8,11 @@ import json
 import re
 from pathlib import Path
 
-from moviemem import Library
-from moviemem.backbones import Request, ScriptedBackbone, register
-from moviemem.config import get_settings
-from moviemem.ingest.scene_summaries import MAX_LINES, SUMMARY, summary_asks
-from moviemem.ingest.scenes import Scene, TextLine
+from moviemem import Library, register
+from moviemem.backbones import Request, ScriptedBackbone
+from moviemem.foundation.config import get_settings
+from moviemem.graph.scene_summaries import MAX_LINES, SUMMARY, summary_asks
+from moviemem.graph.scenes import Scene, TextLine
 
 # three stretches of talk, a minute apart: three scenes cut at the pauses
 CUES = [(0, 4, "Marta, the train to Turin leaves at noon."), (6, 10, "Then pack the blue case, Marta."),
@@ -34,7 +34,7 @@ def _script(request: Request) -> str:
     return json.dumps({"summary": f"Scene {scene}: Marta gets ready to travel to Turin."})
 
 
-@register("test-scenes")
+@register("backbone", "test-scenes")
 def _scripted(arg: str | None, **options) -> ScriptedBackbone:
     """Test-only: scripted scene summaries."""
     b = ScriptedBackbone(_script, name="test-scenes", model_id="test-scenes", **options)

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 from test_characters import SRT  # the same four cues: dashes, NAME: tags, an address term
 
-from moviemem.ingest.characters import registry_lines
-from moviemem.ingest.voice_turns import (
+from moviemem.characters.registry import registry_lines
+from moviemem.characters.voice_turns import (
     Span,
     Word,
     cut_candidates,
@@ -23,7 +23,7 @@ from moviemem.ingest.voice_turns import (
     turns_of,
     voice_parts,
 )
-from moviemem.ingest.voices import Partials, SpeakerParams, VoiceSpace, mixed_pieces
+from moviemem.characters.voices import Partials, SpeakerParams, VoiceSpace, mixed_pieces
 from moviemem.memory.schema import SpeakerRow, UtteranceRow, VoiceRow
 
 DIM = 256

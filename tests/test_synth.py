@@ -13,8 +13,8 @@ import av
 import numpy as np
 import pytest
 
-from moviemem.errors import MovieMemError
-from moviemem.ingest.names import Line, build_registry
+from moviemem.characters.names import Line, build_registry
+from moviemem.foundation.errors import MovieMemError
 from moviemem.synth import documents, plan, render
 from moviemem.synth.render import Voicer
 from moviemem.synth.script import FEMALE_VOICES, MALE_VOICES, VoiceOptions, build_script, min_minutes, voice_options

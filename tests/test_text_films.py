@@ -182,7 +182,7 @@ def test_preloaded_texts_are_served_without_encoding(monkeypatch: pytest.MonkeyP
 
 
 def test_onnx_export_is_checked_and_redone_when_stale(tmp_path: Path) -> None:
-    from moviemem.config import get_settings
+    from moviemem.foundation.config import get_settings
     from moviemem.models import offline
 
     settings = get_settings()

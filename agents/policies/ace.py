@@ -15,7 +15,7 @@ from typing import Any
 
 from ...backbones import Backbone, Reply, Request, load, system, user
 from ...backbones.base import Wrapper
-from ...errors import MovieMemError
+from ...foundation.errors import MovieMemError
 from ...memory.view import FilmMemory
 from ..base import BasePolicy, Run
 from ..prompts import ACE_SELECT

@@ -15,13 +15,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...backbones import Tool, ToolCall, assistant, system, tool_result, user
-from ...errors import MovieMemError
+from ...foundation.errors import MovieMemError
+from ...foundation.timefmt import hms, optional_seconds
 from ...memory.view import FilmMemory
 from ...retrievers.base import Evidence
 from ...retrievers.packing import passage_sources
 from ...retrievers.text import TextRetriever
 from ...retrievers.window import rows_as_evidence
-from ...timefmt import hms, optional_seconds
 from ..base import BasePolicy, Run
 from ..browse import SceneBrowse, overview_block
 from ..calls import default_max_tokens

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...errors import MovieMemError
+from ...foundation.errors import MovieMemError
 from ...memory.view import FilmMemory
 from ...retrievers.base import Evidence
 from ...retrievers.window import rows_as_evidence

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...errors import MovieMemError
+from ...foundation.errors import MovieMemError
+from ...foundation.timefmt import hms
 from ...memory.view import FilmMemory
 from ...retrievers.base import Evidence
-from ...timefmt import hms
 from ..base import BasePolicy, Run
 from ..calls import answer_once, body, film_clip, require_video
 from ..parsing import Parsed

@@ -12,11 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import combinations
 
-from ...errors import MovieMemError
+from ...foundation.errors import MovieMemError
+from ...foundation.timefmt import hms
 from ...memory.view import FilmMemory
 from ...retrievers.graph import event_evidence, film_graph, link_evidence
 from ...retrievers.text import TextRetriever
-from ...timefmt import hms
 from ..base import BasePolicy, Run
 from ..calls import answer_once, body, stage_reason
 from ..parsing import Parsed

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...errors import MovieMemError
+from ...foundation.errors import MovieMemError
+from ...foundation.timefmt import hms
 from ...memory.view import FilmMemory
 from ...retrievers.base import Evidence
 from ...retrievers.gather import GatherSettings, QuestionRetriever, Routed
 from ...retrievers.packing import Lines
 from ...retrievers.registry import RETRIEVERS, get_retriever
-from ...timefmt import hms
 from ..base import BasePolicy, Run
 from ..browse import overview_block
 from ..calls import answer_once, body

@@ -33,11 +33,11 @@ from typing import Any
 from ...backbones import Backbone, Usage
 from ...backbones.prompt import Prompt
 from ...backbones.retry import describe
-from ...errors import MovieMemError, UnreachableError
+from ...foundation.errors import MovieMemError, UnreachableError
+from ...foundation.timefmt import hms
+from ...foundation.urls import redact_urls
 from ...memory.view import FilmMemory
 from ...retrievers.base import Evidence
-from ...timefmt import hms
-from ...urls import redact_urls
 from ..base import BasePolicy, Run
 from ..browse import overview_block
 from ..parsing import Parsed, parse_answer
@@ -129,7 +129,7 @@ class _Session:
         from letta_client import Letta
 
         from ...backbones import start_gateway
-        from ...config import get_settings
+        from ...foundation.config import get_settings
 
         self.url = url
         self.client = Letta(base_url=url, timeout=timeout, max_retries=0)

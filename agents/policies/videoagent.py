@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...errors import MovieMemError
+from ...foundation.errors import MovieMemError
+from ...foundation.timefmt import hms
 from ...memory.schema import FrameRow
 from ...memory.view import FilmMemory
 from ...retrievers.base import Evidence
 from ...retrievers.frames import FrameRetriever, clip_status
 from ...retrievers.window import around
-from ...timefmt import hms
 from ..base import BasePolicy, Run
 from ..calls import answer_once, body, require_video, uniform
 from ..parsing import Parsed

@@ -2,7 +2,7 @@
 
 It reads the transcript (with any subtitle speaker tags), the speakers stage's voice clusters,
 the faces stage's identities and the captions (who they name on screen, their [Name] tags), builds the registry with
-ingest/names.py, and writes who speaks each line (`speaker_lines`) and one row per character.
+characters/names.py, and writes who speaks each line (`speaker_lines`) and one row per character.
 Film views overlay `speaker_lines` on the transcript, so every reader sees `speaker` and
 `speaker_name` without the transcript being rewritten.
 """
@@ -11,34 +11,14 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from ..memory.schema import CharacterRow, FaceRow, SpeakerRow, UtteranceRow, VoiceRow
-from .flashbacks import Span
-from .name_model import NAME, name_voices
-from .names import Character, Line, build_registry, link_faces, registry_lexicon
-from .stage import Ctx, Outcome, Stage, chosen_backbone, chosen_backbone_label, load_chosen_backbone
-
-STRIP_STEP_S = 2.0  # one strip frame stands for this much screen time (0.5 fps)
-NAME_RULES = 5  # version of ingest/names.py's rules: a change re-runs the stage on the next ingest
-
-
-def face_appearances(faces: list[FaceRow]) -> tuple[dict[int, list[float]], dict[int, float], dict[int, str]]:
-    """Per face identity: the times it is seen (strip and key frames), its screen time (strip frames
-    only, each standing for one strip step of film) and its thumbnail."""
-    times: dict[int, list[float]] = defaultdict(list)
-    strip: dict[int, set[float]] = defaultdict(set)
-    thumbs: dict[int, str] = {}
-    for f in faces:
-        if f.cluster >= 0:
-            times[f.cluster].append(f.t)
-            if f.strip:
-                strip[f.cluster].add(f.t)
-            if f.thumbnail:
-                thumbs[f.cluster] = f.thumbnail
-    return dict(times), {c: len(ts) * STRIP_STEP_S for c, ts in strip.items()}, thumbs
+from ...characters.name_model import NAME, name_voices
+from ...characters.names import Character, build_registry, link_faces, registry_lexicon
+from ...characters.registry import NAME_RULES, STRIP_STEP_S, face_appearances, registry_lines
+from ...memory.lines import Span
+from ...memory.schema import CharacterRow, SpeakerRow
+from ..stage import Ctx, Outcome, Stage, chosen_backbone, chosen_backbone_label, load_chosen_backbone
 
 
 class CharactersStage(Stage):
@@ -119,37 +99,3 @@ class CharactersStage(Stage):
         split = f"; {n_split} lines spoken by two voices or more, {len(turns)} turns" if n_split else ""
         return Outcome(model=model, note=f"{len(rows)} characters ({n_named} named), {attributed} of {len(utts)} "
                                          f"lines attributed" + split + by_model)
-
-
-@dataclass(frozen=True)
-class Turn:
-    """One speaker turn for the registry: `line.idx` is its registry key, `line.utt` its transcript line."""
-
-    line: Line
-    part: int = 0
-    split: bool = False  # the transcript line holds more than one turn
-
-
-def registry_lines(utts: Sequence[UtteranceRow], voices: Sequence[VoiceRow]) -> list[Turn]:
-    """The transcript as the registry reads it: one Line per speaker turn. A line the speakers
-    stage split by voice gives one Line per voice part, with the part's span and words; every
-    other line is one Line with its own times, its voice and its subtitle tag."""
-    parts: dict[int, list[VoiceRow]] = defaultdict(list)
-    for v in voices:
-        parts[v.utt_idx].append(v)
-    out: list[Turn] = []
-    for u in utts:
-        if not u.text.strip():
-            continue
-        mine = sorted(parts.get(u.idx, []), key=lambda v: v.part)
-        if len(mine) < 2:
-            voice = mine[0].cluster if mine else -1
-            out.append(Turn(Line(len(out), u.start, u.end, u.text, u.speaker, voice, utt=u.idx)))
-            continue
-        words = json.loads(u.words or "[]") or [{"word": w} for w in u.text.split()]  # a cue: its parts index its words
-        for v in mine:
-            text = " ".join(str(w.get("word", "")).strip() for w in words[v.first_word: v.last_word + 1]).strip()
-            out.append(Turn(Line(len(out), v.start, v.end, text or u.text, "", v.cluster, utt=u.idx), v.part, True))
-    return out
-
-

@@ -16,7 +16,7 @@ The event graph's participants are read the same way (rule_graph.py).
 Where the film has shot-grouped segments (video), each segment is a scene. A text-only film has
 only fixed windows, which cut conversations anywhere, so its scenes are cut where the dialogue
 pauses instead: a long silence usually means a change of place or time. Pure functions over
-simple values; the stage that stores them is in scene_stage.py.
+simple values; the stage that stores them is ingest/stages/scenes.py.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ..timefmt import hms
-from .names import TITLE, TITLES, places
+from ..characters.names import TITLE, TITLES, places
+from ..foundation.timefmt import hms
 
 WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*")
 # function words and words capitalised for reasons other than being a name

@@ -20,7 +20,7 @@ from typing import Any
 from ..backbones import Backbone, system, user
 from ..backbones.prompt import Prompt
 from ..backbones.structured import Ask, ask_json
-from ..timefmt import hms
+from ..foundation.timefmt import hms
 from .names import Character, Line
 
 MODEL_CONFIDENCE = 0.5  # a model's reading of the exchanges: weaker than a rule's clear margin

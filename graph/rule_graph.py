@@ -34,7 +34,8 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from .flashbacks import MARK, Span, TimedEvent, story_time
+from ..memory.lines import Span
+from .flashbacks import MARK, TimedEvent, story_time
 from .scenes import STOP, FilmNames, Scene, TextLine, content_words, known_names, names_in
 
 RULES_VERSION = 14  # bump when a rule changes: the events stage's params hash then changes and it reruns

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..backbones import Backbone, system, user
 from ..backbones.structured import Answer, Ask, ask_json
-from .prompts_events import RELATE, RELATION_SCHEMA
+from .prompts import RELATE, RELATION_SCHEMA
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import MovieMemError
+from ..foundation.errors import MovieMemError
 
 SR = 16000
 MODEL = "resemblyzer-0.1.4"

@@ -17,6 +17,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from ..memory.lines import Span
+
 # captions, on-screen text and event descriptions that mark a stretch of film as the past
 # ("ago" is left to dialogue: an event that *tells* of years ago is not itself in the past;
 # "in the past two hours" is a duration, not the past)
@@ -33,16 +35,6 @@ CUE = re.compile(
     re.I,
 )
 DISTANT = re.compile(r"\byears?\b|\bdecades?\b|\blong\b|\bchild|\bboy\b|\bgirl\b|\byoung", re.I)
-
-
-@dataclass(frozen=True)
-class Span:
-    """A timed text from the memory: caption, on-screen text or utterance."""
-
-    start: float
-    end: float
-    text: str
-    kind: str  # caption | onscreen | dialogue
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from typing import Any
 from ..backbones import Backbone, system, user
 from ..backbones.prompt import Prompt
 from ..backbones.structured import Ask, ask_json
-from ..timefmt import hms
+from ..foundation.timefmt import hms
 from .scenes import Scene, prompt_line
 
 MAX_LINES = 40  # lines shown per scene, spread evenly over it when it has more

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field, replace
 
 from ..backbones import Backbone, system, user
 from ..backbones.structured import Answer, Ask, ask_json
-from ..timefmt import hms
-from .prompts_events import REFINE, RELATION_SCHEMA
+from ..foundation.timefmt import hms
+from .prompts import REFINE, RELATION_SCHEMA
 from .relations import check_score
 from .rule_graph import RuleEvent, RuleGraph, RuleRelation, dedupe
 from .scenes import prompt_line

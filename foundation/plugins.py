@@ -1,11 +1,14 @@
-"""One registry shape for every kind of plug-in: backbones, policies, stages, formats, tasks.
+"""One registry shape for every kind of plug-in: backbones, policies, retrievers, stages, formats,
+adapters, tasks.
 
 A registry maps a name to a target: the object itself, or a dotted path `"package.module:attr"`
 that is imported only when the entry is used, so listing names never imports a heavy client.
 Each kind has an entry-point group (`moviemem.backbones`, `moviemem.policies`, `moviemem.stages`,
-`moviemem.formats`, `moviemem.tasks`): an installed package adds a plug-in without touching
-moviemem. A plug-in that fails to import is reported as a value (`failures`), never hides the
-others, and is named in the error when it is asked for.
+`moviemem.formats`, `moviemem.tasks`, ...): an installed package adds a plug-in without touching
+moviemem. In code every kind is added the same way, `registry.register(name, target, **meta)` or
+as a decorator (`moviemem.register(kind, ...)` finds the registry by kind); a kind that needs more
+than a name and a target checks it in its `check`. A plug-in that fails to import is reported as a
+value (`failures`), never hides the others, and is named in the error when it is asked for.
 """
 
 from __future__ import annotations
@@ -19,10 +22,13 @@ from typing import Any, Generic, TypeVar
 
 from .errors import MovieMemError
 
-log = logging.getLogger("moviemem.plugins")
+log = logging.getLogger("moviemem.foundation.plugins")
 
 T = TypeVar("T")
 X = TypeVar("X")
+# a kind's check of what is registered in code: (name, target, meta) -> (target, meta) to store, or MovieMemError
+Check = Callable[[str, Any, dict[str, Any]], tuple[Any, dict[str, Any]]]
+MISSING: Any = object()  # "no target given": register() then returns a decorator
 
 
 def import_target(path: str) -> Any:
@@ -60,9 +66,10 @@ class Entry(Generic[T]):
 class Registry(Generic[T]):
     """name -> Entry, with entry-point discovery on first lookup of an unknown name or listing."""
 
-    def __init__(self, kind: str, group: str | None = None) -> None:
+    def __init__(self, kind: str, group: str | None = None, check: Check | None = None) -> None:
         self.kind = kind
         self.group = group or f"moviemem.{kind}s"
+        self.check = check
         self._entries: dict[str, Entry[T]] = {}
         self._discovered = False
         self.failures: dict[str, str] = {}  # name -> why it could not be loaded
@@ -76,14 +83,16 @@ class Registry(Generic[T]):
         self.failures.pop(name, None)
         return entry
 
-    def register(self, name: str, **meta: Any) -> Callable[[X], X]:
-        """Decorator form of `add` for plug-ins defined in code."""
+    def register(self, name: str, target: Any = MISSING, **meta: Any) -> Any:
+        """Add a plug-in defined in code: `register("name", obj, **meta)`, or as a decorator
+        `@register("name", **meta)`; returns the object, checked by the kind's `check`."""
 
-        def deco(obj: X) -> X:
-            self.add(name, obj, source=getattr(obj, "__module__", "") or "moviemem", **meta)
+        def add(obj: X) -> X:
+            stored, checked = self.check(name, obj, dict(meta)) if self.check is not None else (obj, meta)
+            self.add(name, stored, source=getattr(obj, "__module__", "") or "moviemem", **checked)
             return obj
 
-        return deco
+        return add if target is MISSING else add(target)
 
     def _discover(self) -> None:
         if self._discovered:
@@ -135,3 +144,9 @@ class Registry(Generic[T]):
             except MovieMemError as exc:
                 log.warning("%s", exc)
         return out
+
+
+def first_doc_line(obj: Any) -> str:
+    """What a listing shows of a plug-in registered without a description."""
+    doc = (getattr(obj, "__doc__", None) or "").strip().splitlines()
+    return doc[0] if doc else ""

@@ -1,17 +1,9 @@
 """The events stage: narrative events per segment and the relations between them.
 
-Without a text backbone (the default) it builds the rule graph (scene_stage.py, rule_graph.py):
-no model, about 0.001x real time. With one chosen, by default (`events_mode="refine"`) the model
-checks the rule graph's candidate links (refine.py). With `events_mode="extract"` the model path
-below runs instead:
-
-1. Extraction: each segment's captions, utterances and on-screen text become numbered lines;
-   the text backbone (settings.backbone) lists events with a PropBank trigger and arguments, a
-   one-line description and the lines that show it, under a JSON schema. An event's time is
-   the span of its lines, so times come from the memory, not from the model's arithmetic.
-2. Story time: flashbacks are found from cues (flashbacks.py) and `story_order` is filled.
-3. Relations: candidate pairs from time and embeddings, classified by the backbone (relations.py),
-   plus the flashback edges.
+Without a text backbone (the default) it builds the rule graph (graph/rule_graph.py, written by
+the scenes stage's helpers): no model, about 0.001x real time. With one chosen, by default
+(`events_mode="refine"`) the model checks the rule graph's candidate links (graph/refine.py). With
+`events_mode="extract"` the model extracts events and relations (graph/events.py).
 
 Bad model output is retried, then written to `invalid.jsonl` in the run's media folder and
 counted in the stage note; it never fails the stage.
@@ -20,54 +12,21 @@ counted in the stage note; it never fails the stage.
 from __future__ import annotations
 
 import json
-from bisect import bisect_right
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..backbones import system, user
-from ..backbones.structured import Answer, Ask, ask_json
-from ..errors import MovieMemError
-from ..memory.schema import EventRow, RelationRow, Row, SegmentRow
-from .flashbacks import Span, TimedEvent, story_time
-from .prompts_events import EXTRACT, MAX_EVENTS, RELATE, ROLES, extract_schema
-from .relations import EventView, PairParams, candidate_pairs, classify
-from .stage import Ctx, Outcome, Stage, chosen_backbone, chosen_backbone_label, load_chosen_backbone
-
-MAX_LINES = 40  # lines per extraction request; longer segments are split into parts
-
-
-@dataclass(frozen=True)
-class Line:
-    start: float
-    end: float
-    kind: str  # caption | dialogue | onscreen
-    text: str
-    speaker: str = ""
-
-    def render(self) -> str:
-        when = f"[{self.start:.1f}-{self.end:.1f}]"
-        if self.kind == "dialogue":
-            who = self.speaker or "someone"
-            return f"{when} {who} says: \"{self.text}\""
-        label = "on-screen text" if self.kind == "onscreen" else "we see"
-        return f"{when} {label}: {self.text}"
-
-
-@dataclass
-class Extracted:
-    trigger: str
-    args: dict[str, str]
-    description: str
-    start: float
-    end: float
-    seg_idx: int
-
-
-def _one_line(text: Any, limit: int) -> str:
-    return " ".join(str(text).split())[:limit]
+from ...backbones.structured import Answer, ask_json
+from ...foundation.errors import MovieMemError
+from ...graph.events import MAX_LINES, Extracted, Line, extraction_asks, parse_events, split_by_segment
+from ...graph.flashbacks import TimedEvent, story_time
+from ...graph.prompts import EXTRACT, MAX_EVENTS, RELATE, extract_schema
+from ...graph.relations import EventView, PairParams, candidate_pairs, classify
+from ...memory.lines import Span
+from ...memory.schema import EventRow, RelationRow, Row
+from ..stage import Ctx, Outcome, Stage, chosen_backbone, chosen_backbone_label, load_chosen_backbone
 
 
 def gather_lines(ctx: Ctx) -> list[Line]:
@@ -77,53 +36,9 @@ def gather_lines(ctx: Ctx) -> list[Line]:
     return sorted((ln for ln in lines if ln.text.strip()), key=lambda ln: (ln.start, ln.end, ln.kind))
 
 
-def split_by_segment(lines: list[Line], segments: list[SegmentRow]) -> list[tuple[SegmentRow, list[Line]]]:
-    """Each line goes to the segment holding its midpoint; long segments become several parts."""
-    starts = [seg.start for seg in segments[1:]]
-    own: list[list[Line]] = [[] for _ in segments]
-    for ln in lines:
-        own[bisect_right(starts, (ln.start + ln.end) / 2)].append(ln)
-    return [(seg, mine[i: i + MAX_LINES]) for seg, mine in zip(segments, own) for i in range(0, len(mine), MAX_LINES)]
-
-
-def extraction_asks(parts: list[tuple[SegmentRow, list[Line]]], title: str, max_events: int = MAX_EVENTS) -> list[Ask]:
-    asks = []
-    for seg, lines in parts:
-        text = EXTRACT.render(title=title or "(untitled)", seg=seg.seg_idx + 1, start=seg.start, end=seg.end,
-                              lines="\n".join(ln.render() for ln in lines), max_events=max_events)
-        asks.append(Ask(f"segment {seg.seg_idx} ({seg.start:.0f}-{seg.end:.0f} s)", [system(EXTRACT.system), user(text)]))
-    return asks
-
-
-def parse_events(data: dict[str, Any], seg: SegmentRow, lines: list[Line]) -> tuple[list[Extracted], list[dict[str, Any]]]:
-    """Events grounded in the lines their seconds cover (times snap to those lines); events whose
-    seconds cover no line of this part are returned as rejects."""
-    out, rejects, seen = [], [], set()
-    for item in data.get("events", []):
-        secs = [float(x) for x in item.get("seconds", []) if isinstance(x, (int, float))]
-        cited: list[Line] = []
-        if len(secs) == 2:
-            a, b = min(secs), max(secs)
-            cited = [ln for ln in lines if min(ln.end, b) - max(ln.start, a) > 0]  # overlapping the span
-            cited = cited or [ln for ln in lines if ln.start <= a <= ln.end]  # a point in time
-        desc = _one_line(item.get("description", ""), 200)
-        trigger = _one_line(item.get("predicate", ""), 30).lower()
-        if not cited or not desc or not trigger:
-            rejects.append({"why": "its seconds cover no line of this segment" if not cited
-                            else "empty predicate or description", "event": item})
-            continue
-        key = desc.lower()
-        if key in seen:
-            continue
-        seen.add(key)
-        args = {r: _one_line(v, 80) for r, v in (item.get("roles") or {}).items() if r in ROLES and str(v).strip()}
-        out.append(Extracted(trigger, args, desc, min(c.start for c in cited), max(c.end for c in cited), seg.seg_idx))
-    return out, rejects
-
-
 class EventsStage(Stage):
     """Events and relations. Without a backbone (the default) the rule graph is built from the
-    scenes' text (scene_stage.py, rule_graph.py: no model, seconds a film); with one chosen the
+    scenes' text (stages/scenes.py, graph/rule_graph.py: no model, seconds a film); with one chosen the
     model extracts them (a local LLM takes minutes per film, so it is never run unasked). A
     graph a model built is kept by a later plain ingest rather than replaced by rules."""
 
@@ -144,9 +59,9 @@ class EventsStage(Stage):
     def params(self, ctx: Ctx) -> dict[str, Any]:
         mode = self.mode(ctx)
         if mode in ("rules", "refine"):
-            from .prompts_events import REFINE
-            from .rule_graph import RULES_VERSION
-            from .scene_stage import SCENE_PARAMS
+            from ...graph.prompts import REFINE
+            from ...graph.rule_graph import RULES_VERSION
+            from .scenes import SCENE_PARAMS
 
             rules = {"mode": mode, "rules": RULES_VERSION, "scenes": SCENE_PARAMS, "embedder": ctx.settings.embedder}
             if mode == "rules":
@@ -174,7 +89,7 @@ class EventsStage(Stage):
     def run(self, ctx: Ctx) -> Outcome:
         mode = self.mode(ctx)
         if mode == "rules":
-            from .scene_stage import rule_graph_of, write_rule_graph
+            from .scenes import rule_graph_of, write_rule_graph
 
             return Outcome(model="rules", note=write_rule_graph(ctx, rule_graph_of(ctx)) + "; no model")
         if mode == "refine":
@@ -212,7 +127,7 @@ class EventsStage(Stage):
         vecs = np.zeros((0, 0), dtype=np.float32)
         dim = None
         if found:
-            from ..models.embedder import get_embedder
+            from ...models.embedder import get_embedder
 
             emb = get_embedder(ctx.settings.embedder, ctx.settings)
             vecs, dim = emb.embed([e.description for e in found]), emb.dim
@@ -248,9 +163,9 @@ class EventsStage(Stage):
 
 
     def _refine(self, ctx: Ctx) -> Outcome:
-        """The rule graph, with its candidate links checked by the backbone (refine.py)."""
-        from .refine import refine
-        from .scene_stage import rule_graph_of, write_rule_graph
+        """The rule graph, with its candidate links checked by the backbone (graph/refine.py)."""
+        from ...graph.refine import refine
+        from .scenes import rule_graph_of, write_rule_graph
 
         backbone = load_chosen_backbone(ctx)
         max_pairs = ctx.settings.refine_max_pairs
@@ -277,4 +192,3 @@ def _record(ctx: Ctx, failures: list[dict[str, Any]]) -> Path | None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(f, ensure_ascii=False, default=str) + "\n" for f in failures), encoding="utf-8")
     return path
-

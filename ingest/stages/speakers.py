@@ -1,5 +1,5 @@
-"""The speakers stage: who speaks each transcript line (voices.py clusters the lines' voices,
-voice_turns.py fits their spans and splits them into speaker turns); one VoiceRow per voice part."""
+"""The speakers stage: who speaks each transcript line (characters/voices.py clusters the lines' voices,
+characters/voice_turns.py fits their spans and splits them into speaker turns); one VoiceRow per voice part."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import json
 from dataclasses import asdict
 from typing import Any
 
-from ..memory.schema import VoiceRow
-from ..words import counted
-from .stage import Ctx, Outcome, Stage
-from .voice_turns import Span, Word, voice_parts
-from .voices import MODEL, SHORT_CONFIDENCE, SpeakerParams, load_audio, resemblyzer_missing
+from ...characters.voice_turns import Span, Word, voice_parts
+from ...characters.voices import MODEL, SHORT_CONFIDENCE, SpeakerParams, load_audio, resemblyzer_missing
+from ...foundation.words import counted
+from ...memory.schema import VoiceRow
+from ..stage import Ctx, Outcome, Stage
 
 
 class SpeakersStage(Stage):

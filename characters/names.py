@@ -28,7 +28,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .flashbacks import Span
+from ..memory.lines import Span
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z'\-]*")
 TITLES = "Mr|Mrs|Ms|Dr|Miss"  # titles that go before a name and are part of it (Mr. and Mrs. Hollis)

@@ -2,7 +2,7 @@
 
 Scenes come from shot-grouped segments on a film with video, and from pauses in the dialogue on
 a text-only film (scenes.py). The rules mode of the events stage reads the same lines, assigns
-them to the stored scenes and builds the rule graph (rule_graph.py): no model, seconds a film.
+them to the stored scenes and builds the rule graph (graph/rule_graph.py): no model, seconds a film.
 """
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ import json
 from collections import Counter
 from typing import Any
 
-from ..memory.schema import EventRow, RelationRow, SceneRow, SegmentRow
-from .names import bare
-from .rule_graph import SCENE_RULE, RuleGraph, build_graph
-from .scene_summaries import SUMMARY, write_summaries
-from .scenes import RegistryCast, Scene, TextLine, assign_to_spans, build_scenes
-from .stage import Ctx, Outcome, Stage, chosen_backbone, chosen_backbone_label, load_chosen_backbone, pooled_or_embedded
+from ...characters.names import bare
+from ...graph.rule_graph import SCENE_RULE, RuleGraph, build_graph
+from ...graph.scene_summaries import SUMMARY, write_summaries
+from ...graph.scenes import RegistryCast, Scene, TextLine, assign_to_spans, build_scenes
+from ...memory.schema import EventRow, RelationRow, SceneRow, SegmentRow
+from ..stage import Ctx, Outcome, Stage, chosen_backbone, chosen_backbone_label, load_chosen_backbone, pooled_or_embedded
 
 SCENE_PARAMS = {"min_s": 45.0, "max_s": 240.0, "pause_s": 12.0, "central_k": 2,
                 "characters": "registry in dialogue; in descriptions names never written in lower case, "
@@ -157,7 +157,7 @@ def rule_graph_of(ctx: Ctx) -> RuleGraph:
 
 def write_rule_graph(ctx: Ctx, graph: RuleGraph) -> str:
     """Events (with vectors, for matching questions to them) and relations (each says whether rules
-    or a model made it: refine.py checks rule edges with a backbone); returns the note."""
+    or a model made it: graph/refine.py checks rule edges with a backbone); returns the note."""
     evs = graph.events
     stored = {t: ctx.vectors(t) for t in ("utterances", "captions", "onscreen")} if any(
         e.rule == SCENE_RULE for e in evs) else {}
