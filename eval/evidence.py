@@ -10,7 +10,9 @@ evidence was never found ("not found"), and the two call for different fixes.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, get_args
+
+from .records import Outcome, ResultRecord
 
 Span = tuple[float, float]
 
@@ -101,24 +103,23 @@ def searches(answers: dict[str, dict[str, Any]]) -> int | None:
     return sum(counts) if counts else None
 
 
-OUTCOMES = ("found", "lucky", "misread", "not found")
+OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
 
 
-def summary(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def summary(records: Sequence[ResultRecord]) -> dict[str, Any]:
     """Per configuration: mean evidence recall and coverage, outcome counts, and how often agentic
     answers searched (None where records carry no such field)."""
-    ev = [r["evidence"] for r in records if r.get("evidence")]
-    out: dict[str, Any] = {"evidence_n": len(ev)}
-    if ev:
-        out["evidence_recall"] = mean([e["recall"] for e in ev])
-        out["evidence_coverage"] = mean([e["coverage"] for e in ev])
-        out["cited_precision"] = mean([e["cited_precision"] for e in ev])
-        out["outcomes"] = {o: sum(e["outcome"] == o for e in ev) for o in OUTCOMES}
-        cats = sorted({r.get("category") or "all" for r in records if r.get("evidence")})
-        out["evidence_recall_by_category"] = {c: mean([r["evidence"]["recall"] for r in records
-                                                        if r.get("evidence") and (r.get("category") or "all") == c])
-                                              for c in cats}
-    n = [r["searches"] for r in records if r.get("searches") is not None]
+    measured = [(r.category or "all", r.evidence) for r in records if r.evidence is not None]
+    out: dict[str, Any] = {"evidence_n": len(measured)}
+    if measured:
+        ev = [e for _, e in measured]
+        out["evidence_recall"] = mean([e.recall for e in ev])
+        out["evidence_coverage"] = mean([e.coverage for e in ev])
+        out["cited_precision"] = mean([e.cited_precision for e in ev])
+        out["outcomes"] = {o: sum(e.outcome == o for e in ev) for o in OUTCOMES}
+        out["evidence_recall_by_category"] = {c: mean([e.recall for cat, e in measured if cat == c])
+                                              for c in sorted({cat for cat, _ in measured})}
+    n = [r.searches for r in records if r.searches is not None]
     if n:
         out["searched_share"] = round(sum(x > 0 for x in n) / len(n), 4)
         out["mean_searches"] = round(sum(n) / len(n), 3)

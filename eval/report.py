@@ -1,7 +1,8 @@
 """Reports of a run directory: report.md (tables like CHNB Table 1), accuracy_vs_tokens.png,
 and a static HTML inspector (one page per item: question, options, every policy's answer,
-evidence with timestamps and frame thumbnails, and the trace). All text in the inspector is
-escaped by Jinja2's autoescaping, so a subtitle that reads `<script>` shows as text.
+evidence with timestamps and frame thumbnails, and the trace). The inspector's pages are the
+Jinja2 templates in templates/ beside this file; all text in them is escaped by autoescaping,
+so a subtitle that reads `<script>` shows as text.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import math
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..agents.registry import parse_policy_spec
 from ..foundation.errors import MovieMemError
@@ -21,11 +22,18 @@ from ..foundation.files import atomic_path, atomic_write_text
 from ..foundation.timefmt import hms
 from . import evidence, metrics, provenance
 from .formats import LETTERS, Item, item_category
-from .runner import grid_records, read_manifest, summarise
+from .records import AnswerRecord, Config, ResultRecord
+from .runner import Grid, as_lines, log_grid, read_header, summarise
+
+if TYPE_CHECKING:
+    from jinja2 import Environment
+
+    from .timeline import FilmFacts
 
 REPORT = "report.md"
 PLOT = "accuracy_vs_tokens.png"
 INSPECTOR = "inspector"
+TEMPLATES = Path(__file__).parent / "templates"  # shipped in the wheel (pyproject's package-data)
 THUMB_WIDTH = 192
 Z95 = 1.959963984540054
 
@@ -69,16 +77,16 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return "\n".join(lines)
 
 
-def _paired(items: list[Item], grid: dict[tuple[str, str], list[dict[str, Any]]], baseline: str) -> list[list[Any]]:
+def _paired(items: list[Item], grid: Grid, baseline: str) -> list[list[Any]]:
     rows = []
     for (policy, backbone), recs in sorted(grid.items()):
         if policy == baseline or (baseline, backbone) not in grid:
             continue
-        base = {r["item_id"]: r for r in grid[(baseline, backbone)]}
-        shared = [r for r in recs if r["item_id"] in base]
+        base = {r.item_id: r for r in grid[(baseline, backbone)]}
+        shared = [r for r in recs if r.item_id in base]
         if not shared:
             continue
-        p = metrics.mcnemar([r.get("correct") for r in shared], [base[r["item_id"]].get("correct") for r in shared])
+        p = metrics.mcnemar([r.correct for r in shared], [base[r.item_id].correct for r in shared])
         rows.append([policy, backbone, p.n, f"{100 * p.diff:+.1f} [{100 * p.ci_low:+.1f}, {100 * p.ci_high:+.1f}]",
                      f"{p.n10} / {p.n01}", f"{p.p_value:.3g}", p.test])
     return rows
@@ -106,7 +114,7 @@ def _sweeps(rows: list[dict[str, Any]]) -> str:
                                                          "median input tokens", "compute (s)"], table)])
 
 
-def _per_film(items: list[Item], grid: dict[tuple[str, str], list[dict[str, Any]]], baseline: str | None) -> str:
+def _per_film(items: list[Item], grid: Grid, baseline: str | None) -> str:
     films = sorted({it.film_id for it in items})
     if len(films) < 3:
         return ""
@@ -114,7 +122,7 @@ def _per_film(items: list[Item], grid: dict[tuple[str, str], list[dict[str, Any]
     for key, recs in grid.items():
         per: dict[str, list[bool]] = defaultdict(list)
         for r in recs:
-            per[r["film_id"]].append(bool(r.get("correct")))
+            per[r.film_id].append(bool(r.correct))
         acc[key] = {f: sum(v) / len(v) for f, v in per.items()}
     keys = sorted(acc)
     out = ["## Per-film accuracy", "", _table(["film", *(f"{p} / {b}" for p, b in keys)],
@@ -137,20 +145,20 @@ def _per_film(items: list[Item], grid: dict[tuple[str, str], list[dict[str, Any]
 def write_report(run_dir: str | Path, baseline: str | None = None, inspector: bool = True) -> dict[str, Path]:
     """Write report.md, accuracy_vs_tokens.png and (unless told not to) the inspector."""
     run_dir = Path(run_dir)
-    manifest = read_manifest(run_dir)
+    header = read_header(run_dir)
     rows = summarise(run_dir)
     if not rows:
         raise MovieMemError(f"{run_dir} has no results yet")
-    items, grid = grid_records(run_dir)
-    fmt = manifest["format"]
+    items, grid = log_grid(run_dir)
+    fmt = header.format
     policies = sorted({r["policy"] for r in rows})
     if baseline is not None and baseline not in policies:
         raise MovieMemError(f"baseline {baseline!r} is not in the run; policies: {', '.join(policies)}")
     baseline = baseline or next((p for p in ("closed-book", "subtitles") if p in policies), None)
 
-    md = [f"# Benchmark report: {_text(Path(manifest.get('benchmark') or run_dir).name)}", "",
+    md = [f"# Benchmark report: {_text(Path(header.benchmark or run_dir).name)}", "",
           f"Format `{fmt}`, {len(items)} items, {len({it.film_id for it in items})} film(s). "
-          f"Run directory `{run_dir}`, last updated {manifest.get('updated')}.", "",
+          f"Run directory `{run_dir}`, last updated {header.updated}.", "",
           "Accuracy in % with 95% Wilson intervals (the CHNB-style Wald ± is its own column); invalid answers count "
           "as wrong; an item whose prompt was longer than the backbone's context was never sent: it is counted under "
           "'not sent', not in n, accuracy, paired tests or evidence metrics; guesses are valid answers given while "
@@ -196,7 +204,7 @@ def write_report(run_dir: str | Path, baseline: str | None = None, inspector: bo
     if reasons:
         md += ["", "## Invalid answers", "", _table(["paradigm", "backbone", "count", "reason"], reasons)]
     md += _position_bias(items, grid)
-    md += [_text(line) for line in provenance.markdown(manifest.get("provenance"))]
+    md += [_text(line) for line in provenance.markdown(header.provenance)]
     paths = {"report": run_dir / REPORT}
     plot = plot_accuracy_vs_tokens(rows, run_dir / PLOT)
     if plot is not None:
@@ -209,11 +217,11 @@ def write_report(run_dir: str | Path, baseline: str | None = None, inspector: bo
     return paths
 
 
-def _position_bias(items: list[Item], grid: dict[tuple[str, str], list[dict[str, Any]]]) -> list[str]:
+def _position_bias(items: list[Item], grid: Grid) -> list[str]:
     """For a --permute run: consistency across option rotations and the chosen-letter shares."""
     from .permute import position_bias
 
-    rows = [r for r in position_bias(items, grid) if r["items"]]
+    rows = [r for r in position_bias(items, as_lines(grid)) if r["items"]]
     if not rows:
         return []
     return ["", "## Position bias (options rotated)", "",
@@ -305,13 +313,13 @@ def _judge_section(run_dir: Path, fmt: str) -> list[str]:
             _table(["paradigm", "backbone", "judge", "items", "failed calls", *crit, "overall", "repeat agreement"], table)]
 
 
-def _invalid_reasons(grid: dict[tuple[str, str], list[dict[str, Any]]]) -> list[list[Any]]:
+def _invalid_reasons(grid: Grid) -> list[list[Any]]:
     rows = []
     for (p, b), recs in sorted(grid.items()):
         counts: dict[str, int] = defaultdict(int)
         for r in recs:
-            if r["status"] == "invalid":
-                counts[str(r.get("reason"))[:160]] += 1
+            if r.status == "invalid":
+                counts[str(r.reason)[:160]] += 1
         rows += [[p, b, n, reason] for reason, n in sorted(counts.items(), key=lambda kv: -kv[1])[:5]]
     return rows
 
@@ -355,159 +363,13 @@ def plot_accuracy_vs_tokens(rows: list[dict[str, Any]], path: Path) -> Path | No
 
 INDEX_PAGE = 200  # index rows shown at once (filters and sorting work on all of them)
 
-_BASE = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>{{ title }}</title>
-<style>
-body{font-family:system-ui,sans-serif;margin:1.5rem;max-width:72rem;color:#222}
-table{border-collapse:collapse;margin:.5rem 0}td,th{border:1px solid #ccc;padding:.25rem .5rem;vertical-align:top;text-align:left}
-.ok{color:#070}.bad{color:#b00}.inv{color:#a60}.luck{color:#b70}.muted{color:#777}.nw{white-space:nowrap}
-pre{white-space:pre-wrap;background:#f6f6f6;padding:.4rem;margin:0}
-img.thumb{width:""" + str(THUMB_WIDTH) + """px;display:block}
-details{margin:.3rem 0}svg.timeline{width:100%;height:36px;display:block;margin:.4rem 0 0}table.lanes{width:100%}table.lanes svg.timeline{margin:0;height:24px}section.answer{border-top:2px solid #ddd;margin-top:1rem;padding-top:.5rem}
-</style></head><body>{% block body %}{% endblock %}</body></html>
-"""
 
-_INDEX = """{% extends "base" %}{% block body %}
-<h1>{{ title }}</h1>
-<p>Format <code>{{ fmt }}</code>, {{ items|length }} items. ✔ right, ✘ wrong, ! invalid, · not scored; with gold
-evidence, the outcome: found (right, gold shown), lucky (right, gold never shown), misread (wrong, gold shown),
-not found (wrong, gold never shown). A right answer that is <span class="luck">lucky</span> or was shown
-<span class="luck">no evidence</span> at all is marked in amber: it is right without the film's support.
-An invalid answer gives its reason (hover for all of it).</p>
-{% if categories %}<h2>Accuracy by category</h2>
-<table><tr><th>category</th>{% for c in configs %}<th>{{ c[0] }}<br><span class="muted">{{ c[1] }}</span></th>{% endfor %}</tr>
-{% for r in categories %}<tr><td>{{ r.category }}</td>{% for cell in r.cells %}<td>{{ cell }}</td>{% endfor %}</tr>{% endfor %}
-</table><p class="muted">Accuracy % (95% Wilson interval), n items; invalid answers count as wrong.</p>{% endif %}
-<h2>Items</h2>
-<form id="filters" class="muted">Show
-<select id="f-config" aria-label="configuration"><option value="">any configuration</option>{% for c in configs %}<option value="{{ loop.index0 }}">{{ c[0] }} / {{ c[1] }}</option>{% endfor %}</select>
-<select id="f-verdict" aria-label="verdict"><option value="">any verdict</option><option value="ok">right</option><option value="bad">wrong</option><option value="inv">invalid</option>{% for o in outcomes %}<option value="o:{{ o }}">{{ o }}</option>{% endfor %}</select>
-<select id="f-category" aria-label="category"><option value="">any category</option>{% for r in categories if r.category != "all items" %}<option>{{ r.category }}</option>{% endfor %}</select>
-<span id="f-count"></span>
-<button type="button" id="f-prev">◀</button> <span id="f-page"></span> <button type="button" id="f-next">▶</button>
-Click a column head to sort.</form>
-<table id="items"><thead><tr><th data-sort="n">#</th><th data-sort="s">item</th><th data-sort="s">question</th><th data-sort="s">film</th><th data-sort="s">category</th>{% for c in configs %}<th data-sort="s">{{ c[0] }}<br><span class="muted">{{ c[1] }}</span></th>{% endfor %}</tr></thead><tbody>
-{% for row in rows %}<tr{% if loop.index > page_size %} hidden{% endif %} data-category="{{ row.category or '' }}" data-v="{% for m in row.marks %}{{ m[1] }} {% endfor %}" data-o="{{ row.outcomes|join('|') }}"><td>{{ loop.index }}</td><td class="nw"><a href="items/{{ row.page }}">{{ row.id }}</a></td><td title="{{ row.question }}">{{ row.gist }}</td><td class="nw">{{ row.film }}</td><td>{{ row.category or "" }}</td>
-{% for c in row.cells %}<td class="{{ c.css }}"{% if c.title %} title="{{ c.title }}"{% endif %}>{{ c.mark }}{% if c.note %} <span class="{{ 'luck' if c.css == 'luck' else 'muted' }}">{{ c.note }}</span>{% endif %}</td>{% endfor %}</tr>{% endfor %}
-</tbody></table>
-<script>
-(function () {
-  var body = document.querySelector("#items tbody"), rows = Array.prototype.slice.call(body.rows);
-  var cfg = document.getElementById("f-config"), verdict = document.getElementById("f-verdict"),
-      cat = document.getElementById("f-category"), count = document.getElementById("f-count");
-  var PAGE = {{ page_size }}, page = 0, pages = 1;  // rows past the page stay hidden: a 5,000-item table is never laid out whole
-  function matches(row) {
-    if (cat.value && row.dataset.category !== cat.value) return false;
-    if (!verdict.value) return true;
-    var marks = row.dataset.v.trim().split(" "), outs = row.dataset.o.split("|");
-    var idx = cfg.value === "" ? marks.map(function (_, i) { return i; }) : [Number(cfg.value)];
-    return idx.some(function (i) {
-      return verdict.value.indexOf("o:") === 0 ? outs[i] === verdict.value.slice(2) : marks[i] === verdict.value;
-    });
-  }
-  function filter() {
-    var shown = 0;
-    rows.forEach(function (r) {
-      var ok = matches(r);
-      r.hidden = !ok || shown < page * PAGE || shown >= (page + 1) * PAGE;
-      shown += ok ? 1 : 0;
-    });
-    pages = Math.max(1, Math.ceil(shown / PAGE));
-    count.textContent = "(" + shown + " of " + rows.length + " items)";
-    document.getElementById("f-page").textContent = "page " + (page + 1) + " of " + pages;
-  }
-  [cfg, verdict, cat].forEach(function (el) { el.addEventListener("change", function () { page = 0; filter(); }); });
-  document.getElementById("f-prev").addEventListener("click", function () { if (page > 0) { page--; filter(); } });
-  document.getElementById("f-next").addEventListener("click", function () { if (page + 1 < pages) { page++; filter(); } });
-  document.querySelectorAll("#items th").forEach(function (th, col) {
-    var up = true;
-    th.style.cursor = "pointer";
-    th.addEventListener("click", function () {
-      var numeric = th.dataset.sort === "n";
-      rows.sort(function (a, b) {
-        var x = a.cells[col].textContent, y = b.cells[col].textContent;
-        var d = numeric ? Number(x) - Number(y) : x.localeCompare(y);
-        return up ? d : -d;
-      });
-      up = !up;
-      var frag = document.createDocumentFragment();
-      rows.forEach(function (r) { frag.appendChild(r); });
-      body.appendChild(frag);
-      page = 0;
-      filter();
-    });
-  });
-  filter();
-})();
-</script>{% endblock %}"""
+def _env() -> Environment:
+    from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-_ITEM = """{% extends "base" %}{% macro bar(t) %}<svg class="timeline" viewBox="0 0 1000 36" preserveAspectRatio="none" role="img"
- aria-label="evidence on the film's timeline"><rect x="0" y="15" width="1000" height="6" fill="#ddd"/>
-{% for g in t.gold %}<rect class="gold" x="{{ g.x }}" y="9" width="{{ g.w }}" height="18" fill="#2a2" fill-opacity="0.35"><title>{{ g.label }}</title></rect>{% endfor %}
-{% for m in t.marks %}<rect class="{{ 'cited' if m.cited else 'shown' }}" x="{{ m.x }}" y="{{ 1 if m.cited else 7 }}" width="{{ m.w }}" height="{{ 34 if m.cited else 22 }}" fill="{{ '#c22' if m.cited else '#36c' }}" fill-opacity="{{ 1 if m.cited else 0.6 }}"><title>{{ m.label }}</title></rect>{% endfor %}
-</svg>{% endmacro %}{% block body %}
-<p><a href="../index.html">← all items</a></p>
-<h1>{{ item.id }}</h1>
-<p>Film {% if film_page %}<a href="../{{ film_page }}"><code>{{ item.film_id }}</code></a> (its memory on a timeline){% else %}<code>{{ item.film_id }}</code>{% endif %}{% if category %}, category {{ category }}{% endif %}</p>
-{% for label, text in fields %}<p><b>{{ label }}:</b> {{ text }}</p>{% endfor %}
-{% if options %}<ol type="A">{% for o in options %}<li{% if o.gold %} class="ok"{% endif %}>{{ o.text }}{% if o.gold %} (right answer){% endif %}</li>{% endfor %}</ol>{% endif %}
-{% if lanes|length > 1 %}<h2>Side by side</h2>
-<table class="lanes"><tr><th>policy / backbone</th><th>verdict</th><th style="width:55%">evidence on the film (<span style="color:#36c">■</span> shown, <span style="color:#c22">■</span> cited, <span style="color:#2a2">■</span> gold)</th><th>tokens, latency, cost</th></tr>
-{% for l in lanes %}<tr><td>{{ l.label }}</td><td class="{{ l.css }}">{{ l.verdict }}</td><td>{{ bar(l.timeline) }}</td><td class="muted">{{ l.usage }}</td></tr>{% endfor %}
-</table>{% endif %}
-{% for a in answers %}<section class="answer">
-<h2>{{ a.policy }} <span class="muted">/ {{ a.backbone }}</span> — <span class="{{ a.css }}">{{ a.verdict }}</span></h2>
-{% if a.reason %}<p class="inv">Invalid: {{ a.reason }}</p>{% endif %}
-{% for q in a.queries %}
-<h3>{{ q.key }}</h3>
-<p><b>Choice:</b> {{ q.choice if q.choice is not none else "—" }}{% if q.confidence is not none %}, confidence {{ q.confidence }}{% endif %}</p>
-<p><b>Answer:</b> {{ q.text }}</p>{% if q.error %}<p class="inv">{{ q.error }}</p>{% endif %}
-<p class="muted">{{ q.usage }}</p>
-{% set t = q.timeline %}{{ bar(t) }}
-<p class="muted">Film timeline 0:00:00–{{ hms(t.duration) }}{% if not t.known %} (film length unknown: the bar ends at the last span){% endif %}:
-<span style="color:#36c">■</span> evidence shown, <span style="color:#c22">■</span> cited, <span style="color:#2a2">■</span> gold.</p>
-<h4>Evidence ({{ q.evidence|length }})</h4>
-{% if q.evidence %}<table><tr><th>kind</th><th>time</th><th>text</th><th>frame</th><th>score</th><th>retriever</th><th>gold / cited</th></tr>
-{% for e in q.evidence %}<tr><td>{{ e.kind }}</td><td>{{ e.time }}</td><td>{{ e.text }}</td>
-<td>{% if e.thumb %}<img class="thumb" src="../thumbs/{{ e.thumb }}" alt="frame at {{ e.thumb_t or e.time }}">{% if e.thumb_t %}<span class="muted">nearest still, {{ e.thumb_t }}</span>{% endif %}{% elif e.frame %}<span class="muted">{{ e.frame }} (missing)</span>{% endif %}</td>
-<td>{{ e.score }}</td><td>{{ e.retriever }}</td><td>{{ "gold" if e.gold else "" }}{{ " cited" if e.cited else "" }}</td></tr>{% endfor %}</table>{% else %}<p class="muted">none</p>{% endif %}
-<details><summary>Trace ({{ q.trace|length }} steps)</summary>
-{% for s in q.trace %}<p><b>{{ loop.index }}. {{ s.kind }}</b></p><pre>{{ s.body }}</pre>{% endfor %}
-</details>
-{% endfor %}</section>{% endfor %}
-{% endblock %}"""
-
-
-_FILM = """{% extends "base" %}{% block body %}
-<p><a href="../index.html">← all items</a></p>
-<h1>{% if f.title %}{{ f.title }}{% else %}Film {{ f.film_id }}{% endif %}{% if f.year %} ({{ f.year }}){% endif %}</h1>
-<p class="muted">{% if f.title %}Film <code>{{ f.film_id }}</code>, {% endif %}{{ hms(f.duration) }} long{% if not f.has_video %}, a film without video (its memory is text){% endif %}.</p>
-<p class="muted">The film's memory on its timeline, 0:00:00–{{ hms(f.duration) }}; hover a mark for its time and text.</p>
-<table class="lanes"><tr><th>memory</th><th>rows</th><th style="width:80%">timeline</th></tr>
-{% for lane in f.lanes %}<tr><td>{{ lane.label }}</td><td>{{ lane.n }}{% if lane.cut %} (first {{ lane.marks|length }} drawn){% endif %}</td>
-<td><svg class="timeline" viewBox="0 0 1000 24" preserveAspectRatio="none" role="img" aria-label="{{ lane.label }}"><rect x="0" y="10" width="1000" height="4" fill="#eee"/>
-{% for m in lane.marks %}<rect x="{{ m.x }}" y="2" width="{{ m.w }}" height="20" fill="#36c" fill-opacity="0.55" stroke="#fff" stroke-width="0.5"><title>{{ m.label }}</title></rect>{% endfor %}</svg></td></tr>{% endfor %}
-</table>
-{% if f.characters %}<h2>Characters</h2>
-<p class="muted">The character registry: voice and face identities linked to the names the film's own text gives; an unnamed one stays "speaker N" / "face N".</p>
-<table><tr><th></th><th>character</th><th>lines</th><th>on screen</th><th>seen</th><th>voice / face</th><th>first lines</th></tr>
-{% for c in f.characters %}<tr><td>{% if c.thumb %}<img src="../thumbs/{{ c.thumb }}" alt="face {{ c.face + 1 }}" width="64">{% endif %}</td>
-<td id="{{ c.id }}"><b>{{ c.name }}</b>{% if c.names %} <span class="muted">(also {{ c.names|join(", ") }})</span>{% endif %}<br><span class="muted">{{ c.id }}</span></td>
-<td>{{ c.lines }}</td><td>{{ "%.0f"|format(c.screen_time_s) }} s</td><td>{{ hms(c.first_s) }}–{{ hms(c.last_s) }}</td>
-<td>{{ "-" if c.voice is none else c.voice }} / {{ "-" if c.face is none else c.face }}</td>
-<td>{% for t, text in c.said %}[{{ hms(t) }}] {{ text }}{% if not loop.last %}<br>{% endif %}{% endfor %}</td></tr>{% endfor %}
-</table>{% endif %}
-{% if f.events %}<h2>Events</h2><table><tr><th>event</th><th>time</th><th>description</th><th>links</th></tr>
-{% for e in f.events %}<tr><td id="{{ e.id }}">{{ e.id }}</td><td>{{ hms(e.start) }}–{{ hms(e.end) }}</td><td>{{ e.description }}</td><td>{% for type, targets in e.links %}{{ type }} {% for t in targets %}<a href="#{{ t }}">{{ t }}</a>{% if not loop.last %}, {% endif %}{% endfor %}{% if not loop.last %}<br>{% endif %}{% endfor %}</td></tr>{% endfor %}
-</table>{% endif %}
-{% endblock %}"""
-
-
-def _env() -> Any:
-    from jinja2 import DictLoader, Environment, StrictUndefined
-
-    return Environment(loader=DictLoader({"base": _BASE, "index": _INDEX, "item": _ITEM, "film": _FILM}), autoescape=True,
-                       undefined=StrictUndefined)
+    env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=True, undefined=StrictUndefined)
+    env.globals["thumb_width"] = THUMB_WIDTH
+    return env
 
 
 def _hms(t: Any) -> str:
@@ -542,7 +404,7 @@ def _thumb(frame: str | None, library: str | None, out_dir: Path) -> str | None:
     return name
 
 
-def _film_pages(env: Any, library: str | None, film_ids: list[str], root: Path) -> dict[str, str]:
+def _film_pages(env: Environment, library: str | None, film_ids: list[str], root: Path) -> dict[str, str]:
     """films/<id>.html for each film of the run the library holds: its memory on one timeline."""
     from .timeline import film_page
 
@@ -554,22 +416,22 @@ def _film_pages(env: Any, library: str | None, film_ids: list[str], root: Path) 
         for card in data["characters"]:
             card["thumb"] = _thumb(card["thumbnail"], library, root / "thumbs")
         (root / "films").mkdir(exist_ok=True)
-        (root / "films" / f"{fid}.html").write_text(env.get_template("film").render(title=f"film {fid}", f=data, hms=_hms),
+        (root / "films" / f"{fid}.html").write_text(env.get_template("film.html.j2").render(title=f"film {fid}", f=data, hms=_hms),
                                                     encoding="utf-8")
         pages[fid] = f"films/{fid}.html"
     return pages
 
 
-def _category_table(items: list[Item], configs: list[tuple[str, str]],
-                    by_item: dict[str, dict[tuple[str, str], dict[str, Any]]]) -> list[dict[str, Any]]:
+def _category_table(items: list[Item], configs: list[Config],
+                    by_item: dict[str, dict[Config, ResultRecord]]) -> list[dict[str, Any]]:
     """Accuracy per category and configuration with its 95% Wilson interval (invalid counts as
     wrong, as in report.md), and an "all items" row."""
     from .metrics import accuracy, per_category
 
     cells: dict[str, list[str]] = defaultdict(lambda: [""] * len(configs))
     for j, c in enumerate(configs):
-        pairs = [(by_item[it.id][c].get("correct"), item_category(it)) for it in items
-                 if c in by_item.get(it.id, {}) and by_item[it.id][c]["status"] != "unfit"]
+        pairs = [(by_item[it.id][c].correct, item_category(it)) for it in items
+                 if c in by_item.get(it.id, {}) and by_item[it.id][c].status != "unfit"]
         if not pairs:
             continue
         for cat, est in [*per_category([p[0] for p in pairs], [p[1] for p in pairs]).items(),
@@ -578,7 +440,7 @@ def _category_table(items: list[Item], configs: list[tuple[str, str]],
     return [{"category": k, "cells": cells[k]} for k in sorted(cells, key=lambda k: (k == "all items", k))]
 
 
-def _still(e: dict[str, Any], film: Any, library: str | None, out_dir: Path) -> dict[str, Any]:
+def _still(e: dict[str, Any], film: FilmFacts | None, library: str | None, out_dir: Path) -> dict[str, Any]:
     """The evidence's own frame, else (text evidence) the film's stored strip frame nearest to its
     middle: {"thumb": file name or None, "thumb_t": that frame's time when it is the nearest one}."""
     if e.get("frame"):
@@ -593,16 +455,21 @@ def _still(e: dict[str, Any], film: Any, library: str | None, out_dir: Path) -> 
     return {"thumb": _thumb(near[0], library, out_dir), "thumb_t": _hms(near[1])}
 
 
-def _mark(rec: dict[str, Any] | None) -> tuple[str, str]:
+def _mark(rec: ResultRecord | None) -> tuple[str, str]:
     if rec is None:
         return "", "muted"
-    if rec["status"] == "unfit":
+    if rec.status == "unfit":
         return "∅", "muted"
-    if rec["status"] == "invalid":
+    if rec.status == "invalid":
         return "!", "inv"
-    if rec.get("correct") is None:
+    if rec.correct is None:
         return "·", "muted"
-    return ("✔", "ok") if rec["correct"] else ("✘", "bad")
+    return ("✔", "ok") if rec.correct else ("✘", "bad")
+
+
+def _outcome(rec: ResultRecord | None) -> str:
+    """found, lucky, misread or not found; "" without gold evidence or a verdict."""
+    return (rec.evidence.outcome if rec is not None and rec.evidence is not None else None) or ""
 
 
 GIST_CHARS = 70  # an index row's question, shortened
@@ -618,17 +485,17 @@ def _shorten(text: str, limit: int) -> str:
     return (cut.rsplit(" ", 1)[0] if " " in cut[limit // 2:] else cut).rstrip(" ,;:") + "…"
 
 
-def _cell(rec: dict[str, Any] | None) -> dict[str, str]:
+def _cell(rec: ResultRecord | None) -> dict[str, str]:
     """An index cell: the verdict's mark, and what qualifies it. A right answer the gold evidence was never
     shown to (lucky), or no evidence at all (closed-book, a failed search), is marked apart (css
     `luck`) so it does not read as a success of the memory; an invalid one says why."""
     mark, css = _mark(rec)
     if rec is None:
         return {"mark": mark, "css": css, "note": "", "title": ""}
-    outcome = (rec.get("evidence") or {}).get("outcome") or ""
-    shown = any(a.get("evidence") for a in (rec.get("answers") or {}).values())
-    if rec["status"] in ("invalid", "unfit"):
-        reason = str(rec.get("reason") or "no reason recorded")
+    outcome = _outcome(rec)
+    shown = any(a.evidence for a in rec.answers.values())
+    if rec.status in ("invalid", "unfit"):
+        reason = str(rec.reason or "no reason recorded")
         return {"mark": mark, "css": css, "note": _shorten(reason, REASON_CHARS), "title": reason}
     notes = [o for o in (outcome, "" if shown else "no evidence") if o]
     lucky = css == "ok" and (outcome == "lucky" or not shown)
@@ -653,27 +520,49 @@ def _item_fields(item: Item) -> tuple[list[tuple[str, str]], list[dict[str, Any]
     return fields, options
 
 
+def _query(key: str, a: AnswerRecord, film: FilmFacts | None, library: str | None, thumbs: Path,
+           gold: list[tuple[float, float]]) -> dict[str, Any]:
+    """One answer on its item page: choice, text, evidence (with stills, gold marked), timeline, trace and usage."""
+    from .timeline import timeline
+
+    ev = [{"kind": e.get("kind"), "time": f"{_hms(e.get('start'))}–{_hms(e.get('end'))}",
+           "text": e.get("text") or "", "frame": e.get("frame"), **_still(e, film, library, thumbs),
+           "score": f"{e['score']:.3f}" if isinstance(e.get("score"), (int, float)) else "",
+           "retriever": e.get("retriever") or "", "cited": bool(e.get("cited")),
+           "gold": any(evidence.overlaps((e["start"], e["end"]), (g[0], g[1])) for g in gold)}
+          for e in a.evidence]
+    trace = [{"kind": s.get("kind", "?"), "body": json.dumps({k: v for k, v in s.items() if k != "kind"},
+                                                             ensure_ascii=False, indent=1)}
+             for s in a.trace]
+    u = a.usage
+    return {"timeline": timeline(film.duration if film else None, a.evidence, gold),
+            "key": key, "choice": a.choice, "confidence": a.confidence, "text": a.text, "error": a.error,
+            "evidence": ev, "trace": trace,
+            "usage": f"{u.input_tokens} input / {u.output_tokens} output tokens, {u.images} images, "
+                     f"{u.latency_s or 0:.2f} s{_replay_note(a)}, cost {_money(u.cost_usd)}"}
+
+
 def write_inspector(run_dir: str | Path) -> Path:
     """inspector/index.html and inspector/items/N.html; thumbnails copied under inspector/thumbs."""
     run_dir = Path(run_dir)
-    manifest = read_manifest(run_dir)
-    items, grid = grid_records(run_dir, unfit=True)
+    header = read_header(run_dir)
+    items, grid = log_grid(run_dir, unfit=True)
     root = run_dir / INSPECTOR
     (root / "items").mkdir(parents=True, exist_ok=True)
     (root / "thumbs").mkdir(exist_ok=True)
     env = _env()
     configs = sorted(grid)
-    by_item: dict[str, dict[tuple[str, str], dict[str, Any]]] = defaultdict(dict)
+    by_item: dict[str, dict[Config, ResultRecord]] = defaultdict(dict)
     for key, key_recs in grid.items():
         for rec in key_recs:
-            by_item[rec["item_id"]][key] = rec
-    title = f"moviemem inspector: {Path(manifest.get('benchmark') or run_dir).name}"
-    from .timeline import film_facts, timeline
+            by_item[rec.item_id][key] = rec
+    title = f"moviemem inspector: {Path(header.benchmark or run_dir).name}"
+    from .timeline import film_facts
 
-    facts = film_facts(manifest.get("library"), {it.film_id for it in items})
-    film_pages = _film_pages(env, manifest.get("library"), sorted(facts), root)
+    facts = film_facts(header.library, {it.film_id for it in items})
+    film_pages = _film_pages(env, header.library, sorted(facts), root)
     rows = []
-    item_tpl = env.get_template("item")
+    item_tpl = env.get_template("item.html.j2")
     for n, it in enumerate(items, 1):
         page = f"{n}.html"
         recs = by_item.get(it.id, {})
@@ -682,7 +571,7 @@ def write_inspector(run_dir: str | Path) -> Path:
         rows.append({"id": it.id, "film": it.film_id, "category": item_category(it), "page": page,
                      "question": question, "gist": _shorten(question, GIST_CHARS),
                      "marks": [_mark(recs.get(c)) for c in configs], "cells": [_cell(recs.get(c)) for c in configs],
-                     "outcomes": [((recs.get(c) or {}).get("evidence") or {}).get("outcome") or "" for c in configs]})
+                     "outcomes": [_outcome(recs.get(c)) for c in configs]})
         gold = [(float(g[0]), float(g[1])) for g in getattr(it, "evidence", None) or []]
         if gold:
             fields.append(("Gold evidence", ", ".join(f"{_hms(a)}–{_hms(b)}" for a, b in gold)))
@@ -692,32 +581,13 @@ def write_inspector(run_dir: str | Path) -> Path:
             if r is None:
                 continue
             cell = _cell(r)
-            css = cell["css"]
             verdict = {"✔": "right", "✘": "wrong", "!": "invalid", "·": "not scored",
                        "∅": "not sent: the prompt was longer than the backbone's context"}.get(cell["mark"], "") + (
-                f" ({cell['note']})" if cell["note"] and r["status"] not in ("invalid", "unfit") else "")
-            queries = []
-            for key, a in (r.get("answers") or {}).items():
-                u = a.get("usage") or {}
-                ev = [{"kind": e.get("kind"), "time": f"{_hms(e.get('start'))}–{_hms(e.get('end'))}",
-                       "text": e.get("text") or "", "frame": e.get("frame"),
-                       **_still(e, facts.get(it.film_id), manifest.get("library"), root / "thumbs"),
-                       "score": f"{e['score']:.3f}" if isinstance(e.get("score"), (int, float)) else "",
-                       "retriever": e.get("retriever") or "", "cited": bool(e.get("cited")),
-                       "gold": any(evidence.overlaps((e["start"], e["end"]), (g[0], g[1])) for g in gold)}
-                      for e in a.get("evidence") or []]
-                trace = [{"kind": s.get("kind", "?"), "body": json.dumps({k: v for k, v in s.items() if k != "kind"},
-                                                                         ensure_ascii=False, indent=1)}
-                         for s in a.get("trace") or []]
-                film = facts.get(it.film_id)
-                queries.append({"timeline": timeline(film.duration if film else None, a.get("evidence") or [], gold),
-                                "key": key, "choice": a.get("choice"), "confidence": a.get("confidence"),
-                                "text": a.get("text") or "", "error": a.get("error"), "evidence": ev, "trace": trace,
-                                "usage": f"{u.get('input_tokens', 0)} input / {u.get('output_tokens', 0)} output tokens, "
-                                         f"{u.get('images', 0)} images, {u.get('latency_s') or 0:.2f} s{_replay_note(a)}, "
-                                         f"cost {_money(u.get('cost_usd'))}"})
-            answers.append({"policy": c[0], "backbone": c[1], "css": css, "verdict": verdict,
-                            "reason": r.get("reason"), "queries": queries})
+                f" ({cell['note']})" if cell["note"] and r.status not in ("invalid", "unfit") else "")
+            queries = [_query(key, a, facts.get(it.film_id), header.library, root / "thumbs", gold)
+                       for key, a in r.answers.items()]
+            answers.append({"policy": c[0], "backbone": c[1], "css": cell["css"], "verdict": verdict,
+                            "reason": r.reason, "queries": queries})
         lanes = [{"label": f"{a['policy']} / {a['backbone']}" + (f" ({q['key']})" if len(a["queries"]) > 1 else ""),
                   "css": a["css"], "verdict": a["verdict"], "timeline": q["timeline"], "usage": q["usage"]}
                  for a in answers for q in a["queries"]]
@@ -725,16 +595,16 @@ def write_inspector(run_dir: str | Path) -> Path:
             item_tpl.render(title=it.id, item=it, category=item_category(it), fields=fields, options=options,
                             answers=answers, lanes=lanes, hms=_hms, film_page=film_pages.get(it.film_id)),
             encoding="utf-8")
-    (root / "index.html").write_text(env.get_template("index").render(
-        title=title, fmt=manifest["format"], items=items, configs=configs, rows=rows,
+    (root / "index.html").write_text(env.get_template("index.html.j2").render(
+        title=title, fmt=header.format, items=items, configs=configs, rows=rows,
         categories=_category_table(items, configs, by_item), outcomes=evidence.OUTCOMES, page_size=INDEX_PAGE),
         encoding="utf-8")
     return root / "index.html"
 
 
-def _replay_note(record: dict[str, Any]) -> str:
+def _replay_note(answer: AnswerRecord) -> str:
     """Marks a latency that is not this run's: the calls were answered from the replay cache."""
-    calls, replayed = record.get("calls") or 0, record.get("replayed_calls") or 0
+    calls, replayed = answer.calls, answer.replayed_calls
     if not calls or not replayed:
         return ""
     return " (replayed from the cache: the original calls' latency)" if replayed == calls else \

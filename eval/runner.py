@@ -1,10 +1,10 @@
 """The benchmark runner: a grid of policies x backbones x items, resumable item by item.
 
 Run directory layout (plain JSON, readable without moviemem):
-- run.json       what was asked: benchmark, format, policies, backbones, library, caps
+- run.json       what was asked: benchmark, format, policies, backbones, library, caps (records.RunHeader)
 - items.jsonl    the validated benchmark items (so reports need no other file)
 - results.jsonl  one line per (policy, backbone, item): status answered | invalid (with the
-                 reason), the score, and every Answer in full (evidence, trace, usage)
+                 reason), the score, and every Answer in full (evidence, trace, usage) (records.ResultRecord)
 
 Resuming: a rerun reads results.jsonl and skips the keys it holds; a line cut short by a kill
 is dropped (its item runs again), so nothing is lost or duplicated. Lines are appended under a
@@ -49,7 +49,8 @@ from ..foundation.files import atomic_write_text
 from ..foundation.urls import redact_urls, url_secrets
 from . import evidence, metrics
 from .formats import Benchmark, Item, formats, item_category, text_lines
-from .records import check_record
+from .records import LOG_VERSION, AnswerRecord, Config, RecordUsage, ResultRecord, RunHeader, Status, parse
+from .records import Spend as Spend  # the runner's budget counts in it (scale/ray_bench.py imports it from here)
 from .tasks import Query, task_for
 
 RESULTS = "results.jsonl"
@@ -105,20 +106,6 @@ def check_policies(policies: Sequence[str]) -> None:
 
 
 # ----------------------------------------------------------------------------- budget and metering
-
-
-@dataclass
-class Spend:
-    calls: int = 0  # calls that reached a model
-    cache_hits: int = 0
-    tokens: int = 0  # input + output tokens of calls that reached a model
-    cost_usd: float = 0.0
-    unpriced_calls: int = 0
-    transient: int = 0  # calls that failed in transport: no reply from the model, asked again by a rerun
-
-    def add(self, other: Spend) -> None:
-        for f in dataclasses.fields(self):
-            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 
 
 class Budget:
@@ -239,43 +226,42 @@ def _jsonable(obj: Any) -> Any:
     return str(obj)
 
 
-def answer_record(ans: Any) -> dict[str, Any]:
-    """The full Answer as plain JSON: every evidence field (frame paths included), the trace and usage."""
+def answer_record(ans: Any) -> AnswerRecord:
+    """The full Answer: every evidence field (frame paths included), the trace and usage."""
     u = getattr(ans, "usage", None)
-    return {
-        "choice": getattr(ans, "choice", None), "text": getattr(ans, "text", "") or "",
-        "confidence": getattr(ans, "confidence", None), "invalid": bool(getattr(ans, "invalid", False)),
-        "error": getattr(ans, "error", None), "reason": getattr(ans, "reason", None),
-        "grounded": bool(getattr(ans, "grounded", True)), "policy": getattr(ans, "policy", None),
-        "backbone": getattr(ans, "backbone", None),
-        "evidence": [_jsonable(e) for e in getattr(ans, "evidence", []) or []],
-        "trace": [_jsonable(s.to_dict() if hasattr(s, "to_dict") else s) for s in getattr(ans, "trace", []) or []],
-        "usage": _jsonable(u) if u is not None else {},
-        "calls": int(getattr(ans, "calls", 0) or 0), "replayed_calls": int(getattr(ans, "replayed_calls", 0) or 0),
-    }
+    return AnswerRecord(
+        choice=getattr(ans, "choice", None), text=getattr(ans, "text", "") or "",
+        confidence=getattr(ans, "confidence", None), invalid=bool(getattr(ans, "invalid", False)),
+        error=getattr(ans, "error", None), reason=getattr(ans, "reason", None),
+        grounded=bool(getattr(ans, "grounded", True)), policy=getattr(ans, "policy", None),
+        backbone=getattr(ans, "backbone", None),
+        evidence=[_jsonable(e) for e in getattr(ans, "evidence", []) or []],
+        trace=[_jsonable(s.to_dict() if hasattr(s, "to_dict") else s) for s in getattr(ans, "trace", []) or []],
+        usage=RecordUsage.model_validate(_jsonable(u)) if u is not None else RecordUsage(),
+        calls=int(getattr(ans, "calls", 0) or 0), replayed_calls=int(getattr(ans, "replayed_calls", 0) or 0),
+    )
 
 
 def record_key(policy: str, backbone: str, item_id: str) -> str:
     return f"{policy}\t{backbone}\t{item_id}"
 
 
-def _usage_sum(answers: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    keys = ("input_tokens", "output_tokens", "cached_input_tokens", "images", "latency_s")
-    out: dict[str, Any] = {k: sum((a.get("usage") or {}).get(k) or 0 for a in answers.values()) for k in keys}
-    costs = [(a.get("usage") or {}).get("cost_usd") for a in answers.values()]
-    priced = [c for c in costs if c is not None]
-    out["cost_usd"] = sum(priced) if priced else None
-    return out
+def _usage_sum(answers: dict[str, AnswerRecord]) -> RecordUsage:
+    us = [a.usage for a in answers.values()]
+    priced = [u.cost_usd for u in us if u.cost_usd is not None]
+    return RecordUsage(input_tokens=sum(u.input_tokens for u in us), output_tokens=sum(u.output_tokens for u in us),
+                       cached_input_tokens=sum(u.cached_input_tokens for u in us), images=sum(u.images for u in us),
+                       latency_s=sum(u.latency_s or 0 for u in us), cost_usd=sum(priced) if priced else None)
 
 
-def read_results(run_dir: str | Path, repair: bool = False) -> list[dict[str, Any]]:
+def read_log(run_dir: str | Path, repair: bool = False) -> list[ResultRecord]:
     """Records of a run directory. A last line cut short by a kill is ignored (and cut off the
     file when `repair`); a repeated key keeps its first record."""
     path = Path(run_dir) / RESULTS
     if not path.exists():
         return []
     data = path.read_bytes()
-    records: list[dict[str, Any]] = []
+    records: list[ResultRecord] = []
     seen: set[str] = set()
     good_end = 0
     pos = 0
@@ -286,21 +272,22 @@ def read_results(run_dir: str | Path, repair: bool = False) -> list[dict[str, An
             break  # an unterminated last line: written when the process died
         line = data[pos:nl]
         lineno += 1
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            raise MovieMemError(f"{path}: line {lineno} is not JSON; the file was edited or is damaged") from None
-        check_record(rec, f"{path}: line {lineno}")
+        rec = parse(ResultRecord, line, f"{path}: line {lineno}")
         pos = nl + 1
         good_end = pos
-        if rec.get("key") in seen:
+        if rec.key in seen:
             continue
-        seen.add(rec.get("key"))
+        seen.add(rec.key)
         records.append(rec)
     if repair and good_end < len(data):
         with path.open("r+b") as f:
             f.truncate(good_end)
     return records
+
+
+def read_results(run_dir: str | Path, repair: bool = False) -> list[dict[str, Any]]:
+    """`read_log`'s records as the JSON objects of their lines, for code that reads them so (judge, filter)."""
+    return [r.line() for r in read_log(run_dir, repair)]
 
 
 def read_items(run_dir: str | Path) -> list[dict[str, Any]]:
@@ -310,12 +297,16 @@ def read_items(run_dir: str | Path) -> list[dict[str, Any]]:
     return [json.loads(line) for _, line in text_lines(path.read_text(encoding="utf-8"))]
 
 
-def read_manifest(run_dir: str | Path) -> dict[str, Any]:
+def read_header(run_dir: str | Path) -> RunHeader:
     path = Path(run_dir) / MANIFEST
     if not path.exists():
         raise MovieMemError(f"{run_dir} is not a run directory: no {MANIFEST}")
-    manifest: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    return manifest
+    return parse(RunHeader, path.read_bytes(), str(path))
+
+
+def read_manifest(run_dir: str | Path) -> dict[str, Any]:
+    """run.json as its JSON object (`read_header`, checked), for code that reads it so (judge)."""
+    return read_header(run_dir).line()
 
 
 class JsonlWriter:
@@ -355,7 +346,7 @@ class Progress:
     done: int  # records in the run directory for this grid
     total: int
     spend: Spend  # this invocation
-    last: dict[str, Any] | None = None
+    last: ResultRecord | None = None
 
 
 @dataclass
@@ -374,11 +365,6 @@ class BenchResult:
     @property
     def complete(self) -> bool:
         return self.answered + self.invalid + self.unfit == self.total
-
-
-def _spend_of(rec: dict[str, Any]) -> Spend:
-    s = rec.get("spend") or {}
-    return Spend(**{f.name: s.get(f.name, 0) for f in dataclasses.fields(Spend)})
 
 
 def backbone_spec(b: Any) -> str:
@@ -482,29 +468,29 @@ def run_bench(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any
 
     run_dir = Path(out)  # created and locked by _one_writer
     manifest_path = run_dir / MANIFEST
-    old = json.loads(manifest_path.read_text(encoding="utf-8")) if manifest_path.exists() else {}
-    if old and old.get("format") != bench.format:
-        raise MovieMemError(f"{run_dir} holds a {old.get('format')} run; use another --out for {bench.format}")
+    old = read_header(run_dir) if manifest_path.exists() else None
+    if old is not None and old.format != bench.format:
+        raise MovieMemError(f"{run_dir} holds a {old.format} run; use another --out for {bench.format}")
 
-    records = read_results(run_dir, repair=True)
+    records = read_log(run_dir, repair=True)
     warnings: list[str] = []
-    retired = Spend(**old.get("retired_spend", {}))  # spend of records dropped by --retry-invalid
+    retired = old.retired_spend if old is not None else Spend()  # spend of records dropped by --retry-invalid
     # transport faults are no answer: always asked again; invalid answers and prompts that did not fit
     # the context (a larger context may take them) only when asked to
     again = {"transient"} | ({"invalid", "unfit"} if retry_invalid else set())
-    keep = [r for r in records if r["status"] not in again]
+    keep = [r for r in records if r.status not in again]
     for r in records:
-        if r["status"] in again:
-            retired.add(_spend_of(r))
+        if r.status in again:
+            retired.add(r.spend)
     if len(keep) != len(records):
-        atomic_write_text(run_dir / RESULTS, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in keep))
+        atomic_write_text(run_dir / RESULTS, "".join(json.dumps(r.line(), ensure_ascii=False) + "\n" for r in keep))
         for status, what in (("invalid", "invalid item(s)"), ("unfit", "item(s) whose prompt did not fit the context"),
                              ("transient", "item(s) that hit transport faults")):
-            n = sum(r["status"] == status for r in records if status in again)
+            n = sum(r.status == status for r in records if status in again)
             if n:
                 warnings.append(f"retrying {n} {what}")
     records = keep
-    done = {r["key"] for r in records}
+    done = {r.key for r in records}
 
     # items.jsonl: the union of what earlier runs and this one asked, this run's version winning
     known = {row["id"]: row for row in (read_items(run_dir) if (run_dir / ITEMS).exists() else [])}
@@ -513,43 +499,41 @@ def run_bench(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any
     lib_path = getattr(library, "path", None) or getattr(getattr(answerer, "library", None), "path", None)
     if lib_path and "://" not in str(lib_path):
         lib_path = str(Path(lib_path).resolve())
-    manifest = {
-        "benchmark": bench.path, "format": bench.format, "source": bench.source,
-        "policies": sorted(set(old.get("policies", [])) | set(policies)),
-        "backbones": sorted(set(old.get("backbones", [])) | set(specs)),
-        "library": str(lib_path) if lib_path else old.get("library"),
-        "created": old.get("created") or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "updated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "max_cost_usd": max_cost_usd, "max_tokens": max_tokens, "items_digest": benchmark_digest(items),
-        "retired_spend": dataclasses.asdict(retired),
-        "task_description": formats()[bench.format].description,
-    }
-    _write_json(manifest_path, manifest)
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    header = RunHeader(
+        log_version=LOG_VERSION, benchmark=bench.path, format=bench.format, source=bench.source,
+        policies=sorted(set(old.policies if old else []) | set(policies)),
+        backbones=sorted(set(old.backbones if old else []) | set(specs)),
+        library=str(lib_path) if lib_path else old.library if old else None,
+        created=(old.created if old else None) or now, updated=now,
+        max_cost_usd=max_cost_usd, max_tokens=max_tokens, items_digest=benchmark_digest(items),
+        retired_spend=retired, task_description=formats()[bench.format].description)
+    _write_json(manifest_path, header.line())
 
     spent = Spend()
     spent.add(retired)
     for r in records:
-        spent.add(_spend_of(r))
+        spent.add(r.spend)
     budget = Budget(max_cost_usd, max_tokens, spent)
     cache_path = Path(cache) if cache is not None else (Path(lib_path) / "cache" if lib_path else None)
     metered = [MeteredBackbone(_load_backbone(b, cache_path, cache_mode), budget, spec)
                for b, spec in zip(backbones, specs)]
-    _record_provenance(manifest_path, manifest, old.get("provenance"), metered, policies, warnings,
+    _record_provenance(manifest_path, header, old.provenance if old else None, metered, policies, warnings,
                        library or getattr(answerer, "library", None), [it.film_id for it in items])
 
     grid = [(p, mb, it) for mb in metered for p in policies for it in _order(items)]
     total = len(grid)
     todo = [(p, mb, it) for p, mb, it in grid if record_key(p, mb.name, it.id) not in done]
     grid_keys = {record_key(p, mb.name, it.id) for p, mb, it in grid}
-    counts = {s: sum(1 for r in records if r["status"] == s and r["key"] in grid_keys)
+    counts = {s: sum(1 for r in records if r.status == s and r.key in grid_keys)
               for s in ("answered", "invalid", "unfit", "transient")}
     lock = threading.Lock()
     stopped_at: list[str] = []
 
-    def one(policy: str, mb: MeteredBackbone, item: Item) -> dict[str, Any] | None:
+    def one(policy: str, mb: MeteredBackbone, item: Item) -> ResultRecord | None:
         t0 = time.perf_counter()
         item_spend = mb.begin_item()
-        answers: dict[str, dict[str, Any]] = {}
+        answers: dict[str, AnswerRecord] = {}
         failure: str | None = None
         unreachable = False
         for q in task.queries(item):
@@ -566,32 +550,31 @@ def run_bench(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any
             except Exception as exc:  # noqa: BLE001 - recorded with its reason, never dropped
                 failure = f"{q.key}: {type(exc).__name__}: {exc}"
                 break
+        written = {k: a.line() for k, a in answers.items()}  # as tasks (plug-ins among them) and metrics read answers
         reason: str | None
         if failure is not None:
             scored_correct, detail, reason = None, {}, failure
         else:
-            sc = task.score(item, answers)
+            sc = task.score(item, written)
             scored_correct, detail, reason = sc.correct, sc.detail, sc.invalid_reason
-        extra: dict[str, Any] = {}
-        unfit = any(a.get("reason") == CONTEXT for a in answers.values())  # a prompt the model never read
+        measures: dict[str, Any] = {}  # written only when measured: a line without them reads as before
+        unfit = any(a.reason == CONTEXT for a in answers.values())  # a prompt the model never read
         gold = getattr(item, "evidence", None) or []
         if gold and answers and not unfit:  # nothing was sent: no evidence to measure
-            extra["evidence"] = evidence.record_evidence([list(g) for g in gold], answers, scored_correct)
+            measures["evidence"] = evidence.record_evidence([list(g) for g in gold], written, scored_correct)
         fault = bool(item_spend.transient) or unreachable
-        n_search = evidence.searches(answers)
+        n_search = evidence.searches(written)
         if n_search is not None:
-            extra["searches"] = n_search
-        return {
-            "key": record_key(policy, mb.name, item.id), "policy": policy, "backbone": mb.name, "item_id": item.id,
-            "film_id": item.film_id, "format": bench.format, "category": item_category(item),
-            "status": ("transient" if fault else "unfit" if unfit else "invalid") if reason else "answered",
-            "reason": f"transport fault: {reason}" if reason and fault else f"context: {reason}" if unfit else reason,
-            "correct": None if unfit else scored_correct,
-            "detail": _jsonable(detail), "answers": answers, "usage": _usage_sum(answers),
-            "grounded": all(a.get("grounded", True) for a in answers.values()) if answers else False,
-            "spend": dataclasses.asdict(item_spend), "wall_s": round(time.perf_counter() - t0, 4),
-            "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **extra,
-        }
+            measures["searches"] = n_search
+        status: Status = ("transient" if fault else "unfit" if unfit else "invalid") if reason else "answered"
+        return ResultRecord(
+            log_version=LOG_VERSION, key=record_key(policy, mb.name, item.id), policy=policy, backbone=mb.name,
+            item_id=item.id, film_id=item.film_id, format=bench.format, category=item_category(item), status=status,
+            reason=f"transport fault: {reason}" if reason and fault else f"context: {reason}" if unfit else reason,
+            correct=None if unfit else scored_correct, detail=_jsonable(detail), answers=answers,
+            usage=_usage_sum(answers), grounded=all(a.grounded for a in answers.values()) if answers else False,
+            spend=item_spend, wall_s=round(time.perf_counter() - t0, 4),
+            finished_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **measures)
 
     # the specs' own URL credentials too: a backbone answering elsewhere (Ray workers) names no secrets here
     secrets = [v for mb in metered for v in mb.secrets()] + [v for b in backbones if isinstance(b, str) for v in url_secrets(b)]
@@ -615,8 +598,8 @@ def run_bench(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any
                 rec = fut.result()
                 if rec is None:
                     continue
-                writer.write(rec)
-                counts[rec["status"]] += 1
+                writer.write(rec.line())
+                counts[rec.status] += 1
                 if progress is not None:
                     progress(Progress(counts["answered"] + counts["invalid"] + counts["unfit"], total, budget.now, rec))
     except BaseException:
@@ -626,7 +609,7 @@ def run_bench(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
         writer.close()
-    _record_prompts(manifest_path, manifest, run_dir)
+    _record_prompts(manifest_path, header, run_dir)
 
     stopped = None
     if budget.exceeded:
@@ -660,7 +643,7 @@ def _resolved_settings(spec: str) -> dict[str, Any]:
         return overrides
 
 
-def _record_provenance(path: Path, manifest: dict[str, Any], old: dict[str, Any] | None, metered: list[MeteredBackbone],
+def _record_provenance(path: Path, header: RunHeader, old: dict[str, Any] | None, metered: list[MeteredBackbone],
                        policies: Sequence[str], warnings: list[str], library: Any = None,
                        film_ids: Sequence[str] = ()) -> None:
     """run.json gets what produced the numbers; a rerun whose provenance differs says what changed."""
@@ -674,87 +657,105 @@ def _record_provenance(path: Path, manifest: dict[str, Any], old: dict[str, Any]
     for group in ("backbones", "policies"):  # configurations of earlier invocations stay described
         prov[group] = {**((old or {}).get(group) or {}), **prov[group]}
     prov["changes"] = [*((old or {}).get("changes") or []), *changes]
-    manifest["provenance"] = prov
-    _write_json(path, manifest)
+    header.provenance = prov
+    _write_json(path, header.line())
 
 
-def _record_prompts(path: Path, manifest: dict[str, Any], run_dir: Path) -> None:
+def _record_prompts(path: Path, header: RunHeader, run_dir: Path) -> None:
     """The prompt ids and versions each policy's answers sent, read from the records once they are written."""
     from . import provenance
 
-    manifest.setdefault("provenance", {})["prompts"] = provenance.prompts(read_results(run_dir))
-    _write_json(path, manifest)
+    header.provenance = {**(header.provenance or {}), "prompts": provenance.prompts(read_results(run_dir))}
+    _write_json(path, header.line())
 
 
-def grid_records(run_dir: str | Path, unfit: bool = False) -> tuple[list[Item], dict[tuple[str, str], list[dict[str, Any]]]]:
+Grid = dict[Config, list[ResultRecord]]  # the records of each configuration, in item order
+
+
+def log_grid(run_dir: str | Path, unfit: bool = False) -> tuple[list[Item], Grid]:
     """Items (validated again) and the records of each (policy, backbone), in item order. Records of prompts
     that did not fit the context are left out (never scored, never paired) unless `unfit` asks for them."""
     from .formats import validate_rows
 
-    manifest = read_manifest(run_dir)
+    header = read_header(run_dir)
     rows = read_items(run_dir)
-    items = validate_rows(((i + 1, r) for i, r in enumerate(rows)), manifest["format"], str(Path(run_dir) / ITEMS))
-    by_key: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
-    for r in read_results(run_dir):
-        if r["status"] == "transient" or (r["status"] == "unfit" and not unfit):
+    items = validate_rows(((i + 1, r) for i, r in enumerate(rows)), header.format, str(Path(run_dir) / ITEMS))
+    by_key: dict[Config, dict[str, ResultRecord]] = {}
+    for r in read_log(run_dir):
+        if r.status == "transient" or (r.status == "unfit" and not unfit):
             continue  # no answer to score: the configuration shows as incomplete until a rerun asks again
-        by_key.setdefault((r["policy"], r["backbone"]), {})[r["item_id"]] = r
+        by_key.setdefault(r.config, {})[r.item_id] = r
     order = {it.id: i for i, it in enumerate(items)}
-    out = {k: sorted((r for iid, r in v.items() if iid in order), key=lambda r: order[r["item_id"]])
+    out = {k: sorted((r for iid, r in v.items() if iid in order), key=lambda r: order[r.item_id])
            for k, v in by_key.items()}
     return items, out
 
 
-def fallback_parsed(records: Sequence[dict[str, Any]]) -> metrics.Estimate:
+def as_lines(grid: Grid) -> dict[Config, list[dict[str, Any]]]:
+    """A grid's records as the JSON objects of their lines, for code that reads them so (judge, filter, permute)."""
+    return {key: [r.line() for r in recs] for key, recs in grid.items()}
+
+
+def grid_records(run_dir: str | Path, unfit: bool = False) -> tuple[list[Item], dict[Config, list[dict[str, Any]]]]:
+    """`log_grid` with its records as JSON objects (`as_lines`)."""
+    items, grid = log_grid(run_dir, unfit)
+    return items, as_lines(grid)
+
+
+def fallback_parsed(records: Sequence[ResultRecord]) -> metrics.Estimate:
     """Share of a configuration's valid answers that were read from free text by a fallback
     parser rather than from the model's JSON (each answer's last parse step in its trace)."""
     hows = []
     for rec in records:
-        for ans in (rec.get("answers") or {}).values():
-            parses = [s for s in ans.get("trace") or [] if s.get("kind") == "parse" and not s.get("invalid")]
+        for ans in rec.answers.values():
+            parses = [s for s in ans.trace if s.get("kind") == "parse" and not s.get("invalid")]
             if parses:
                 hows.append(parses[-1].get("how") == "fallback")
     return metrics.wilson(sum(hows), len(hows))
 
 
-def scored_grid(run_dir: str | Path) -> tuple[list[Item], dict[tuple[str, str], list[dict[str, Any]]],
-                                              dict[tuple[str, str], int]]:
-    """`grid_records` read once, split: the records that can be scored (every configuration a key, even one
+def scored_log(run_dir: str | Path) -> tuple[list[Item], Grid, dict[Config, int]]:
+    """`log_grid` read once, split: the records that can be scored (every configuration a key, even one
     whose every prompt was too long), and per configuration the items whose prompt did not fit the context."""
-    items, grid = grid_records(run_dir, unfit=True)
-    unfit = {key: sum(r["status"] == "unfit" for r in recs) for key, recs in grid.items()}
-    return items, {key: [r for r in recs if r["status"] != "unfit"] for key, recs in grid.items()}, unfit
+    items, grid = log_grid(run_dir, unfit=True)
+    unfit = {key: sum(r.status == "unfit" for r in recs) for key, recs in grid.items()}
+    return items, {key: [r for r in recs if r.status != "unfit"] for key, recs in grid.items()}, unfit
+
+
+def scored_grid(run_dir: str | Path) -> tuple[list[Item], dict[Config, list[dict[str, Any]]], dict[Config, int]]:
+    """`scored_log` with its records as JSON objects (`as_lines`)."""
+    items, grid, unfit = scored_log(run_dir)
+    return items, as_lines(grid), unfit
 
 
 def summarise(run_dir: str | Path) -> list[dict[str, Any]]:
     """One row per (policy, backbone): the task's scores over the items it has records for."""
-    manifest = read_manifest(run_dir)
-    task = task_for(manifest["format"])
-    items, grid, unfit = scored_grid(run_dir)
+    task = task_for(read_header(run_dir).format)
+    items, grid, unfit = scored_log(run_dir)
     by_id = {it.id: it for it in items}
     rows = []
     for (policy, backbone), recs in sorted(grid.items()):
-        its = [by_id[r["item_id"]] for r in recs]
-        s = task.summarise(its, recs)
-        tokens = [r["usage"].get("input_tokens") or 0 for r in recs]
-        costs = [r["usage"].get("cost_usd") for r in recs]
-        priced = [c for c in costs if c is not None]
+        its = [by_id[r.item_id] for r in recs]
+        s = task.summarise(its, [r.line() for r in recs])  # tasks (plug-ins among them) read records as JSON
+        usage = [r.usage for r in recs]
+        tokens = [u.input_tokens for u in usage]
+        priced = [u.cost_usd for u in usage if u.cost_usd is not None]
         s.update({"policy": policy, "backbone": backbone, "n": len(recs),
-                  "answered": sum(r["status"] == "answered" for r in recs),
-                  "invalid_n": sum(r["status"] == "invalid" for r in recs),
+                  "answered": sum(r.status == "answered" for r in recs),
+                  "invalid_n": sum(r.status == "invalid" for r in recs),
                   "unfit_n": unfit.get((policy, backbone), 0),
                   # answers the model gave while shown no evidence from the film: guesses (closed-book's by design)
-                  "guesses": metrics.wilson(sum(r["status"] == "answered" and r.get("grounded") is False for r in recs),
-                                            sum(r["status"] == "answered" for r in recs)).to_dict(),
+                  "guesses": metrics.wilson(sum(r.status == "answered" and not r.grounded for r in recs),
+                                            sum(r.status == "answered" for r in recs)).to_dict(),
                   "fallback_parsed": fallback_parsed(recs).to_dict(),
                   "median_input_tokens": statistics.median(tokens) if tokens else None,
                   "total_input_tokens": sum(tokens),
                   # what the model really read: billed input less the prefix it reused from its prompt cache
-                  "total_processed_tokens": sum(tokens) - sum(r["usage"].get("cached_input_tokens") or 0 for r in recs),
-                  "total_output_tokens": sum(r["usage"].get("output_tokens") or 0 for r in recs),
+                  "total_processed_tokens": sum(tokens) - sum(u.cached_input_tokens for u in usage),
+                  "total_output_tokens": sum(u.output_tokens for u in usage),
                   "cost_usd": sum(priced) if priced else None,
-                  "compute_s": round(sum(r.get("wall_s") or 0 for r in recs), 3),
-                  "latency_s": round(sum(r["usage"].get("latency_s") or 0 for r in recs), 3),
+                  "compute_s": round(sum(r.wall_s for r in recs), 3),
+                  "latency_s": round(sum(u.latency_s or 0 for u in usage), 3),
                   **evidence.summary(recs)})
         rows.append(s)
     return rows
