@@ -14,11 +14,11 @@ import pytest
 
 from moviemem.agents.types import Answer
 from moviemem.backbones import ScriptedBackbone, user
-from moviemem.errors import MovieMemError
 from moviemem.eval import report
 from moviemem.eval.formats import Benchmark, validate_rows
 from moviemem.eval.records import LOG_VERSION, ResultRecord, RunHeader, parse
 from moviemem.eval.runner import RESULTS, read_header, read_log, run_bench, summarise
+from moviemem.foundation.errors import MovieMemError
 
 V1 = Path(__file__).parent / "data" / "run_v1"
 
