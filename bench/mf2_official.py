@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 from moviemem.eval import metrics
-from moviemem.eval.runner import scored_grid
+from moviemem.eval.runner import scored_log
 
 HALVES = {"A": {"mf2-5", "mf2-6", "mf2-8", "mf2-11", "mf2-22"}, "B": {"mf2-29", "mf2-35", "mf2-48", "mf2-51", "mf2-54"}}
 # published pairwise accuracy on the whole benchmark (video + transcript), from the dev set's README
@@ -36,19 +36,19 @@ def _pct(e: metrics.Estimate) -> str:
 
 
 def report(run_dir: Path) -> dict[str, dict[str, object]]:
-    items, grid, unfit = scored_grid(run_dir)
+    items, grid, unfit = scored_log(run_dir)
     by_id = {it.id: it for it in items}
     out: dict[str, dict[str, object]] = {}
     for (policy, backbone), recs in sorted(grid.items()):
-        its = [by_id[r["item_id"]] for r in recs]
-        correct = [r.get("correct") for r in recs]
+        its = [by_id[r.item_id] for r in recs]
+        correct = [r.correct for r in recs]
         row: dict[str, object] = {"pairs": len(recs), "not_sent": unfit.get((policy, backbone), 0),
                                   "all": metrics.accuracy(correct)}
         for half, films in HALVES.items():
             row[f"half {half}"] = metrics.accuracy([c for c, it in zip(correct, its) if it.film_id in films])
         row["granularity"] = metrics.per_category(correct, [getattr(it, "granularity", None) for it in its])
         row["category"] = metrics.per_category(correct, [it.category for it in its])
-        tokens = [r["usage"].get("input_tokens") or 0 for r in recs]
+        tokens = [r.usage.input_tokens for r in recs]
         row["median_input_tokens_a_pair"] = statistics.median(tokens) if tokens else None
         out[f"{policy} / {backbone}"] = row
         print(f"\n## {policy} / {backbone}: {len(recs)} pairs answered, {row['not_sent']} not sent, "

@@ -68,7 +68,7 @@ def retrieval(lib, dev: Path, formats: list[str]) -> None:
 def answering(lib, dev: Path, out: Path, formats: list[str], policies: list[str], backbone: str) -> None:
     from moviemem.eval.formats import load_benchmark
     from moviemem.eval.report import write_report
-    from moviemem.eval.runner import read_results, run_bench, summarise
+    from moviemem.eval.runner import read_log, run_bench, summarise
 
     for fmt in formats:
         run_dir = out / fmt
@@ -78,8 +78,8 @@ def answering(lib, dev: Path, out: Path, formats: list[str], policies: list[str]
               f"-> {run_dir}")
         write_report(run_dir, inspector=True)
         lat: dict[str, list[float]] = {}
-        for rec in read_results(run_dir):
-            lat.setdefault(rec["policy"], []).append(rec["wall_s"])
+        for rec in read_log(run_dir):
+            lat.setdefault(rec.policy, []).append(rec.wall_s)
         for r in summarise(run_dir):
             acc = r.get("pairwise_accuracy") or r.get("accuracy") or {}
             ci = f"[{100 * acc.get('ci_low', 0):.1f}, {100 * acc.get('ci_high', 0):.1f}]" if acc else ""

@@ -19,7 +19,7 @@ from typing import Any
 from ..foundation.errors import MovieMemError
 from ..foundation.files import atomic_write_text
 from .formats import MCQ, Benchmark, item_category, load_benchmark, write_jsonl
-from .runner import Answerer, grid_records, run_bench
+from .runner import Answerer, log_grid, run_bench
 
 CLOSED_BOOK = "closed-book[with_title=true]"  # title and year only
 
@@ -102,9 +102,9 @@ def filter_benchmark(path: str | Path, backbones: Sequence[Any], out: str | Path
                     max_cost_usd=max_cost_usd, cache=cache)
     if res.stopped:
         raise MovieMemError(f"closed-book run incomplete ({res.stopped}); nothing filtered")
-    _, grid = grid_records(run_dir)
+    _, grid = log_grid(run_dir)
     wanted = {b if isinstance(b, str) else getattr(b, "name", "") for b in backbones}
-    correct = {b: {r["item_id"]: r.get("correct") for r in recs} for (p, b), recs in grid.items()
+    correct = {b: {r.item_id: r.correct for r in recs} for (p, b), recs in grid.items()
                if p == policy and b in wanted}
     result = memorization_filter(bench.items, correct)  # type: ignore[arg-type]  # an mcq benchmark (checked on load) holds MCQ items
     kept = set(result.kept)

@@ -24,7 +24,7 @@ import numpy as np
 from ..foundation.errors import MovieMemError
 from . import metrics
 from .formats import text_lines
-from .runner import JsonlWriter, backbone_spec, grid_records, only_writer, read_manifest
+from .runner import JsonlWriter, backbone_spec, log_grid, only_writer, read_header
 
 JUDGE = "judge.jsonl"
 
@@ -83,7 +83,7 @@ def judge_run(run_dir: str | Path, backbone: Any, *, repeats: int = 1, cache: st
     """Judge every answered open / narration record; returns counts of judged, failed and skipped.
     The judge holds the run directory as its only writer, as a bench does."""
     run_dir = Path(run_dir)
-    fmt = read_manifest(run_dir)["format"]
+    fmt = read_header(run_dir).format
     if fmt not in RUBRICS:
         raise MovieMemError(f"{run_dir} is a {fmt} run; the judge scores open and narration answers")
     if repeats < 1:
@@ -97,31 +97,32 @@ def _judge(run_dir: Path, fmt: str, backbone: Any, repeats: int, cache: str | Pa
     from ..backbones import ReplayCache, Request, load, system, user
 
     spec = backbone_spec(backbone)  # as bench names backbones: never with URL credentials
-    manifest = read_manifest(run_dir)
-    cache = cache or (Path(manifest["library"]) / "cache" if manifest.get("library") else None)
+    library = read_header(run_dir).library
+    cache = cache or (Path(library) / "cache" if library else None)
     if isinstance(backbone, str):
         bb = load(backbone, cache=cache if cache else False)
     else:
         bb = ReplayCache(backbone, cache) if cache else backbone
-    items, grid = grid_records(run_dir)
-    by_id = {it.id: it.model_dump(mode="json") for it in items}
+    items, grid = log_grid(run_dir)
+    by_id = {it.id: it.model_dump(mode="json") for it in items}  # judge_prompt reads an open or narration item
     done = {(j["key"], j["repeat"], j["judge"]) for j in read_judgements(run_dir) if "key" in j}
     path = run_dir / JUDGE
     if path.exists() and not path.read_bytes().endswith(b"\n") and path.stat().st_size:
         data = path.read_bytes()
         path.write_bytes(data[: data.rfind(b"\n") + 1])  # drop a line cut short by a kill
     criteria = list(RUBRICS[fmt])
-    todo = [(r, k) for recs in grid.values() for r in recs if r["status"] == "answered" for k in range(repeats)
-            if (r["key"], k, spec) not in done]
-    counts = {"judged": 0, "failed": 0, "skipped_invalid": sum(r["status"] != "answered" for recs in grid.values()
+    todo = [(r, k) for recs in grid.values() for r in recs if r.status == "answered" for k in range(repeats)
+            if (r.key, k, spec) not in done]
+    counts = {"judged": 0, "failed": 0, "skipped_invalid": sum(r.status != "answered" for recs in grid.values()
                                                                  for r in recs)}
     writer = JsonlWriter(path, getattr(bb, "secrets", list)())
     try:
         for n, (rec, k) in enumerate(todo, 1):
-            prediction = (rec["answers"].get("answer") or {}).get("text") or ""
-            prompt = judge_prompt(fmt, by_id[rec["item_id"]], prediction, k)
-            row: dict[str, Any] = {"key": rec["key"], "policy": rec["policy"], "backbone": rec["backbone"],
-                                   "item_id": rec["item_id"], "repeat": k, "judge": spec}
+            answer = rec.answers.get("answer")
+            prediction = answer.text if answer else ""
+            prompt = judge_prompt(fmt, by_id[rec.item_id], prediction, k)
+            row: dict[str, Any] = {"key": rec.key, "policy": rec.policy, "backbone": rec.backbone,
+                                   "item_id": rec.item_id, "repeat": k, "judge": spec}
             try:
                 reply = bb.send(Request.build([system(SYSTEM), user(prompt)], json_schema=_schema(criteria), max_tokens=200,
                                               temperature=0.0 if k == 0 else 0.7))
@@ -147,7 +148,7 @@ def _judge(run_dir: Path, fmt: str, backbone: Any, repeats: int, cache: str | Pa
 def judge_summary(run_dir: str | Path) -> list[dict[str, Any]]:
     """Per (policy, backbone, judge): each criterion's mean with a 95% t interval (an item's score is
     the mean of its successful repeats), failed calls, and agreement between repeats."""
-    fmt = read_manifest(run_dir)["format"]
+    fmt = read_header(run_dir).format
     if fmt not in RUBRICS:
         return []
     criteria = list(RUBRICS[fmt])

@@ -12,6 +12,7 @@ from typing import Any, cast
 
 from ..foundation.errors import MovieMemError
 from .formats import LETTERS, MCQ, Benchmark, Item
+from .records import Grid
 
 SEP = "@r"
 
@@ -32,7 +33,7 @@ def rotated(bench: Benchmark) -> Benchmark:
     return Benchmark(bench.format, items, bench.path, bench.source, {**bench.meta, "permuted": True})
 
 
-def position_bias(items: list[Item], grid: dict[tuple[str, str], list[dict[str, Any]]]) -> list[dict[str, Any]]:
+def position_bias(items: list[Item], grid: Grid) -> list[dict[str, Any]]:
     """Per (policy, backbone): items with every rotation answered, consistency across rotations
     and the chosen-letter distribution (share of valid answers per letter)."""
     by_id = cast("dict[str, MCQ]", {it.id: it for it in items if SEP in it.id})  # rotated() makes MCQ items only
@@ -41,15 +42,17 @@ def position_bias(items: list[Item], grid: dict[tuple[str, str], list[dict[str, 
         chosen: dict[str, dict[str, str | None]] = defaultdict(dict)
         letters: Counter[str] = Counter()
         for r in recs:
-            item = by_id.get(r["item_id"])
+            item = by_id.get(r.item_id)
             if item is None:
                 continue
-            letter: Any = ((r.get("answers") or {}).get("answer") or {}).get("choice")
-            base = r["item_id"].rsplit(SEP, 1)[0]
-            valid = r["status"] == "answered" and letter in LETTERS[: len(item.options)]
-            chosen[base][r["item_id"]] = item.options[LETTERS.index(letter)] if valid else None
-            if valid:
+            answer = r.answers.get("answer")
+            letter = answer.choice if answer and r.status == "answered" else None
+            base = r.item_id.rsplit(SEP, 1)[0]
+            if letter is not None and letter in LETTERS[: len(item.options)]:
+                chosen[base][r.item_id] = item.options[LETTERS.index(letter)]
                 letters[letter] += 1
+            else:
+                chosen[base][r.item_id] = None
         full = {b: picks for b, picks in chosen.items() if len(picks) == len(by_id[next(iter(picks))].options)}
         same = sum(1 for picks in full.values() if None not in picks.values() and len(set(picks.values())) == 1)
         total = sum(letters.values())

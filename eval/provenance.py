@@ -5,12 +5,14 @@ printed by `moviemem report`; a rerun into the same directory whose provenance d
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Iterable
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from ..foundation._version import __version__
 from ..foundation.digests import file_sha256
+from .records import ResultRecord
 
 ENGINES = ("llama-cpp-python", "lancedb", "sentence-transformers", "faster-whisper")
 
@@ -55,14 +57,14 @@ def film_stages(library: Any, film_ids: list[str]) -> dict[str, dict[str, str]]:
     return out
 
 
-def prompts(records: list[dict[str, Any]]) -> dict[str, list[str]]:
+def prompts(records: Iterable[ResultRecord]) -> dict[str, list[str]]:
     """Per policy: the prompt ids and versions its answers sent (from their traces)."""
     out: dict[str, set[str]] = {}
     for rec in records:
-        for ans in (rec.get("answers") or {}).values():
-            for step in ans.get("trace") or []:
+        for ans in rec.answers.values():
+            for step in ans.trace:  # a step is a JSON object: each kind has its own keys (records.py)
                 if step.get("kind") == "prompt":
-                    out.setdefault(rec["policy"], set()).add(f"{step.get('prompt')}@v{step.get('version')}")
+                    out.setdefault(rec.policy, set()).add(f"{step.get('prompt')}@v{step.get('version')}")
     return {k: sorted(v) for k, v in sorted(out.items())}
 
 

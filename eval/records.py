@@ -145,6 +145,8 @@ class RunHeader(_Value):
     provenance: dict[str, Any] | None = None  # provenance.collect, with the prompts the answers sent
 
 
+Grid = dict[Config, list[ResultRecord]]  # the records of each configuration, in item order (runner.log_grid)
+
 V = TypeVar("V", bound=_Value)
 
 

@@ -22,8 +22,8 @@ from ..foundation.files import atomic_path, atomic_write_text
 from ..foundation.timefmt import hms
 from . import evidence, metrics, provenance
 from .formats import LETTERS, Item, item_category
-from .records import AnswerRecord, Config, ResultRecord
-from .runner import Grid, as_lines, log_grid, read_header, summarise
+from .records import AnswerRecord, Config, Grid, ResultRecord
+from .runner import log_grid, read_header, summarise
 
 if TYPE_CHECKING:
     from jinja2 import Environment
@@ -221,7 +221,7 @@ def _position_bias(items: list[Item], grid: Grid) -> list[str]:
     """For a --permute run: consistency across option rotations and the chosen-letter shares."""
     from .permute import position_bias
 
-    rows = [r for r in position_bias(items, as_lines(grid)) if r["items"]]
+    rows = [r for r in position_bias(items, grid) if r["items"]]
     if not rows:
         return []
     return ["", "## Position bias (options rotated)", "",

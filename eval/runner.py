@@ -49,7 +49,7 @@ from ..foundation.files import atomic_write_text
 from ..foundation.urls import redact_urls, url_secrets
 from . import evidence, metrics
 from .formats import Benchmark, Item, formats, item_category, text_lines
-from .records import LOG_VERSION, AnswerRecord, Config, RecordUsage, ResultRecord, RunHeader, Status, parse
+from .records import LOG_VERSION, AnswerRecord, Config, Grid, RecordUsage, ResultRecord, RunHeader, Status, parse
 from .records import Spend as Spend  # the runner's budget counts in it (scale/ray_bench.py imports it from here)
 from .tasks import Query, task_for
 
@@ -285,11 +285,6 @@ def read_log(run_dir: str | Path, repair: bool = False) -> list[ResultRecord]:
     return records
 
 
-def read_results(run_dir: str | Path, repair: bool = False) -> list[dict[str, Any]]:
-    """`read_log`'s records as the JSON objects of their lines, for code that reads them so (judge, filter)."""
-    return [r.line() for r in read_log(run_dir, repair)]
-
-
 def read_items(run_dir: str | Path) -> list[dict[str, Any]]:
     path = Path(run_dir) / ITEMS
     if not path.exists():
@@ -302,11 +297,6 @@ def read_header(run_dir: str | Path) -> RunHeader:
     if not path.exists():
         raise MovieMemError(f"{run_dir} is not a run directory: no {MANIFEST}")
     return parse(RunHeader, path.read_bytes(), str(path))
-
-
-def read_manifest(run_dir: str | Path) -> dict[str, Any]:
-    """run.json as its JSON object (`read_header`, checked), for code that reads it so (judge)."""
-    return read_header(run_dir).line()
 
 
 class JsonlWriter:
@@ -665,11 +655,8 @@ def _record_prompts(path: Path, header: RunHeader, run_dir: Path) -> None:
     """The prompt ids and versions each policy's answers sent, read from the records once they are written."""
     from . import provenance
 
-    header.provenance = {**(header.provenance or {}), "prompts": provenance.prompts(read_results(run_dir))}
+    header.provenance = {**(header.provenance or {}), "prompts": provenance.prompts(read_log(run_dir))}
     _write_json(path, header.line())
-
-
-Grid = dict[Config, list[ResultRecord]]  # the records of each configuration, in item order
 
 
 def log_grid(run_dir: str | Path, unfit: bool = False) -> tuple[list[Item], Grid]:
@@ -691,17 +678,6 @@ def log_grid(run_dir: str | Path, unfit: bool = False) -> tuple[list[Item], Grid
     return items, out
 
 
-def as_lines(grid: Grid) -> dict[Config, list[dict[str, Any]]]:
-    """A grid's records as the JSON objects of their lines, for code that reads them so (judge, filter, permute)."""
-    return {key: [r.line() for r in recs] for key, recs in grid.items()}
-
-
-def grid_records(run_dir: str | Path, unfit: bool = False) -> tuple[list[Item], dict[Config, list[dict[str, Any]]]]:
-    """`log_grid` with its records as JSON objects (`as_lines`)."""
-    items, grid = log_grid(run_dir, unfit)
-    return items, as_lines(grid)
-
-
 def fallback_parsed(records: Sequence[ResultRecord]) -> metrics.Estimate:
     """Share of a configuration's valid answers that were read from free text by a fallback
     parser rather than from the model's JSON (each answer's last parse step in its trace)."""
@@ -720,12 +696,6 @@ def scored_log(run_dir: str | Path) -> tuple[list[Item], Grid, dict[Config, int]
     items, grid = log_grid(run_dir, unfit=True)
     unfit = {key: sum(r.status == "unfit" for r in recs) for key, recs in grid.items()}
     return items, {key: [r for r in recs if r.status != "unfit"] for key, recs in grid.items()}, unfit
-
-
-def scored_grid(run_dir: str | Path) -> tuple[list[Item], dict[Config, list[dict[str, Any]]], dict[Config, int]]:
-    """`scored_log` with its records as JSON objects (`as_lines`)."""
-    items, grid, unfit = scored_log(run_dir)
-    return items, as_lines(grid), unfit
 
 
 def summarise(run_dir: str | Path) -> list[dict[str, Any]]:

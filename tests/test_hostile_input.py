@@ -435,7 +435,7 @@ def test_a_member_over_the_size_bound_is_refused_before_it_is_read(tmp_path: Pat
 
 
 def test_an_edited_results_line_fails_in_one_line(tmp_path: Path, cli) -> None:
-    from moviemem.eval.runner import RESULTS, read_results
+    from moviemem.eval.runner import RESULTS, read_log
 
     srt = tmp_path / "a.srt"
     srt.write_text(SRT)
@@ -445,7 +445,7 @@ def test_an_edited_results_line_fails_in_one_line(tmp_path: Path, cli) -> None:
     run = tmp_path / "run"
     assert cli("bench", str(bench), "--policies", "closed-book", "--backbones", "scripted:A", "--out", str(run)).code == 0
     good = (run / RESULTS).read_text().splitlines()
-    assert len(read_results(run)) == 2
+    assert len(read_log(run)) == 2
     for field, value, why in [("correct", "yes", "line 2: correct: input should be a valid boolean"),
                               ("wall_s", float("nan"), "line 2: wall_s: input should be a finite number"),
                               ("status", "done", "line 2: status: input should be 'answered', 'invalid', 'unfit' or 'transient'")]:
@@ -459,7 +459,7 @@ def test_an_edited_results_line_fails_in_one_line(tmp_path: Path, cli) -> None:
     rec["usage"]["input_tokens"] = -5
     (run / RESULTS).write_text(good[0] + "\n" + json.dumps(rec) + "\n")
     with pytest.raises(MovieMemError, match="line 2: usage.input_tokens: input should be greater than or equal to 0"):
-        read_results(run)
+        read_log(run)
 
 
 def test_python_callers_get_clear_errors_for_mistaken_arguments(tmp_path: Path) -> None:

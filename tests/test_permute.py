@@ -12,7 +12,7 @@ from moviemem.backbones import ScriptedBackbone, user
 from moviemem.eval.formats import Benchmark, validate_rows
 from moviemem.eval.permute import position_bias, rotated
 from moviemem.eval.report import write_report
-from moviemem.eval.runner import grid_records, run_bench, summarise
+from moviemem.eval.runner import log_grid, run_bench, summarise
 
 
 def _bench() -> Benchmark:
@@ -46,7 +46,7 @@ def test_a_model_that_always_says_a_is_inconsistent_and_all_a(tmp_path: Path) ->
     run = tmp_path / "run"
     run_bench(rotated(_bench()), ["first", "reader"], [ScriptedBackbone(["x"], cycle=True)], run,
               answerer=_always(letter))
-    items, grid = grid_records(run)
+    items, grid = log_grid(run)
     rows = {r["policy"]: r for r in position_bias(items, grid)}
     assert rows["first"]["consistency"] == 0.0 and rows["first"]["letters"] == {"A": 1.0}
     assert rows["reader"]["consistency"] == 1.0 and rows["reader"]["letters"] == pytest.approx({"A": 1 / 3, "B": 1 / 3, "C": 1 / 3})

@@ -154,7 +154,7 @@ def test_library_answerer_through_film_ask(text_film: tuple[Path, Path], tmp_pat
     """The runner's default answerer: Film.ask with real policies; unknown policies refused up front."""
     from moviemem import Library
     from moviemem.eval.formats import load_benchmark
-    from moviemem.eval.runner import read_results
+    from moviemem.eval.runner import read_log
     from moviemem.foundation.errors import MovieMemError
 
     lib_path, root = text_film
@@ -165,10 +165,10 @@ def test_library_answerer_through_film_ask(text_film: tuple[Path, Path], tmp_pat
     res = run_bench(bench, ["subtitles", "closed-book[with_title=true]"], ["scripted:A"], tmp_path / "run",
                     library=lib, limit=4)
     assert res.complete and res.answered == 8
-    recs = read_results(tmp_path / "run")
-    sub = next(r for r in recs if r["policy"] == "subtitles")
-    assert sub["answers"]["answer"]["choice"] == "A" and sub["answers"]["answer"]["trace"]
-    assert sub["usage"]["input_tokens"] > 100  # the transcript was in the prompt
+    recs = read_log(tmp_path / "run")
+    sub = next(r for r in recs if r.policy == "subtitles")
+    assert sub.answers["answer"].choice == "A" and sub.answers["answer"].trace
+    assert sub.usage.input_tokens > 100  # the transcript was in the prompt
 
 
 def test_bench_report_inspect_filter_commands(text_film: tuple[Path, Path], cli, tmp_path: Path):

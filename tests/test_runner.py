@@ -20,7 +20,7 @@ from moviemem.agents.registry import parse_policy_spec
 from moviemem.agents.types import Answer
 from moviemem.backbones import Capabilities, Reply, ScriptedBackbone, Usage, user
 from moviemem.eval.formats import Benchmark, validate_rows
-from moviemem.eval.runner import bench_json, read_results, run_bench
+from moviemem.eval.runner import bench_json, read_log, run_bench
 from moviemem.foundation.errors import MovieMemError
 
 
@@ -82,19 +82,19 @@ def test_every_item_answered_or_invalid_with_reason(tmp_path: Path):
     res = run_bench(bench, ["p1", "p2"], [ScriptedBackbone(script)], tmp_path / "run",
                     answerer=FakeAnswerer(fail={"Question 7?"}))
     assert res.total == 24 and res.answered + res.invalid == 24 and res.complete
-    recs = read_results(tmp_path / "run")
-    assert len(recs) == 24 and len({r["key"] for r in recs}) == 24
-    invalid = [r for r in recs if r["status"] == "invalid"]
-    assert {r["item_id"] for r in invalid} == {"q005", "q007"} and len(invalid) == 4
-    assert all(r["reason"] for r in invalid)
-    assert any("RuntimeError: retriever exploded" in r["reason"] for r in invalid)
-    assert any("unparseable reply '?'" in r["reason"] for r in invalid)
-    ok = [r for r in recs if r["status"] == "answered"]
-    assert all(r["correct"] is not None and r["reason"] is None for r in ok)
+    recs = read_log(tmp_path / "run")
+    assert len(recs) == 24 and len({r.key for r in recs}) == 24
+    invalid = [r for r in recs if r.status == "invalid"]
+    assert {r.item_id for r in invalid} == {"q005", "q007"} and len(invalid) == 4
+    assert all(r.reason for r in invalid)
+    assert any("RuntimeError: retriever exploded" in r.reason for r in invalid)
+    assert any("unparseable reply '?'" in r.reason for r in invalid)
+    ok = [r for r in recs if r.status == "answered"]
+    assert all(r.correct is not None and r.reason is None for r in ok)
     # the full Answer is stored, as plain JSON
-    a = ok[0]["answers"]["answer"]
-    assert set(a) >= {"choice", "text", "evidence", "trace", "usage", "invalid", "error"}
-    assert a["usage"]["input_tokens"] > 0
+    a = ok[0].answers["answer"]
+    assert set(a.line()) >= {"choice", "text", "evidence", "trace", "usage", "invalid", "error"}
+    assert a.usage.input_tokens > 0
     out = bench_json(res)
     assert set(out) >= {"run_dir", "items", "answered", "invalid", "backbone_calls", "cache_hits", "cost_usd", "results"}
     row = out["results"][0]
@@ -168,9 +168,9 @@ def test_cost_cap_with_concurrency_never_records_partial_items(tmp_path: Path):
     res = run_bench(bench, ["p1"], [PricedBackbone()], tmp_path / "run", answerer=FakeAnswerer(delay=0.01),
                     max_cost_usd=0.10, concurrency=4)
     assert res.stopped
-    recs = read_results(tmp_path / "run")
+    recs = read_log(tmp_path / "run")
     assert len(recs) == res.answered + res.invalid >= 10
-    assert all(r["answers"] for r in recs)  # no half-answered item was written
+    assert all(r.answers for r in recs)  # no half-answered item was written
     assert res.spend.cost_usd < 0.10 + 4 * 0.01 + 1e-9  # overshoot bounded by the calls in flight
 
 
@@ -199,7 +199,7 @@ def test_grid_order_concurrency_and_retry_invalid(tmp_path: Path):
     res = run_bench(bench, ["a", "b"], [ScriptedBackbone(letter_for, name="s1"), ScriptedBackbone(letter_for, name="s2")],
                     tmp_path / "run", answerer=FakeAnswerer(fail=flaky), concurrency=4)
     assert res.total == 64 and res.complete and res.invalid == 4
-    c = Counter((r["policy"], r["backbone"]) for r in read_results(tmp_path / "run"))
+    c = Counter(r.config for r in read_log(tmp_path / "run"))
     assert set(c.values()) == {16} and len(c) == 4
     res = run_bench(bench, ["a", "b"], [ScriptedBackbone(letter_for, name="s1"), ScriptedBackbone(letter_for, name="s2")],
                     tmp_path / "run", answerer=FakeAnswerer(), retry_invalid=True)

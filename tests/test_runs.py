@@ -13,7 +13,7 @@ from moviemem.agents.types import Answer, Question
 from moviemem.backbones import user
 from moviemem.backbones.testing import FakeOpenAI, FakeResponse
 from moviemem.eval.formats import Benchmark, validate_rows
-from moviemem.eval.runner import read_results, run_bench, summarise
+from moviemem.eval.runner import read_log, run_bench, summarise
 
 
 def _bench(n: int) -> Benchmark:
@@ -39,9 +39,9 @@ def test_transport_faults_are_transient_never_cached_and_asked_again(tmp_path: P
                  FakeResponse(body={"id": "x", "object": "chat.completion", "choices": []}))  # no choices
         kw = dict(answerer=_parsing_answerer, cache=tmp_path / "cache", cache_mode="readwrite")
         first = run_bench(_bench(2), ["p"], [spec], tmp_path / "run", **kw)
-        recs = read_results(tmp_path / "run")
-        assert [r["status"] for r in recs] == ["transient", "transient"]  # B was never scored from the body
-        assert all(r["reason"].startswith("transport fault") for r in recs)
+        recs = read_log(tmp_path / "run")
+        assert [r.status for r in recs] == ["transient", "transient"]  # B was never scored from the body
+        assert all(r.reason.startswith("transport fault") for r in recs)
         assert not first.complete and any("rerun to ask them again" in w for w in first.warnings)
         assert summarise(tmp_path / "run") == []  # nothing to score yet
 
@@ -49,7 +49,7 @@ def test_transport_faults_are_transient_never_cached_and_asked_again(tmp_path: P
         again = run_bench(_bench(2), ["p"], [spec], tmp_path / "run", **kw)  # a plain rerun, no --retry-invalid
         assert again.complete and again.answered == 2 and again.spend.calls == 2  # asked again: nothing was cached
         assert any("retrying 2 item(s) that hit transport faults" in w for w in again.warnings)
-        assert [r["status"] for r in read_results(tmp_path / "run")] == ["answered", "answered"]
+        assert [r.status for r in read_log(tmp_path / "run")] == ["answered", "answered"]
         assert summarise(tmp_path / "run")[0]["accuracy"]["value"] == 1.0
 
 
@@ -66,12 +66,12 @@ def test_a_server_the_policy_could_not_reach_is_a_transport_fault_asked_again(tm
         return _parsing_answerer(film_id, query, policy, backbone)
 
     first = run_bench(_bench(2), ["p"], [ScriptedBackbone(["B"], cycle=True)], tmp_path / "run", answerer=answerer)
-    recs = read_results(tmp_path / "run")
-    assert [r["status"] for r in recs] == ["transient", "transient"] and not first.complete
-    assert all(r["reason"].startswith("transport fault") and "did not answer" in r["reason"] for r in recs)
+    recs = read_log(tmp_path / "run")
+    assert [r.status for r in recs] == ["transient", "transient"] and not first.complete
+    assert all(r.reason.startswith("transport fault") and "did not answer" in r.reason for r in recs)
     down[0] = False
     again = run_bench(_bench(2), ["p"], [ScriptedBackbone(["B"], cycle=True)], tmp_path / "run", answerer=answerer)
-    assert again.complete and [r["status"] for r in read_results(tmp_path / "run")] == ["answered", "answered"]
+    assert again.complete and [r.status for r in read_log(tmp_path / "run")] == ["answered", "answered"]
 
 
 def test_parse_answer_reads_only_the_models_reply() -> None:
@@ -99,9 +99,9 @@ def test_a_second_bench_on_the_same_run_directory_is_refused(tmp_path: Path) -> 
         with pytest.raises(MovieMemError, match="another bench or judge is writing to"):
             run_bench(_bench(4), ["p"], [b], run, answerer=_parsing_answerer, retry_invalid=True)
         assert b.calls == []  # nothing asked, nothing paid, nothing rewritten
-    assert len(read_results(run)) == 2
+    assert len(read_log(run)) == 2
     after = run_bench(_bench(4), ["p"], [ScriptedBackbone(["B"], cycle=True)], run, answerer=_parsing_answerer)
-    assert after.complete and len(read_results(run)) == 4  # the lock is free again once the holder is done
+    assert after.complete and len(read_log(run)) == 4  # the lock is free again once the holder is done
 
 
 # --- item 10: the token cap holds back calls whose output could not fit -----------------------------

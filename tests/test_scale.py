@@ -21,7 +21,7 @@ import ray  # noqa: E402
 from moviemem import Library  # noqa: E402
 from moviemem.backbones.testing import FakeOpenAI, FakeResponse, Recorded  # noqa: E402
 from moviemem.eval.formats import Benchmark, validate_rows  # noqa: E402
-from moviemem.eval.runner import read_results, run_bench  # noqa: E402
+from moviemem.eval.runner import read_log, run_bench  # noqa: E402
 from moviemem.foundation.config import get_settings  # noqa: E402
 from moviemem.foundation.errors import MovieMemError  # noqa: E402
 from moviemem.memory.store import MemoryStore  # noqa: E402
@@ -181,10 +181,10 @@ def _bench() -> Benchmark:
 def _normal(run_dir: Path) -> dict[str, dict]:
     """Records without what differs between any two runs (timings, dates)."""
     out = {}
-    for r in read_results(run_dir):
-        answers = {k: {f: a[f] for f in ("choice", "text", "invalid", "error", "policy", "backbone", "evidence")}
-                   for k, a in r["answers"].items()}
-        out[r["key"]] = {f: r[f] for f in ("status", "reason", "correct", "detail", "film_id", "category")} | {"answers": answers}
+    for r in read_log(run_dir):
+        answers = {k: {f: getattr(a, f) for f in ("choice", "text", "invalid", "error", "policy", "backbone", "evidence")}
+                   for k, a in r.answers.items()}
+        out[r.key] = {f: getattr(r, f) for f in ("status", "reason", "correct", "detail", "film_id", "category")} | {"answers": answers}
     return out
 
 
