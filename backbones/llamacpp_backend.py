@@ -52,7 +52,7 @@ class _Model:
     grammars: dict[str, Any] = field(default_factory=dict)
 
 
-_models: dict[tuple[str, int, int, str], _Model] = {}
+_models: dict[tuple[str, int, int, str, bool], _Model] = {}
 _models_lock = threading.Lock()
 
 
@@ -111,8 +111,9 @@ def trained_context(path: Path) -> int:
     return int(value)
 
 
-def _load(path: Path, n_ctx: int, n_threads: int, cache_bytes: int, kv_type: str = "f16") -> _Model:
-    key = (str(path.resolve()), n_ctx, n_threads, kv_type)
+def _load(path: Path, n_ctx: int, n_threads: int, cache_bytes: int, kv_type: str = "f16", flash: bool = True) -> _Model:
+    flash = flash or kv_type != "f16"  # a quantised KV cache needs flash attention
+    key = (str(path.resolve()), n_ctx, n_threads, kv_type, flash)
     with _models_lock:
         if key in _models:
             return _models[key]
@@ -127,7 +128,7 @@ def _load(path: Path, n_ctx: int, n_threads: int, cache_bytes: int, kv_type: str
         try:
             kv = KV_TYPES[kv_type]
             llm = llama_cpp.Llama(str(path), n_ctx=n_ctx, n_threads=n_threads, n_threads_batch=n_threads,
-                                  seed=0, verbose=False, type_k=kv, type_v=kv, flash_attn=kv_type != "f16")
+                                  seed=0, verbose=False, type_k=kv, type_v=kv, flash_attn=flash)
         except (ValueError, RuntimeError) as exc:
             raise MovieMemError(f"cannot load {path.name}: {exc}") from None
         if cache_bytes > 0:
@@ -206,7 +207,8 @@ class LlamaCppBackbone(ProviderBackbone):
 
     Options: n_ctx (default: the llm_context setting; 0, its default, is the model's trained length), n_threads (llm_threads; 0 = the physical
     cores this process may use, for prompt reading and generation alike), cache_bytes (RAM prompt
-    cache), seed, and ProviderBackbone's reliability options.
+    cache), seed, and ProviderBackbone's reliability options; the KV cache's type and flash attention
+    come from the llm_kv_type and llm_flash_attn settings.
     """
 
     sequential = True
@@ -224,6 +226,7 @@ class LlamaCppBackbone(ProviderBackbone):
         if 0 < self._n_ctx < 256:
             raise MovieMemError(f"a context of {self._n_ctx} tokens holds no prompt; use 256 or more, or 0 for the model's own")
         self.kv_type = settings.llm_kv_type
+        self.flash = settings.llm_flash_attn or self.kv_type != "f16"
         threads = settings.llm_threads if n_threads is None else n_threads
         self.n_threads = int(threads) if threads else default_threads()  # physical cores this process may use
         self.cache_bytes = settings.llm_cache_bytes if cache_bytes is None else int(cache_bytes)
@@ -233,7 +236,8 @@ class LlamaCppBackbone(ProviderBackbone):
         size = self.path.stat().st_size if self.path.is_file() else 0
         # the trained length is the file's own, which its name and size identify
         self.model_id = (f"llamacpp:{self.path.name}:{size}:ctx{self._n_ctx or 'trained'}"
-                         + ("" if self.kv_type == "f16" else f":kv-{self.kv_type}"))
+                         + ("" if self.kv_type == "f16" else f":kv-{self.kv_type}")
+                         + (":fa" if self.flash and self.kv_type == "f16" else ""))  # q8_0 always has it
         self.capabilities = Capabilities(text=True, tools=True, json=True, logprobs=True)
         self.last_perf: dict[str, float] = {}
         # reading and writing speeds measured here, for time limits that follow each call's work
@@ -248,7 +252,7 @@ class LlamaCppBackbone(ProviderBackbone):
         return self._n_ctx
 
     def model(self) -> _Model:
-        return _load(self.path, self.n_ctx, self.n_threads, self.cache_bytes, self.kv_type)
+        return _load(self.path, self.n_ctx, self.n_threads, self.cache_bytes, self.kv_type, self.flash)
 
     # -- prompt
 

@@ -3,6 +3,7 @@ does a film's first question and each later one take (the subtitles policy, CHNB
 
     python bench/full_context.py --fit [--mf2 ../shared/datasets/mf2]            # every MF² film: tokens, fits?
     python bench/full_context.py --films mf2-6 --questions 6 [--library L]       # timings on real films
+    python bench/full_context.py --kernels 4000 [--film 5]                         # flash attention on and off
 
 `--fit` tokenises every MF² transcript as the subtitles policy sends it (compact: a line a row, a time mark a
 minute) and as it was sent before (two times on every line), and says which films fit the model's context.
@@ -12,6 +13,8 @@ true and false claims in file order) in a fresh process, one after another as a 
 question reads the transcript, later ones reuse it from llama.cpp's prompt cache. Prints per film: prompt
 tokens, first-question seconds, median later-question seconds, tokens read against tokens billed, and the
 process's peak memory. The statements serve as timing material only; nothing is tuned to them.
+`--kernels N` reads the first N tokens of a film's compact transcript with llama.cpp's flash attention off and
+on, alternating (off, on, off, on: the machine's other load falls on both alike), and prints each reading's speed.
 """
 
 from __future__ import annotations
@@ -63,6 +66,32 @@ def fit(mf2: Path) -> None:
           f"({', '.join(r[0] for r in rows if not r[4]) or 'none'}); longest {max(r[3] for r in rows)} tokens")
 
 
+def kernels(mf2: Path, film: str, n: int) -> None:
+    """Prompt reading with flash attention off and on, alternating, on the same tokens."""
+    import llama_cpp
+    import pysubs2
+
+    from moviemem.agents.calls import compact_text
+    from moviemem.models import model_path
+    from moviemem.retrievers.base import Evidence
+
+    path = model_path("local")
+    subs = pysubs2.load(str(mf2 / "transcripts" / f"{film}.srt"))
+    text = compact_text([Evidence("utterance", "x", e.start / 1000, e.end / 1000, " ".join(e.plaintext.split()))
+                         for e in subs if e.plaintext.strip()])
+    threads = int(os.environ.get("MOVIEMEM_LLM_THREADS", "0")) or (os.cpu_count() or 1)
+    for flash in (False, True, False, True):
+        llm = llama_cpp.Llama(str(path), n_ctx=n + 64, n_threads=threads, n_threads_batch=threads, verbose=False,
+                              flash_attn=flash)
+        tokens = llm.tokenize(text.encode(), add_bos=True)[:n]
+        started = time.perf_counter()
+        llm.eval(tokens)
+        took = time.perf_counter() - started
+        print(f"flash attention {'on ' if flash else 'off'}: {len(tokens)} tokens of mf2-{film} read in {took:.1f} s "
+              f"({len(tokens) / took:.0f} tokens/s), {threads} threads, load {os.getloadavg()[0]:.1f}", flush=True)
+        del llm
+
+
 def statements(dev: Path, film_id: str, n: int) -> list[str]:
     rows = list(csv.DictReader((dev / "mf2_official_dev.csv").open(encoding="utf-8")))
     out: list[str] = []
@@ -87,7 +116,8 @@ def timings(lib_path: Path, films: list[str], n: int, mf2: Path, dev: Path) -> N
                 (Path(tmp) / "transcripts" / f"{num}.srt").symlink_to((mf2 / "transcripts" / f"{num}.srt").resolve())
             lib.import_collection("mf2", tmp)
     backbone = load("local")  # no replay cache: every call is computed
-    print(f"backbone local, context {backbone.n_ctx} tokens, KV cache {backbone.kv_type}, {backbone.n_threads} threads")
+    print(f"backbone local, context {backbone.n_ctx} tokens, KV cache {backbone.kv_type}, flash attention "
+          f"{'on' if backbone.flash else 'off'}, {backbone.n_threads} threads")
     for fid in films:
         film = lib.film(fid)
         qs = statements(dev, fid, n)
@@ -116,12 +146,16 @@ def main() -> None:
     ap.add_argument("--library", type=Path, default=ROOT / "out" / "full-context-lib")
     ap.add_argument("--mf2", type=Path, default=SHARED / "mf2")
     ap.add_argument("--dev", type=Path, default=SHARED / "dev")
+    ap.add_argument("--kernels", type=int, default=0, help="tokens to read with flash attention off and on")
+    ap.add_argument("--film", default="5", help="with --kernels: the MF² film number whose transcript is read")
     a = ap.parse_args()
-    if not a.fit and not a.films:
-        ap.error("give --fit, --films or both")
+    if not a.fit and not a.films and not a.kernels:
+        ap.error("give --fit, --films, --kernels or several")
     os.environ.setdefault("MOVIEMEM_BACKBONE_TIMEOUT_S", "3600")  # a first question reads a whole film
     if a.fit:
         fit(a.mf2)
+    if a.kernels:
+        kernels(a.mf2, a.film, a.kernels)
     if a.films:
         timings(a.library, [f.strip() for f in a.films.split(",") if f.strip()], a.questions, a.mf2, a.dev)
 

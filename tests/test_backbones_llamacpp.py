@@ -93,6 +93,19 @@ def test_the_context_defaults_to_what_the_model_was_trained_for(small):
         LlamaCppBackbone(small.path, n_ctx=100)
 
 
+def test_flash_attention_is_on_by_default_and_named_in_the_model_id(small, monkeypatch):
+    """Its sums differ in the last bits, so a replay cache must never answer one kernel with the other's reply."""
+    on = LlamaCppBackbone(small.path, n_ctx=512)
+    assert on.flash and on.model_id.endswith(":fa")
+    assert on.chat([user("Say yes.")], max_tokens=2).text  # the kernel loads and answers
+    monkeypatch.setenv("MOVIEMEM_LLM_FLASH_ATTN", "false")
+    off = LlamaCppBackbone(small.path, n_ctx=512)
+    assert not off.flash and ":fa" not in off.model_id and off.model_id != on.model_id
+    monkeypatch.setenv("MOVIEMEM_LLM_KV_TYPE", "q8_0")  # a quantised KV cache needs it, whatever the setting
+    q8 = LlamaCppBackbone(small.path, n_ctx=512)
+    assert q8.flash and q8.model_id.endswith(":kv-q8_0")
+
+
 def test_tool_call_parsing():
     tools = (Tool("look_at"), Tool("search"))
     text, calls = parse_tool_calls('Let me check.\n<tool_call>\n{"name": "look_at", "arguments": {"seconds": 4}}\n'
