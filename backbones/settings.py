@@ -31,9 +31,9 @@ class BackboneSettings(Settings):
     # llama.cpp: the KV cache's number type. f16 is exact; q8_0 halves it (Qwen2.5-1.5B: 28 KiB a token in f16,
     # 0.92 GiB at 32,768 tokens) and needs flash attention. Measured in bench/full_context.py
     llm_kv_type: Literal["f16", "q8_0"] = "f16"
-    # llama.cpp: flash attention (always on with a q8_0 KV cache). Here it read a 4,000-token prompt 1.4-1.8x
-    # faster in alternating runs (bench/full_context.py --kernels); a whole film's transcript is read once
-    # per film, so this is most of a full-context question's wait. Its sums differ in the last bits, so the
+    # llama.cpp: flash attention (always on with a q8_0 KV cache). Here it read 4,000 tokens of a film's
+    # transcript 1.2-1.3x faster in alternating runs (bench/full_context.py --kernels 4000: 47 -> 59 and
+    # 45 -> 55 tokens/s); reading the transcript is most of a full-context question's wait. Its sums differ in the last bits, so the
     # model id says it (":fa") and a replay cache never answers one with the other's reply
     llm_flash_attn: bool = True
     # Gemini video: send inline below these sizes, otherwise upload with the Files API
