@@ -26,8 +26,7 @@ def register(kind: str, name: str, target: Any = MISSING, **meta: Any) -> Any:
     An installed package uses the kind's entry-point group instead (`moviemem.policies`, ...)."""
     if kind not in KINDS:
         raise MovieMemError(f"unknown plug-in kind {kind!r}; kinds: {', '.join(KINDS)}")
-    registry = import_target(KINDS[kind])
-    return registry.register(name, **meta) if target is MISSING else registry.register(name, target, **meta)
+    return import_target(KINDS[kind]).register(name, target, **meta)
 
 
 def __getattr__(name: str) -> object:
