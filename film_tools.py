@@ -71,6 +71,25 @@ def film(lib: Library, film_id: Any) -> Film:
     return Film(lib.store, film_id, state=_saved(lib, f"film-state {film_id}", lambda: opened().state()))
 
 
+def _not_finite() -> MovieMemError:
+    return MovieMemError("the answer holds a number that is not finite (NaN or Infinity), which JSON cannot "
+                         "hold; the library may hold rows no ingest wrote")
+
+
+def check_finite(value: Any) -> None:
+    """Raise where `value` (dicts, lists and tuples of plain values, walked) holds NaN or Infinity; other
+    objects (an image, a text block) are left to their own serialiser."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, float) and not math.isfinite(v):
+            raise _not_finite()
+        if isinstance(v, dict):
+            stack.extend(v.values())
+        elif isinstance(v, (list, tuple)):
+            stack.extend(v)
+
+
 def finite_json(value: Any) -> str:
     """`value` as JSON text, never NaN or Infinity, which are not JSON (a client reading them fails):
     such a number is an error, the same for the CLI's --json and the MCP server's replies."""
@@ -79,8 +98,7 @@ def finite_json(value: Any) -> str:
     try:
         return json.dumps(value, ensure_ascii=False, default=str, allow_nan=False)
     except ValueError:
-        raise MovieMemError("the answer holds a number that is not finite (NaN or Infinity), which JSON cannot "
-                            "hold; the library may hold rows no ingest wrote") from None
+        raise _not_finite() from None
 
 
 def unknown_film(film_id: str, known: Sequence[str], lister: str) -> MovieMemError:

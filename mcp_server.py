@@ -15,7 +15,6 @@ before the MCP layer sees it (the gateway's rule, backbones/gateway.py).
 # schema, and string annotations naming this module's locals would not evaluate
 import functools
 import inspect
-import json
 import logging
 import queue
 import socket
@@ -58,9 +57,9 @@ INSTRUCTIONS = (
 
 
 def _finite(value: Any) -> Any:
-    """A reply as it is, once it is known to hold no NaN or Infinity (JSON cannot hold them)."""
-    if isinstance(value, (dict, list)) and not any(isinstance(v, (TextContent, Image)) for v in value):
-        film_tools.finite_json(value)
+    """A reply as it is, once it is known to hold no NaN or Infinity (JSON cannot hold them); walked,
+    not serialised, since the SDK serialises the reply itself."""
+    film_tools.check_finite(value)
     return value
 
 
@@ -239,7 +238,7 @@ def build_server(lib: Library, *, backbones: Sequence[str] = (), allow_ingest: b
         after one text block listing each frame's own time."""
         stills = film_tools.frames(lib, film_id, times)
         listing = [{"requested": s.requested, "t": s.t, "frame_idx": s.frame_idx} for s in stills]
-        return [TextContent(type="text", text=json.dumps({"frames": listing})),
+        return [TextContent(type="text", text=film_tools.finite_json({"frames": listing})),
                 *(Image(data=s.data, format=s.mime.split("/")[1]) for s in stills)]
 
     @mcp.tool(annotations=READ_ONLY)

@@ -157,6 +157,13 @@ def test_item3_json_output_never_holds_nan_or_infinity(tmp_path: Path, cli, lib_
     with pytest.raises(ResourceError, match="not finite"):
         anyio.run(server.read_resource, "moviemem://films")
 
+    # the check walks a reply's nesting rather than serialising it a second time
+    from moviemem.film_tools import check_finite
+
+    check_finite({"films": [{"id": "a", "spans": [(0.0, 1.5)], "note": None}]})
+    with pytest.raises(MovieMemError, match="not finite"):
+        check_finite({"films": [{"id": "a", "spans": [(0.0, NAN)]}]})
+
 
 def _gzipped_bundle(good: Path, dst: Path, extra: dict[str, int], *, manifest_edit=None) -> Path:
     """`good` as a .tar.gz with members of `extra[name]` zero bytes, streamed (never held in memory)."""
