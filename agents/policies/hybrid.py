@@ -49,7 +49,8 @@ class Hybrid(BasePolicy):
         # given and reversed; one: as given), and whether foils shows a version that changes one stretch of the claim
         # as the words filling that blank (blanks) or as a whole statement (statements). MF² dev claims with `local`:
         # two + blanks 25 of 60 pairs at a median 5,000 input tokens a pair, all + statements 24 at 7,200, one 21 at
-        # 2,500, one with budget_tokens=700 23 at 1,860, two with budget_tokens=700 18 at 3,730
+        # 2,500, one with budget_tokens=700 23 at 1,860, two with budget_tokens=700 18 at 3,730. The 164 official MF²
+        # dev pairs, per half of the films: one order loses on both (A 16 -> 4, B 10 -> 6 of 82); all = two on half A
         rotations: str = "two"
         foil_form: str = "blanks"
         option_words: bool = False  # short options scored as the answer's first word, not by letter (reader.word_probs)
