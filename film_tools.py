@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .foundation.errors import MovieMemError
+from .foundation.numbers import numbers_in
 from .memory.catalog import saved  # answers saved while the library is unchanged (no LanceDB imports)
 
 if TYPE_CHECKING:
@@ -79,15 +80,8 @@ def _not_finite() -> MovieMemError:
 def check_finite(value: Any) -> None:
     """Raise where `value` (dicts, lists and tuples of plain values, walked) holds NaN or Infinity; other
     objects (an image, a text block) are left to their own serialiser."""
-    stack = [value]
-    while stack:
-        v = stack.pop()
-        if isinstance(v, float) and not math.isfinite(v):
-            raise _not_finite()
-        if isinstance(v, dict):
-            stack.extend(v.values())
-        elif isinstance(v, (list, tuple)):
-            stack.extend(v)
+    if any(not math.isfinite(x) for x in numbers_in(value)):
+        raise _not_finite()
 
 
 def finite_json(value: Any) -> str:

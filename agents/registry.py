@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..foundation.errors import MovieMemError
+from ..foundation.numbers import numbers_in
 from ..foundation.plugins import Registry
 from .base import Policy
 
@@ -133,18 +134,6 @@ def _setting_types(info: PolicyInfo) -> dict[str, Any]:
         return {}
 
 
-def _numbers(value: Any) -> list[int | float]:
-    if isinstance(value, bool):
-        return []
-    if isinstance(value, (int, float)):
-        return [value]
-    if isinstance(value, dict):
-        value = list(value.values())
-    if isinstance(value, (list, tuple)):
-        return [x for v in value for x in _numbers(v)]
-    return []
-
-
 def _checked(policy: str, key: str, value: Any, hint: Any) -> Any:
     """`value` as the setting's type (lax: 8 for "8", a tuple for a list), or a one-line refusal;
     every number in it finite and >= 0, since counts, budgets, shares and temperatures all are."""
@@ -156,7 +145,7 @@ def _checked(policy: str, key: str, value: Any, hint: Any) -> Any:
         except ValidationError as exc:
             err = exc.errors()[0]
             raise MovieMemError(f"policy {policy} setting {key}={value!r}: {err['msg'].lower()}") from None
-    bad = [x for x in _numbers(value) if not math.isfinite(x) or x < 0]
+    bad = [x for x in numbers_in(value) if not math.isfinite(x) or x < 0]
     if bad:
         raise MovieMemError(f"policy {policy} setting {key}={value!r}: {bad[0]} is not a finite number >= 0")
     return value
