@@ -44,6 +44,15 @@ if [ -n "$need_apt" ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends $APT_PKGS
 fi
 
+if [ -n "$install" ] && ! ls -d "$VENV"/lib/python3*/site-packages/torch >/dev/null 2>&1; then
+  # torch 2.14.1 from the local files is the CUDA build: with its nvidia libraries and triton the
+  # environment takes about 8 GB; say so up front rather than fail half-installed on a full disk
+  free_mb=$(df -Pm "$VENV" | awk 'NR==2 {print $4}')
+  if [ "$free_mb" -lt 9000 ]; then
+    echo "setup: the virtual environment needs about 9 GB free (torch with its CUDA libraries); $(pwd)/$VENV has ${free_mb} MB" >&2
+    exit 1
+  fi
+fi
 if [ -n "$install" ]; then
   # torch and torchvision come from this machine's local files (a CPU run needs no more)
   $PIP install -q torch==2.14.1 torchvision==0.29.1
