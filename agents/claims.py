@@ -239,6 +239,13 @@ def ordered_events(claim: str) -> tuple[str, str, str] | None:
     return None if split is None else split[:3]
 
 
+def joined_parts(claim: str) -> tuple[str, str] | None:
+    """The two sides of a claim that joins two events by order or cause ('A before B', 'A because B'),
+    each a query of its own where the whole claim's words favour one side."""
+    split = _clauses(claim, _ORDER, 3) or _clauses(claim, _CAUSE, 2)
+    return None if split is None else (split[0], split[2])
+
+
 def order_swapped(claim: str, context: str = "") -> str | None:
     """'A before B.' as 'B before A.' (and 'after' alike): an order edit swaps exactly these two
     events, so the swapped claim is the version the evidence must rule out. The old first word

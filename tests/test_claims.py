@@ -11,6 +11,7 @@ from moviemem.agents.claims import (
     blank_of,
     cause_foil,
     foils,
+    joined_parts,
     order_swapped,
     participle_opening,
     read_claim,
@@ -227,6 +228,14 @@ def test_order_edits_swap_the_two_events() -> None:
         "Tom hides the letter after Anna arrives at the station.")  # a name keeps its capital
     assert order_swapped("He left the night before.") is None  # no second event
     assert order_swapped("Tom waits before Anna comes before the train leaves.") is None  # not one order
+
+
+def test_a_claim_joining_two_events_splits_into_its_two_sides() -> None:
+    assert joined_parts("The butler hides the letter before Anna arrives at the station.") == (
+        "The butler hides the letter", "Anna arrives at the station")
+    assert joined_parts("Tom leaves the party because Anna insults him.") == ("Tom leaves the party", "Anna insults him")
+    assert joined_parts("He left the night before.") is None  # one event
+    assert joined_parts("Tom waits for the train.") is None
 
 
 def test_timeline_places_each_event_at_the_line_telling_it() -> None:
