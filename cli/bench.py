@@ -1,4 +1,4 @@
-"""Commands that measure: bench, report, inspect, judge, retrieval-eval, filter."""
+"""Commands that measure: bench, report, compare, inspect, judge, retrieval-eval, filter."""
 
 from __future__ import annotations
 
@@ -126,6 +126,35 @@ def report(
 
     paths = write_report(run_dir, baseline=baseline, inspector=inspector)
     _print_paths(paths, as_json)
+
+
+@app.command()
+def compare(
+    run_a: Annotated[Path, typer.Argument(help="The first run directory (before a change, say).")],
+    run_b: Annotated[Path, typer.Argument(help="The second run directory (the same one to compare two of its policies).")],
+    policy_a: Annotated[Optional[str], typer.Option(help="The first run's policy, where it holds several.")] = None,
+    policy_b: Annotated[Optional[str], typer.Option(help="The second run's policy, where it holds several.")] = None,
+    backbone_a: Annotated[Optional[str], typer.Option(help="The first run's backbone, where it holds several.")] = None,
+    backbone_b: Annotated[Optional[str], typer.Option(help="The second run's backbone, where it holds several.")] = None,
+    group: Annotated[Optional[list[str]], typer.Option("--group", help="NAME=FILM,FILM: also compare on these films' items (repeatable; e.g. the dev set's halves).")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Two configurations paired item by item, overall and per group of films: right answers, the items
+    only one got right, McNemar's test and median input tokens."""
+    from ..eval.compare import Side, parse_groups
+    from ..eval.compare import compare as compare_sides
+
+    rows = compare_sides(Side(run_a, policy_a, backbone_a), Side(run_b, policy_b, backbone_b), parse_groups(group or []))
+    if as_json:
+        _print_json({"a": str(run_a), "b": str(run_b), "groups": [r.to_dict() for r in rows]})
+        return
+    t = Table("group", "paired", "A right", "B right", "A only", "B only", "p", "median tokens A / B", "unpaired",
+              box=None)
+    for r in rows:
+        tokens = " / ".join("n/a" if x is None else f"{x:,.0f}" for x in (r.a_median_input_tokens, r.b_median_input_tokens))
+        t.add_row(r.group, str(r.n), str(r.a_correct), str(r.b_correct), str(r.a_only), str(r.b_only),
+                  "n/a" if r.n == 0 else f"{r.p_value:.3g}", tokens, str(r.unpaired))
+    out.print(t)
 
 
 class InspectorFiles(http.server.SimpleHTTPRequestHandler):
