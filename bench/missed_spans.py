@@ -19,22 +19,20 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import sys
 from collections import Counter
 from pathlib import Path
 
+from mf2_official import HALVES  # the dev set's fixed halves (beside this script)
+
+from moviemem import Library
+from moviemem.agents.claims import joined_parts
+from moviemem.eval import evidence as ev
+from moviemem.eval.formats import load_benchmark
+from moviemem.eval.retrieval_eval import Probe, probes
+from moviemem.retrievers.packing import Lines
+from moviemem.retrievers.registry import get_retriever
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT.parent))
-
-from moviemem import Library  # noqa: E402
-from moviemem.agents.claims import joined_parts  # noqa: E402
-from moviemem.eval import evidence as ev  # noqa: E402
-from moviemem.eval.formats import load_benchmark  # noqa: E402
-from moviemem.eval.retrieval_eval import Probe, probes  # noqa: E402
-from moviemem.retrievers.packing import Lines  # noqa: E402
-from moviemem.retrievers.registry import get_retriever  # noqa: E402
-
-HALVES = {"A": {"mf2-5", "mf2-6", "mf2-8", "mf2-11", "mf2-22"}, "B": {"mf2-29", "mf2-35", "mf2-48", "mf2-51", "mf2-54"}}
 FILES = ("mf2_dev_mcq.jsonl", "mf2_dev_claims.jsonl")
 
 
