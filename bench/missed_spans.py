@@ -36,10 +36,6 @@ ROOT = Path(__file__).resolve().parent.parent
 FILES = ("mf2_dev_mcq.jsonl", "mf2_dev_claims.jsonl")
 
 
-def rank_of(spans: list[tuple[float, float]], gold: tuple[float, float]) -> int | None:
-    return next((n for n, s in enumerate(spans, 1) if ev.overlaps(s, gold)), None)
-
-
 def parts(probe: Probe) -> list[str]:
     q = probe.question
     if q.kind == "mcq":
@@ -82,14 +78,14 @@ def main() -> None:
                 counts[half]["spans"] += 1
                 if any(ev.overlaps(s, gold) for s in shown):
                     continue
-                ranks = [r for r in (rank_of(ps, gold) for ps in part_spans) if r is not None]
+                whole = ev.first_hit(spans, [gold])
+                ranks = [r for r in (ev.first_hit(ps, [gold]) for ps in part_spans) if r is not None]
                 best = min(ranks) if ranks else None
                 counts[half]["missed"] += 1
-                counts[half][f"whole {bucket(rank_of(spans, gold))}"] += 1
+                counts[half][f"whole {bucket(whole)}"] += 1
                 counts[half]["no parts" if not part_spans else f"parts {bucket(best)}"] += 1
                 if args.items:
-                    print(f"  {half} {probe.item_id} gold {gold}: whole query rank {rank_of(spans, gold)}, "
-                          f"best part rank {best}")
+                    print(f"  {half} {probe.item_id} gold {gold}: whole query rank {whole}, best part rank {best}")
         for half, c in counts.items():
             keys = ("whole 6-20", "whole >20", "whole none", "parts 1-5", "parts 6-20", "parts >20", "parts none",
                     "no parts")

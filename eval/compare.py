@@ -100,14 +100,13 @@ def compare(a: Side, b: Side, groups: Mapping[str, frozenset[str]] | None = None
     (config_a, recs_a), (config_b, recs_b) = pick(a), pick(b)
     if a.run_dir.resolve() == b.run_dir.resolve() and config_a == config_b:
         raise MovieMemError("both sides are the same configuration of the same run; name two policies")
-    groups = dict(groups or {})
-    films = {r.film_id for r in (*recs_a.values(), *recs_b.values())}
+    groups = groups or {}
+    films = frozenset(r.film_id for r in (*recs_a.values(), *recs_b.values()))
     for name, ids in groups.items():
         if not ids & films:
             raise MovieMemError(f"group {name!r} names no film of these runs ({', '.join(sorted(ids))})")
-    everyone = frozenset(films)
     rows = []
-    for name, ids in [(ALL, everyone), *groups.items()]:
+    for name, ids in [(ALL, films), *groups.items()]:
         scored_a = {k: r for k, r in recs_a.items() if r.film_id in ids and _scored(r)}
         scored_b = {k: r for k, r in recs_b.items() if r.film_id in ids and _scored(r)}
         both = [k for k in scored_a if k in scored_b]

@@ -26,6 +26,12 @@ def overlaps(a: Span, b: Span) -> bool:
     return a[0] <= b[1] and b[0] <= a[1] if a[0] == a[1] or b[0] == b[1] else a[0] < b[1] and b[0] < a[1]
 
 
+def first_hit(ranked: Iterable[Span], gold: Iterable[Span]) -> int | None:
+    """1-based rank of the first ranked span that overlaps any gold span (None: none does)."""
+    g = list(gold)
+    return next((n for n, s in enumerate(ranked, 1) if any(overlaps(s, x) for x in g)), None)
+
+
 def recall(gold: Iterable[Sequence[float]], shown: Iterable[Sequence[float]]) -> float | None:
     """Share of gold spans that some shown span overlaps (None without gold)."""
     g, s = _spans(gold), _spans(shown)

@@ -71,7 +71,7 @@ def score_probe(film: FilmMemory, lines: Lines, probe: Probe, retriever: Questio
     judge = relevance_judge(run, probe.question) if run is not None else None
     ranked = retriever.retrieve(film, probe.question, trace=run, lines=lines, judge=judge)
     spans = [(e.start, e.end) for e in ranked]
-    first = next((n for n, s in enumerate(spans, 1) if any(ev.overlaps(s, g) for g in probe.gold)), None)
+    first = ev.first_hit(spans, probe.gold)
     out: dict[str, Any] = {"rr": 1.0 / first if first else 0.0, "input_tokens": run.usage.input_tokens if run else 0,
                            "recall_at_k": {str(k): ev.recall(probe.gold, spans[:k]) for k in AT_K}}
     for b in budgets:
