@@ -29,7 +29,7 @@ from ..foundation.hardware import default_threads
 from .base import ProviderBackbone
 from .pace import SETTING, PaceBook
 from .settings import get_backbone_settings
-from .types import CONTEXT, Capabilities, Message, Reply, Request, Tool, ToolCall, Usage, parse_arguments
+from .types import CONTEXT, Capabilities, Message, Reply, Request, Tool, ToolCall, Usage, parse_arguments, user
 
 _TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.S)
 # the Hermes/Qwen convention, used for templates that know nothing about tools
@@ -207,8 +207,9 @@ class LlamaCppBackbone(ProviderBackbone):
 
     Options: n_ctx (default: the llm_context setting; 0, its default, is the model's trained length), n_threads (llm_threads; 0 = the physical
     cores this process may use, for prompt reading and generation alike), cache_bytes (RAM prompt
-    cache), seed, and ProviderBackbone's reliability options; the KV cache's type and flash attention
-    come from the llm_kv_type and llm_flash_attn settings.
+    cache), seed, isolate (llm_isolate: the model runs in a child process, `llamacpp_worker.py`, so a
+    native crash is an error, not the end of this process), and ProviderBackbone's reliability options;
+    the KV cache's type and flash attention come from the llm_kv_type and llm_flash_attn settings.
     """
 
     sequential = True
@@ -216,7 +217,7 @@ class LlamaCppBackbone(ProviderBackbone):
 
     def __init__(self, path: str | Path, *, name: str | None = None, n_ctx: int | None = None,
                  n_threads: int | None = None, cache_bytes: int | None = None, seed: int = 0,
-                 **options: Any) -> None:
+                 isolate: bool | None = None, **options: Any) -> None:
         options.setdefault("concurrency", 1)
         options.setdefault("max_attempts", 1)  # a local model has no transient failures to retry
         super().__init__(**options)
@@ -231,6 +232,7 @@ class LlamaCppBackbone(ProviderBackbone):
         self.n_threads = int(threads) if threads else default_threads()  # physical cores this process may use
         self.cache_bytes = settings.llm_cache_bytes if cache_bytes is None else int(cache_bytes)
         self.seed = seed
+        self.isolate = settings.llm_isolate if isolate is None else isolate
         self.name = name or f"llamacpp:{self.path}"
         # the file's name and size identify the weights without hashing a GB on every start
         size = self.path.stat().st_size if self.path.is_file() else 0
@@ -248,11 +250,41 @@ class LlamaCppBackbone(ProviderBackbone):
     def n_ctx(self) -> int:
         """Tokens of context: the setting, or (0) what the GGUF says it was trained for."""
         if not self._n_ctx:
-            self._n_ctx = trained_context(self.path)
+            self._n_ctx = int(self.worker().call("n_ctx")) if self.isolate else trained_context(self.path)
         return self._n_ctx
 
     def model(self) -> _Model:
+        """The model in this process (the worker's own side when isolated)."""
+        if self.isolate:
+            raise MovieMemError(f"{self.name} runs its model in a child process (llm_isolate); use isolate=False to hold it here")
         return _load(self.path, self.n_ctx, self.n_threads, self.cache_bytes, self.kv_type, self.flash)
+
+    def worker(self) -> Any:
+        """The child process that holds this model (one per model and settings, shared by backbones)."""
+        from .llamacpp_worker import worker_for
+
+        init = {"path": str(self.path), "name": self.name, "n_ctx": self._n_ctx or None, "n_threads": self.n_threads,
+                "cache_bytes": self.cache_bytes, "seed": self.seed}
+        key = (str(self.path), self._n_ctx, self.n_threads, self.cache_bytes, self.kv_type, self.flash)
+        return worker_for(key, self.name, init)
+
+    def load_check(self, timeout: float) -> float:
+        """Load the model in a fresh child and generate one token; seconds taken. A crash or a hang raises
+        BackboneCrashed (what `moviemem doctor` and setup run)."""
+        from .llamacpp_worker import Worker
+
+        started = time.perf_counter()
+        init = {"path": str(self.path), "name": self.name, "n_ctx": self._n_ctx or 512, "n_threads": self.n_threads,
+                "cache_bytes": 0, "seed": self.seed}
+        worker = Worker(self.name, init)
+        try:
+            request = Request.build([user("Say yes.")], max_tokens=1)
+            reply, _ = worker.call("send", request, timeout, timeout=timeout)
+        finally:
+            worker.close()
+        if reply.invalid:
+            raise MovieMemError(f"{self.name} loaded but did not answer: {reply.error}")
+        return time.perf_counter() - started
 
     # -- prompt
 
@@ -287,6 +319,8 @@ class LlamaCppBackbone(ProviderBackbone):
 
     def prompt(self, request: Request) -> str:
         """The exact text the model reads (useful for checking prefix sharing)."""
+        if self.isolate:
+            return str(self.worker().call("prompt", request))
         model = self.model()
         tools = request.tools if request.tool_choice != "none" else ()
         msgs = self._template_messages(request.messages, tools, model.template_has_tools)
@@ -319,10 +353,17 @@ class LlamaCppBackbone(ProviderBackbone):
     # -- call
 
     def _send(self, request: Request, timeout: float) -> Reply:
+        if not self.isolate:
+            return self.send_here(request, timeout)
+        reply, self.last_perf = self.worker().call("send", request, timeout)
+        return reply  # type: ignore[no-any-return]
+
+    def send_here(self, request: Request, timeout: float) -> Reply:
+        """One call answered by the model in this process."""
+        model = self.model()  # first: it says so when llama-cpp-python is not installed
         from llama_cpp import Llama, StoppingCriteriaList
         from llama_cpp import llama_cpp as C  # noqa: N812 - the C API, named as llama.cpp's own examples do
 
-        model = self.model()
         llm = model.llm
         text_prompt = self.prompt(request)
         tokens = llm.tokenize(text_prompt.encode(), add_bos=True, special=True)

@@ -36,6 +36,10 @@ class BackboneSettings(Settings):
     # 45 -> 55 tokens/s); reading the transcript is most of a full-context question's wait. Its sums differ in the last bits, so the
     # model id says it (":fa") and a replay cache never answers one with the other's reply
     llm_flash_attn: bool = True
+    # llama.cpp: run the model in a child process (llamacpp_worker.py), so that a native crash (an instruction
+    # the CPU cannot run, a memory fault) is one error naming `moviemem doctor`, not the death of a bench,
+    # an MCP server or a notebook. bench/worker_overhead.py measures what it costs per answer
+    llm_isolate: bool = True
     # Gemini video: send inline below these sizes, otherwise upload with the Files API
     gemini_inline_max_bytes: int = Field(default=15_000_000, ge=0, le=20_000_000)
     gemini_inline_clip_max_s: Seconds = 120.0

@@ -10,7 +10,16 @@ import typer
 import typer._click.exceptions as click_errors  # typer 0.29 vendors click: the `click` package's classes never match
 
 from ..foundation.errors import MovieMemError
-from . import answers, bench, characters, demo, films, models, scenes  # noqa: F401 - each registers its commands on the app
+from . import (  # noqa: F401 - each registers its commands on the app
+    answers,
+    bench,
+    characters,
+    demo,
+    doctor,
+    films,
+    models,
+    scenes,
+)
 from .common import app, err
 
 __all__ = ["app", "main"]
@@ -18,7 +27,9 @@ __all__ = ["app", "main"]
 
 def main(argv: list[str] | None = None) -> None:
     try:
-        app(args=argv, standalone_mode=False, prog_name="moviemem")
+        code = app(args=argv, standalone_mode=False, prog_name="moviemem")
+        if isinstance(code, int) and code:  # typer.Exit(N) comes back as N when click does not exit itself
+            sys.exit(code)
     except MovieMemError as exc:
         one_line = "; ".join(part.strip() for part in str(exc).splitlines() if part.strip())
         err.print(f"error: {one_line}", highlight=False, markup=False, soft_wrap=True)

@@ -29,7 +29,7 @@ HELP = ("A queryable memory of a full-length film, and agent policies that answe
 # and search, measure, then the tools around it; a command left out here comes last.
 COMMAND_ORDER = ("ingest", "import-collection", "films", "show", "ask", "search", "scenes", "characters", "graph",
                  "bench", "report", "inspect", "judge", "retrieval-eval", "filter", "policies", "backbones",
-                 "describe", "narrate", "export", "import", "delete", "models", "mcp", "serve", "letta", "synth", "demo")
+                 "describe", "narrate", "export", "import", "delete", "models", "doctor", "mcp", "serve", "letta", "synth", "demo")
 
 
 class _UserOrder(TyperGroup):

@@ -44,7 +44,7 @@ from ..backbones import Backbone, Reply, Request
 from ..backbones.base import Wrapper
 from ..backbones.retry import redact
 from ..backbones.types import CONTEXT
-from ..foundation.errors import MovieMemError, UnreachableError
+from ..foundation.errors import BackboneCrashed, MovieMemError, UnreachableError
 from ..foundation.files import atomic_write_text
 from ..foundation.urls import redact_urls, url_secrets
 from . import evidence, metrics
@@ -533,6 +533,8 @@ def run_bench(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any
                 with lock:
                     stopped_at.append(f"policy={policy} backbone={mb.name} item={item.id}")
                 return None
+            except BackboneCrashed:
+                raise  # the model's process died: every later item would fail the same way, so the run stops
             except MovieMemError as exc:
                 failure = f"{q.key}: {exc}"
                 unreachable = isinstance(exc, UnreachableError)  # a server down, not the item: asked again on rerun
@@ -585,7 +587,11 @@ def run_bench(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any
                 break
             finished, pending = wait(pending, return_when=FIRST_COMPLETED)
             for fut in finished:
-                rec = fut.result()
+                try:
+                    rec = fut.result()
+                except BackboneCrashed as exc:
+                    kept = counts["answered"] + counts["invalid"] + counts["unfit"]
+                    raise BackboneCrashed(f"{exc}; the {kept} answer(s) recorded in {run_dir} stay: rerun to resume") from None
                 if rec is None:
                     continue
                 writer.write(rec.line())

@@ -21,3 +21,8 @@ class UnreachableError(MovieMemError):
 
 class SettingsInvalidError(MovieMemError):
     """A MOVIEMEM_* variable or a moviemem.toml value that no setting takes."""
+
+
+class BackboneCrashed(MovieMemError):
+    """A local model's process died (a native crash) or hung: every later call would too, so a bench
+    stops here, keeping what it finished, and the message points at `moviemem doctor`."""

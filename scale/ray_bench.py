@@ -44,6 +44,7 @@ from ..eval.tasks import Query
 from ..foundation.config import Settings, get_settings
 from ..foundation.errors import MovieMemError, UnreachableError
 from .cluster import cap_threads, describe, import_ray
+from .ray_doctor import local_backbones, require_healthy
 from .remote_cache import RemoteCache, start_server
 
 
@@ -95,6 +96,14 @@ class AnswerWorker:
 
     def pid(self) -> int:
         return os.getpid()
+
+    def doctor(self, specs: list[str]) -> tuple[str, int, list[Any]]:
+        """The machine checks for the local backbones among `specs`, run before any work is given out."""
+        import socket
+
+        from .ray_doctor import worker_checks
+
+        return socket.gethostname(), os.getpid(), worker_checks(specs)
 
     def describe(self, spec: str) -> dict[str, Any]:
         try:
@@ -237,6 +246,8 @@ def bench_on_ray(bench: Benchmark, policies: Sequence[str], backbones: Sequence[
     actors = [worker_cls.remote(lib.path, settings, server, mode, cpus_each) for _ in range(n)]
     try:
         try:
+            reports = ray.get([a.doctor.remote(list(backbones)) for a in actors]) if local_backbones(backbones) else []
+            require_healthy(reports)  # a node that cannot run the local model fails here, once
             infos = ray.get([actors[0].describe.remote(s) for s in backbones])
         except ray.exceptions.RayError as exc:
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]

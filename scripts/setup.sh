@@ -19,19 +19,20 @@ want="$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)"
 install=""
 [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] || install=1
 
+# llama-cpp-python is compiled for the instruction sets this CPU was seen to execute (never AMX, never
+# -march=native: a guest may list what it cannot run) and cached by how it was built (scripts/llama_build.py)
+LEVEL_FILE="$VENV/.moviemem-llama-level"
+level="$(cat "$LEVEL_FILE" 2>/dev/null || echo best)"
+llama_plan() { "$VENV/bin/python" scripts/llama_build.py plan --level "$level" --wheels "$WHEELS"; }
 compile=""
 trap '[ -z "$compile" ] || kill "$compile" 2>/dev/null || true' EXIT
-if [ -n "$install" ]; then
-  $PIP install -q --upgrade pip wheel setuptools  # before the compile starts: it runs this pip
-  if ! ls "$WHEELS"/llama_cpp_python-0.3.36-*.whl >/dev/null 2>&1; then
-    mkdir -p "$WHEELS"
-    log="$WHEELS/llama-build.log"
-    echo "setup: compiling $LLAMA once, in the background (a few minutes; log $log); the wheel is cached in $WHEELS"
-    # text-only use: skip the multimodal (mtmd/llava) library; compile on every core
-    CMAKE_ARGS="-DLLAVA_BUILD=OFF ${CMAKE_ARGS:-}" CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
-      $PIP wheel -q --no-deps "$LLAMA" -w "$WHEELS" >"$log" 2>&1 &
-    compile=$!
-  fi
+[ -n "$install" ] && $PIP install -q --upgrade pip wheel setuptools  # before the compile starts: it runs this pip
+IFS=$'\t' read -r key wheel features < <(llama_plan)
+if [ -z "$wheel" ]; then
+  mkdir -p "$WHEELS"
+  echo "setup: compiling $LLAMA once for this CPU ($level: $features), in the background (about 9 minutes; log in $WHEELS); the wheel is cached under key $key"
+  "$VENV/bin/python" scripts/llama_build.py build --level "$level" --wheels "$WHEELS" >/dev/null &
+  compile=$!
 fi
 
 need_apt=""
@@ -65,13 +66,39 @@ if [ -n "$compile" ]; then
   echo "setup: waiting for the $LLAMA compile"
   if ! wait "$compile"; then
     compile=""
-    echo "setup: compiling $LLAMA failed; the end of $log:" >&2
-    tail -n 30 "$log" >&2
-    exit 1
+    exit 1  # llama_build.py printed the cause and the end of its log
   fi
   compile=""
 fi
 if [ -n "$install" ]; then
-  $PIP install -q --find-links "$WHEELS" -e ".[llama,dev]"
+  $PIP install -q -e ".[dev]"
   echo "$want" > "$stamp"
 fi
+
+# install the planned build unless it is the one installed, then prove it: load local-small in a child
+# process and write one token. A crash (SIGILL) or hang there rebuilds with the safe instruction set
+# (AVX2, no AVX-512), then the baseline; if that fails too, setup stops with the cause.
+install_llama() {
+  IFS=$'\t' read -r key wheel features < <(llama_plan)
+  [ -n "$wheel" ] || wheel="$("$VENV/bin/python" scripts/llama_build.py build --level "$level" --wheels "$WHEELS")"
+  if [ "$(cat "$VENV/.moviemem-llama-key" 2>/dev/null)" != "$key" ]; then
+    $PIP install -q --no-deps --force-reinstall "$wheel"  # this build, even over another of the same version
+    $PIP install -q "$wheel"  # then what it needs (diskcache, ...)
+    cp "$(dirname "$wheel")/build.json" "$VENV/moviemem-llama-build.json"
+    echo "$key" > "$VENV/.moviemem-llama-key"
+  fi
+}
+install_llama
+while ! report="$("$VENV/bin/moviemem" doctor --only llama 2>&1)"; do
+  cause="$(printf '%s\n' "$report" | grep -m1 'FAIL' || printf '%s\n' "$report" | tail -n 1)"
+  case "$level" in
+    best) level=safe ;;
+    safe) level=baseline ;;
+    *) echo "setup: llama.cpp does not run on this machine even built for SSE4.2 alone: ${cause# *}; see moviemem doctor" >&2
+       exit 1 ;;
+  esac
+  echo "setup: the llama.cpp build failed its check here (${cause#FAIL }); rebuilding for the $level instruction set"
+  echo "$level" > "$LEVEL_FILE"
+  install_llama
+done
+echo "setup: llama.cpp ($level build $key) loads and answers on this CPU"

@@ -32,8 +32,9 @@ BELOW: dict[str, set[str]] = {
     "agents": {"models", "letta", "backbones", "memory", "graph", "retrievers"},
     "eval": {"models", "letta", "backbones", "memory", "graph", "retrievers", "agents"},
     "library": {"models", "letta", "backbones", "memory", "graph", "characters", "retrievers", "agents", "ingest", "eval"},
+    "doctor": {"models", "backbones", "memory"},  # is this machine ready: tools, weights, the llama.cpp build, disk
     "scale": {"models", "letta", "backbones", "memory", "graph", "characters", "retrievers", "agents", "ingest", "eval",
-              "library"},
+              "library", "doctor"},
     "": {"library", "agents", "retrievers", "backbones", "ingest", "eval"},  # the package's __init__: public names and register(), lazily
 }
 BELOW["film_tools"] = BELOW["library"] | {"library"}  # the checked tool functions shared by the MCP server and the CLI

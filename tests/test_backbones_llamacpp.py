@@ -106,6 +106,15 @@ def test_flash_attention_is_on_by_default_and_named_in_the_model_id(small, monke
     assert q8.flash and q8.model_id.endswith(":kv-q8_0")
 
 
+def test_the_model_runs_in_a_child_process_by_default(small):
+    """The parent never holds llama.cpp (a native crash there would end it): the worker answers."""
+    assert small.isolate
+    with pytest.raises(MovieMemError, match="child process"):
+        small.model()
+    worker = small.worker()
+    assert worker.proc.poll() is None and worker.proc.pid != __import__("os").getpid()
+
+
 def test_tool_call_parsing():
     tools = (Tool("look_at"), Tool("search"))
     text, calls = parse_tool_calls('Let me check.\n<tool_call>\n{"name": "look_at", "arguments": {"seconds": 4}}\n'
@@ -165,9 +174,10 @@ def test_a_prompt_already_read_is_not_thrown_away_for_the_time_it_took(monkeypat
 
 
 def test_a_real_call_records_its_speeds(small, tmp_path) -> None:
-    small.paces = PaceBook(tmp_path / "pace.json")
-    small.chat([user(CONTEXT + " Count from 1 to 40.")], max_tokens=48)
-    pace = small.paces.get(small.pace_key)
+    here = LlamaCppBackbone(small.path, n_ctx=2048, isolate=False)  # the engine itself, in this process
+    here.paces = PaceBook(tmp_path / "pace.json")
+    here.chat([user(CONTEXT + " Count from 1 to 40.")], max_tokens=48)
+    pace = here.paces.get(here.pace_key)
     assert pace.read_tok_s and pace.read_tok_s > 0
 
 
@@ -194,7 +204,7 @@ def test_prompt_cache_is_bounded_by_what_its_states_really_hold():
 
 def test_real_model_prompt_cache_stays_within_capacity():
     try:
-        b = LlamaCppBackbone(load("local-small").path, n_ctx=1024, cache_bytes=300_000_000)
+        b = LlamaCppBackbone(load("local-small").path, n_ctx=1024, cache_bytes=300_000_000, isolate=False)
     except MovieMemError as exc:
         pytest.skip(str(exc))
     cache = b.model().llm.cache  # the llama.cpp cache this backbone set
