@@ -10,6 +10,10 @@ header without it is version 1, the format written before: the same fields with 
 it reads as it always did. A value dumps with the keys it was read or made with (`line`), so today's
 readers read new files, and a version-1 line rewritten by a resumed run stays version 1.
 
+Items: a record names its item by id and, since records carry `item_digest`, by content too, so a rerun or
+a comparison never takes an answer to one question for an answer to another that reuses its id. A record
+without the digest (written before it) is matched by id alone, and the runner says so.
+
 Evidence spans and trace steps stay JSON objects: each retriever and policy adds its own keys, and
 evidence.py and timeline.py read them with their own checks.
 """
@@ -104,6 +108,7 @@ class ResultRecord(_Value):
     policy: str
     backbone: str
     item_id: str
+    item_digest: str | None = None  # runner.item_digest of the item answered; None: written before items were digested
     film_id: str = ""
     format: str = ""
     category: str | None = None

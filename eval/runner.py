@@ -10,6 +10,11 @@ Resuming: a rerun reads results.jsonl and skips the keys it holds; a line cut sh
 is dropped (its item runs again), so nothing is lost or duplicated. Lines are appended under a
 lock and flushed one by one.
 
+Changed items: each record carries its item's digest (`item_digest`). A rerun whose benchmark holds other
+content under an id the directory already answered is refused before anything is written: the old answer
+would be scored against the new question. `reask_changed` drops those answers instead (their spend kept
+in run.json's `retired_spend`, as --retry-invalid does) and asks the items again.
+
 Caps: `max_cost_usd` and `max_tokens` bound what the run directory spends on calls that reach
 a model (replay-cache hits are free). They are checked before every backbone call; when one is
 reached, no new call starts, items in flight stop unrecorded (they run again on resume), and
@@ -394,6 +399,32 @@ def _check_sizes(limit: int | None, concurrency: int, max_cost_usd: float | None
             raise MovieMemError(f"{name} must be a finite number >= 0, not {cap}")
 
 
+def item_digest(item: Item) -> str:
+    """An item's content (question, options, answer, film, every key): what its answer was given to."""
+    text = json.dumps(item.model_dump(mode="json"), sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _changed(records: Sequence[ResultRecord], digests: dict[str, str], run_dir: Path, reask: bool,
+             warnings: list[str]) -> set[str]:
+    """Keys of the records answered for other content under an id of this benchmark (`digests`: by id), every
+    configuration's: refused unless `reask`, then returned to be dropped and asked again. Records without a
+    digest (an older moviemem's) are matched by id alone, and a warning says so."""
+    ours = [r for r in records if r.item_id in digests]
+    stale = [r for r in ours if r.item_digest is not None and r.item_digest != digests[r.item_id]]
+    ids = sorted({r.item_id for r in stale})
+    if ids and not reask:
+        raise MovieMemError(f"{len(ids)} item(s) changed since {run_dir} answered them under the same id (first: "
+                            f"{ids[0]!r}); pass --reask-changed to ask them again, or use another --out")
+    if ids:
+        warnings.append(f"asking {len(ids)} changed item(s) again; their {len(stale)} earlier answer(s) are superseded")
+    blind = sum(r.item_digest is None for r in ours)
+    if blind:
+        warnings.append(f"{blind} earlier answer(s) in {run_dir} carry no item digest (an older moviemem wrote them): "
+                        "matched to this benchmark's items by id alone, so a change to those items goes unnoticed")
+    return {r.key for r in stale}
+
+
 @contextlib.contextmanager
 def only_writer(run_dir: Path) -> Iterator[None]:
     """A run directory has one writer at a time (bench or judge): a second bench on the same --out
@@ -436,11 +467,13 @@ def run_bench(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any
               answerer: Answerer | None = None, library: Any = None, concurrency: int = 1,
               max_cost_usd: float | None = None, max_tokens: int | None = None,
               cache: str | Path | None = None, cache_mode: str | None = None, limit: int | None = None,
-              retry_invalid: bool = False, progress: Callable[[Progress], None] | None = None) -> BenchResult:
+              retry_invalid: bool = False, reask_changed: bool = False,
+              progress: Callable[[Progress], None] | None = None) -> BenchResult:
     """Answer every item of `bench` with every policy x backbone; results go to `out`.
 
     `backbones` are spec strings (loaded with the replay cache at `cache`, default
-    <library>/cache) or Backbone objects. `retry_invalid` reruns items recorded invalid.
+    <library>/cache) or Backbone objects. `retry_invalid` reruns items recorded invalid;
+    `reask_changed` asks again the items whose content changed under an id already answered.
     """
     started = time.perf_counter()
     if answerer is None:
@@ -464,19 +497,21 @@ def run_bench(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any
 
     records = read_log(run_dir, repair=True)
     warnings: list[str] = []
+    digests = {it.id: item_digest(it) for it in items}
+    changed = _changed(records, digests, run_dir, reask_changed, warnings)
     retired = old.retired_spend if old is not None else Spend()  # spend of records dropped by --retry-invalid
     # transport faults are no answer: always asked again; invalid answers and prompts that did not fit
     # the context (a larger context may take them) only when asked to
     again = {"transient"} | ({"invalid", "unfit"} if retry_invalid else set())
-    keep = [r for r in records if r.status not in again]
+    keep = [r for r in records if r.status not in again and r.key not in changed]
     for r in records:
-        if r.status in again:
+        if r.status in again or r.key in changed:
             retired.add(r.spend)
     if len(keep) != len(records):
         atomic_write_text(run_dir / RESULTS, "".join(json.dumps(r.line(), ensure_ascii=False) + "\n" for r in keep))
         for status, what in (("invalid", "invalid item(s)"), ("unfit", "item(s) whose prompt did not fit the context"),
                              ("transient", "item(s) that hit transport faults")):
-            n = sum(r.status == status for r in records if status in again)
+            n = sum(r.status == status for r in records if status in again and r.key not in changed)
             if n:
                 warnings.append(f"retrying {n} {what}")
     records = keep
@@ -559,7 +594,7 @@ def run_bench(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any
         status: Status = ("transient" if fault else "unfit" if unfit else "invalid") if reason else "answered"
         return ResultRecord(
             log_version=LOG_VERSION, key=record_key(policy, mb.name, item.id), policy=policy, backbone=mb.name,
-            item_id=item.id, film_id=item.film_id, format=bench.format, category=item_category(item), status=status,
+            item_id=item.id, item_digest=digests[item.id], film_id=item.film_id, format=bench.format, category=item_category(item), status=status,
             reason=f"transport fault: {reason}" if reason and fault else f"context: {reason}" if unfit else reason,
             correct=None if unfit else scored_correct, detail=_jsonable(detail), answers=answers,
             usage=_usage_sum(answers), grounded=all(a.grounded for a in answers.values()) if answers else False,
