@@ -146,15 +146,18 @@ def compare(
     from ..eval.compare import compare as compare_sides
 
     rows = compare_sides(Side(run_a, policy_a, backbone_a), Side(run_b, policy_b, backbone_b), parse_groups(group or []))
+    if rows[0].unmatched:
+        _styled(err, "yellow", "warning:", f" {rows[0].unmatched} item id(s) name another film or question in each run: "
+                                           "counted apart as unmatched, not paired")
     if as_json:
         _print_json({"a": str(run_a), "b": str(run_b), "groups": [r.to_dict() for r in rows]})
         return
     t = Table("group", "paired", "A right", "B right", "A only", "B only", "p", "median tokens A / B", "unpaired",
-              box=None)
+              "unmatched", box=None)
     for r in rows:
         tokens = " / ".join("n/a" if x is None else f"{x:,.0f}" for x in (r.a_median_input_tokens, r.b_median_input_tokens))
         t.add_row(r.group, str(r.n), str(r.a_correct), str(r.b_correct), str(r.a_only), str(r.b_only),
-                  "n/a" if r.n == 0 else f"{r.p_value:.3g}", tokens, str(r.unpaired))
+                  "n/a" if r.n == 0 else f"{r.p_value:.3g}", tokens, str(r.unpaired), str(r.unmatched))
     out.print(t)
 
 

@@ -259,35 +259,52 @@ def _usage_sum(answers: dict[str, AnswerRecord]) -> RecordUsage:
                        latency_s=sum(u.latency_s or 0 for u in us), cost_usd=sum(priced) if priced else None)
 
 
-def read_log(run_dir: str | Path, repair: bool = False) -> list[ResultRecord]:
-    """Records of a run directory. A last line cut short by a kill is ignored (and cut off the
-    file when `repair`); a repeated key keeps its first record."""
+def iter_log(run_dir: str | Path) -> Iterator[ResultRecord]:
+    """Records of a run directory, one line read at a time, so a caller that keeps only what it needs holds
+    no more than that of a large log. A last line cut short by a kill is ignored; a repeated key keeps its
+    first record."""
     path = Path(run_dir) / RESULTS
     if not path.exists():
-        return []
-    data = path.read_bytes()
-    records: list[ResultRecord] = []
+        return
     seen: set[str] = set()
-    good_end = 0
-    pos = 0
-    lineno = 0
-    while pos < len(data):
-        nl = data.find(b"\n", pos)
-        if nl < 0:
-            break  # an unterminated last line: written when the process died
-        line = data[pos:nl]
-        lineno += 1
-        rec = parse(ResultRecord, line, f"{path}: line {lineno}")
-        pos = nl + 1
-        good_end = pos
-        if rec.key in seen:
-            continue
-        seen.add(rec.key)
-        records.append(rec)
-    if repair and good_end < len(data):
-        with path.open("r+b") as f:
-            f.truncate(good_end)
+    with path.open("rb") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.endswith(b"\n"):
+                break  # an unterminated last line: written when the process died
+            rec = parse(ResultRecord, line, f"{path}: line {lineno}")
+            if rec.key not in seen:
+                seen.add(rec.key)
+                yield rec
+
+
+def read_log(run_dir: str | Path, repair: bool = False) -> list[ResultRecord]:
+    """Records of a run directory (`iter_log`), in a list. A last line cut short by a kill is cut off the
+    file when `repair`."""
+    records = list(iter_log(run_dir))
+    path = Path(run_dir) / RESULTS
+    if repair and path.exists():
+        _cut_torn_tail(path)
     return records
+
+
+def _cut_torn_tail(path: Path) -> None:
+    """Cut an unterminated last line (a write a kill cut short) off the file."""
+    with path.open("r+b") as f:
+        end = f.seek(0, os.SEEK_END)
+        pos, chunk = end, 1 << 16
+        while pos > 0:
+            start = max(0, pos - chunk)
+            f.seek(start)
+            block = f.read(pos - start)
+            nl = block.rfind(b"\n")
+            if nl >= 0:
+                good = start + nl + 1
+                break
+            pos = start
+        else:
+            good = 0
+        if good < end:
+            f.truncate(good)
 
 
 def read_items(run_dir: str | Path) -> list[dict[str, Any]]:
@@ -401,7 +418,8 @@ def _check_sizes(limit: int | None, concurrency: int, max_cost_usd: float | None
 
 def item_digest(item: Item) -> str:
     """An item's content (question, options, answer, film, every key): what its answer was given to."""
-    text = json.dumps(item.model_dump(mode="json"), sort_keys=True, ensure_ascii=False)
+    # as items.jsonl holds it (None left out), so an item read back from there has the digest it was answered with
+    text = json.dumps(item.model_dump(mode="json", exclude_none=True), sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
