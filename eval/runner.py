@@ -308,10 +308,24 @@ def _cut_torn_tail(path: Path) -> None:
 
 
 def read_items(run_dir: str | Path) -> list[dict[str, Any]]:
+    """The rows of a run directory's items.jsonl; a damaged line is a one-line error naming the file and line."""
     path = Path(run_dir) / ITEMS
     if not path.exists():
         raise MovieMemError(f"{run_dir} is not a run directory: no {ITEMS}")
-    return [json.loads(line) for _, line in text_lines(path.read_text(encoding="utf-8"))]
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise MovieMemError(f"{path} is not UTF-8 text; the file was edited or is damaged") from None
+    rows = []
+    for n, line in text_lines(text):
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise MovieMemError(f"{path}: line {n} is not JSON ({exc.msg}); the file was edited or is damaged") from None
+        if not isinstance(rows[-1], dict) or "id" not in rows[-1]:
+            raise MovieMemError(f"{path}: line {n} is not an item (a JSON object with an id); the file was edited "
+                                "or is damaged")
+    return rows
 
 
 def read_header(run_dir: str | Path) -> RunHeader:
@@ -514,6 +528,7 @@ def run_bench(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any
         raise MovieMemError(f"{run_dir} holds a {old.format} run; use another --out for {bench.format}")
 
     records = read_log(run_dir, repair=True)
+    known = {row["id"]: row for row in (read_items(run_dir) if (run_dir / ITEMS).exists() else [])}  # read before any write
     warnings: list[str] = []
     digests = {it.id: item_digest(it) for it in items}
     changed = _changed(records, digests, run_dir, reask_changed, warnings)
@@ -536,7 +551,6 @@ def run_bench(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any
     done = {r.key for r in records}
 
     # items.jsonl: the union of what earlier runs and this one asked, this run's version winning
-    known = {row["id"]: row for row in (read_items(run_dir) if (run_dir / ITEMS).exists() else [])}
     known.update({it.id: it.model_dump(mode="json", exclude_none=True) for it in items})
     atomic_write_text(run_dir / ITEMS, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in known.values()))
     lib_path = getattr(library, "path", None) or getattr(getattr(answerer, "library", None), "path", None)
