@@ -722,23 +722,34 @@ def _record_prompts(path: Path, header: RunHeader, run_dir: Path) -> None:
     """The prompt ids and versions each policy's answers sent, read from the records once they are written."""
     from . import provenance
 
-    header.provenance = {**(header.provenance or {}), "prompts": provenance.prompts(read_log(run_dir))}
+    header.provenance = {**(header.provenance or {}), "prompts": provenance.prompts(iter_log(run_dir))}
     _write_json(path, header.line())
 
 
-def log_grid(run_dir: str | Path, unfit: bool = False) -> tuple[list[Item], Grid]:
+def lean(rec: ResultRecord) -> ResultRecord:
+    """A record without what only the inspector shows: each answer's evidence spans and its trace steps other
+    than parses (`fallback_parsed` reads those). The record's evidence scores stay. Most of a log's bytes, so
+    summaries of a large run hold little; never written back."""
+    for a in rec.answers.values():
+        a.evidence = []
+        a.trace = [s for s in a.trace if s.get("kind") == "parse"]
+    return rec
+
+
+def log_grid(run_dir: str | Path, unfit: bool = False, slim: bool = False) -> tuple[list[Item], Grid]:
     """Items (validated again) and the records of each (policy, backbone), in item order. Records of prompts
-    that did not fit the context are left out (never scored, never paired) unless `unfit` asks for them."""
+    that did not fit the context are left out (never scored, never paired) unless `unfit` asks for them.
+    The log is read a line at a time; `slim` keeps each record `lean`."""
     from .formats import validate_rows
 
     header = read_header(run_dir)
     rows = read_items(run_dir)
     items = validate_rows(((i + 1, r) for i, r in enumerate(rows)), header.format, str(Path(run_dir) / ITEMS))
     by_key: dict[Config, dict[str, ResultRecord]] = {}
-    for r in read_log(run_dir):
+    for r in iter_log(run_dir):
         if r.status == "transient" or (r.status == "unfit" and not unfit):
             continue  # no answer to score: the configuration shows as incomplete until a rerun asks again
-        by_key.setdefault(r.config, {})[r.item_id] = r
+        by_key.setdefault(r.config, {})[r.item_id] = lean(r) if slim else r
     order = {it.id: i for i, it in enumerate(items)}
     out = {k: sorted((r for iid, r in v.items() if iid in order), key=lambda r: order[r.item_id])
            for k, v in by_key.items()}
@@ -757,18 +768,20 @@ def fallback_parsed(records: Sequence[ResultRecord]) -> metrics.Estimate:
     return metrics.wilson(sum(hows), len(hows))
 
 
-def scored_log(run_dir: str | Path) -> tuple[list[Item], Grid, dict[Config, int]]:
+def scored_log(run_dir: str | Path, slim: bool = False) -> tuple[list[Item], Grid, dict[Config, int]]:
     """`log_grid` read once, split: the records that can be scored (every configuration a key, even one
     whose every prompt was too long), and per configuration the items whose prompt did not fit the context."""
-    items, grid = log_grid(run_dir, unfit=True)
+    items, grid = log_grid(run_dir, unfit=True, slim=slim)
     unfit = {key: sum(r.status == "unfit" for r in recs) for key, recs in grid.items()}
     return items, {key: [r for r in recs if r.status != "unfit"] for key, recs in grid.items()}, unfit
 
 
 def summarise(run_dir: str | Path) -> list[dict[str, Any]]:
-    """One row per (policy, backbone): the task's scores over the items it has records for."""
+    """One row per (policy, backbone): the task's scores over the items it has records for. Records are
+    read `lean`: a task summarises scores, details, choices and the record's evidence scores, not the
+    spans each answer was shown."""
     task = task_for(read_header(run_dir).format)
-    items, grid, unfit = scored_log(run_dir)
+    items, grid, unfit = scored_log(run_dir, slim=True)
     by_id = {it.id: it for it in items}
     rows = []
     for (policy, backbone), recs in sorted(grid.items()):
