@@ -45,6 +45,7 @@ def bench(
     max_tokens: Annotated[Optional[int], typer.Option("--max-tokens", help="Token cap: no call starts unless the tokens spent, those calls in flight may still produce and its own max_tokens fit under it (a call's prompt tokens are counted when it returns).")] = None,
     cache: Annotated[Optional[Path], typer.Option(help="Replay cache directory (default <library>/cache).")] = None,
     retry_invalid: Annotated[bool, typer.Option("--retry-invalid", help="Answer again the items recorded invalid.")] = False,
+    reask_changed: Annotated[bool, typer.Option("--reask-changed", help="Ask again the items whose content changed under an id this --out already answered (their old answers are superseded).")] = False,
     permute: Annotated[bool, typer.Option("--permute", help="MCQ position bias: ask each item once per rotation of its options (ids ID@rK); the report adds consistency and the letter distribution.")] = False,
     ray: RayOpt = None,
     ray_workers: Annotated[Optional[int], typer.Option("--ray-workers", help="With --ray: answering workers (default one per CPU); --concurrency is then per worker.")] = None,
@@ -92,7 +93,7 @@ def bench(
                       console=err, transient=True) as bar:
             task = bar.add_task(f"bench {b.format}", total=None, cost=0.0, calls=0, hits=0)
             res = run(b, pols, bbs, run_dir, concurrency=concurrency, max_cost_usd=max_cost, max_tokens=max_tokens,
-                      cache=cache, limit=limit, retry_invalid=retry_invalid,
+                      cache=cache, limit=limit, retry_invalid=retry_invalid, reask_changed=reask_changed,
                       progress=lambda p: bar.update(task, completed=p.done, total=p.total, cost=p.spend.cost_usd,
                                                     calls=p.spend.calls, hits=p.spend.cache_hits))
     for w in res.warnings:
@@ -145,15 +146,18 @@ def compare(
     from ..eval.compare import compare as compare_sides
 
     rows = compare_sides(Side(run_a, policy_a, backbone_a), Side(run_b, policy_b, backbone_b), parse_groups(group or []))
+    if rows[0].unmatched:
+        _styled(err, "yellow", "warning:", f" {rows[0].unmatched} item id(s) name another film or question in each run: "
+                                           "counted apart as unmatched, not paired")
     if as_json:
         _print_json({"a": str(run_a), "b": str(run_b), "groups": [r.to_dict() for r in rows]})
         return
     t = Table("group", "paired", "A right", "B right", "A only", "B only", "p", "median tokens A / B", "unpaired",
-              box=None)
+              "unmatched", box=None)
     for r in rows:
         tokens = " / ".join("n/a" if x is None else f"{x:,.0f}" for x in (r.a_median_input_tokens, r.b_median_input_tokens))
         t.add_row(r.group, str(r.n), str(r.a_correct), str(r.b_correct), str(r.a_only), str(r.b_only),
-                  "n/a" if r.n == 0 else f"{r.p_value:.3g}", tokens, str(r.unpaired))
+                  "n/a" if r.n == 0 else f"{r.p_value:.3g}", tokens, str(r.unpaired), str(r.unmatched))
     out.print(t)
 
 

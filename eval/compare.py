@@ -4,13 +4,19 @@ A default is chosen on one half of a benchmark's films and confirmed on the othe
 kept only where it is no worse on both; so a change is reported in items, paired, per group: how
 many each side got right, how many only one side did, and McNemar's exact test on those. The two
 sides may be two runs (before and after a code change) or two policies of one run. Items are paired
-by id. An invalid answer counts as wrong, as in every accuracy here; an item only one side has a
-record for (the other run unfinished, its prompt longer than the context, an open answer not yet
+by id when both sides asked the same question of the same film (the film and the item's digest agree);
+two runs that reuse ids for other questions or films pair nothing under them, and those ids are counted
+apart as unmatched. An invalid answer counts as wrong, as in every accuracy here; an item only one side
+has a record for (the other run unfinished, its prompt longer than the context, an open answer not yet
 judged) is counted apart, never scored as wrong. The test is McNemar's, exact below 25 discordant items.
+
+A log is read a line at a time and each record is reduced to the few fields the comparison needs
+(`Scored`), so a run of any size fits in memory.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -19,8 +25,9 @@ from typing import Any
 
 from ..foundation.errors import MovieMemError
 from . import metrics
+from .formats import validate_rows
 from .records import Config, ResultRecord
-from .runner import log_grid
+from .runner import ITEMS, item_digest, iter_log, read_header, read_items
 
 ALL = "all"
 
@@ -49,21 +56,53 @@ class GroupComparison:
     a_median_input_tokens: float | None
     b_median_input_tokens: float | None
     unpaired: int  # items of this group only one side has a scored record for
+    unmatched: int = 0  # ids both sides scored, but for another film or another question: not paired
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """As JSON holds it: no p value (None) where nothing was paired, not NaN."""
+        return {**asdict(self), "p_value": self.p_value if math.isfinite(self.p_value) else None}
 
 
-def pick(side: Side) -> tuple[Config, dict[str, ResultRecord]]:
-    """The side's records by item id; its configuration named, or the run's only one."""
-    _, grid = log_grid(side.run_dir)
+@dataclass(frozen=True)
+class Scored:
+    """What a comparison keeps of one scored record."""
+
+    film_id: str
+    digest: str  # the item's content (runner.item_digest): the record's own, or its run's items.jsonl's
+    correct: bool  # an invalid answer is wrong
+    input_tokens: int
+
+
+def _digests(run_dir: Path) -> dict[str, str]:
+    """The digest of each item of a run's items.jsonl, for records written before records carried theirs."""
+    rows = read_items(run_dir)
+    items = validate_rows(((i + 1, r) for i, r in enumerate(rows)), read_header(run_dir).format,
+                          str(run_dir / ITEMS))
+    return {it.id: item_digest(it) for it in items}
+
+
+def pick(side: Side) -> tuple[Config, dict[str, Scored], frozenset[str]]:
+    """The side's scored records by item id, and the films of all its records; its configuration named, or
+    the run's only one. Records as `log_grid` counts them: of items in items.jsonl, transport faults and
+    prompts too long for the context left out."""
+    digests = _digests(side.run_dir)
+    grid: dict[Config, dict[str, Scored]] = {}
+    films: dict[Config, set[str]] = {}
+    for r in iter_log(side.run_dir):
+        if r.status in ("transient", "unfit") or r.item_id not in digests:
+            continue
+        recs = grid.setdefault(r.config, {})
+        films.setdefault(r.config, set()).add(r.film_id)
+        if _scored(r):
+            recs[r.item_id] = Scored(r.film_id, r.item_digest or digests[r.item_id], bool(r.correct),
+                                     r.usage.input_tokens)
     configs = [c for c in grid if (side.policy in (None, c[0])) and (side.backbone in (None, c[1]))]
     if len(configs) != 1:
         have = ", ".join(f"{p} with {b}" for p, b in sorted(grid)) or "none"
         what = "matches" if not configs else "is ambiguous"
         raise MovieMemError(f"{side.run_dir}: the configuration asked for {what} (the run holds: {have}); "
                             "name a policy and, if needed, a backbone")
-    return configs[0], {r.item_id: r for r in grid[configs[0]]}
+    return configs[0], grid[configs[0]], frozenset(films[configs[0]])
 
 
 def parse_groups(specs: Sequence[str]) -> dict[str, frozenset[str]]:
@@ -91,28 +130,29 @@ def _scored(r: ResultRecord) -> bool:
     return r.correct is not None or r.status == "invalid"
 
 
-def _median(records: Sequence[ResultRecord]) -> float | None:
-    return statistics.median(r.usage.input_tokens for r in records) if records else None
+def _median(records: Sequence[Scored]) -> float | None:
+    return statistics.median(r.input_tokens for r in records) if records else None
 
 
 def compare(a: Side, b: Side, groups: Mapping[str, frozenset[str]] | None = None) -> list[GroupComparison]:
     """Rows for every item, then for each group of films, in the order given."""
-    (config_a, recs_a), (config_b, recs_b) = pick(a), pick(b)
+    (config_a, recs_a, films_a), (config_b, recs_b, films_b) = pick(a), pick(b)
     if a.run_dir.resolve() == b.run_dir.resolve() and config_a == config_b:
         raise MovieMemError("both sides are the same configuration of the same run; name two policies")
     groups = groups or {}
-    films = frozenset(r.film_id for r in (*recs_a.values(), *recs_b.values()))
+    films = films_a | films_b
     for name, ids in groups.items():
         if not ids & films:
             raise MovieMemError(f"group {name!r} names no film of these runs ({', '.join(sorted(ids))})")
     rows = []
     for name, ids in [(ALL, films), *groups.items()]:
-        scored_a = {k: r for k, r in recs_a.items() if r.film_id in ids and _scored(r)}
-        scored_b = {k: r for k, r in recs_b.items() if r.film_id in ids and _scored(r)}
-        both = [k for k in scored_a if k in scored_b]
+        scored_a = {k: r for k, r in recs_a.items() if r.film_id in ids}
+        scored_b = {k: r for k, r in recs_b.items() if r.film_id in ids}
+        shared = [k for k in scored_a if k in scored_b]
+        both = [k for k in shared if (scored_a[k].film_id, scored_a[k].digest) == (scored_b[k].film_id, scored_b[k].digest)]
         p = metrics.mcnemar([scored_a[k].correct for k in both], [scored_b[k].correct for k in both])
         rows.append(GroupComparison(
-            name, len(both), sum(bool(scored_a[k].correct) for k in both), sum(bool(scored_b[k].correct) for k in both),
+            name, len(both), sum(scored_a[k].correct for k in both), sum(scored_b[k].correct for k in both),
             p.n10 or 0, p.n01 or 0, p.p_value, p.test, _median([scored_a[k] for k in both]),
-            _median([scored_b[k] for k in both]), len(scored_a.keys() ^ scored_b.keys())))
+            _median([scored_b[k] for k in both]), len(scored_a.keys() ^ scored_b.keys()), len(shared) - len(both)))
     return rows

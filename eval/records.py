@@ -8,7 +8,12 @@ a real boolean. Keys this version does not know are kept (a later moviemem may a
 Versions: what is written since the log was versioned carries `log_version` (LOG_VERSION). A line or
 header without it is version 1, the format written before: the same fields with the same meanings, so
 it reads as it always did. A value dumps with the keys it was read or made with (`line`), so today's
-readers read new files, and a version-1 line rewritten by a resumed run stays version 1.
+readers read new files, and a version-1 line rewritten by a resumed run stays version 1. A version newer
+than LOG_VERSION is refused in one line, never read as if it were this one.
+
+Items: a record names its item by id and, since records carry `item_digest`, by content too, so a rerun or
+a comparison never takes an answer to one question for an answer to another that reuses its id. A record
+without the digest (written before it) is matched by id alone, and the runner says so.
 
 Evidence spans and trace steps stay JSON objects: each retriever and policy adds its own keys, and
 evidence.py and timeline.py read them with their own checks.
@@ -104,6 +109,7 @@ class ResultRecord(_Value):
     policy: str
     backbone: str
     item_id: str
+    item_digest: str | None = None  # runner.item_digest of the item answered; None: written before items were digested
     film_id: str = ""
     format: str = ""
     category: str | None = None
@@ -153,10 +159,15 @@ V = TypeVar("V", bound=_Value)
 def parse(kind: type[V], text: str | bytes, where: str) -> V:
     """A JSON text (a line, a file) as a `kind`, or a one-line error naming the place (`where`) and the field."""
     try:
-        return kind.model_validate_json(text)
+        value = kind.model_validate_json(text)
     except ValidationError as exc:
         err = exc.errors()[0]
         if err["type"] == "json_invalid":
             raise MovieMemError(f"{where} is not JSON; the file was edited or is damaged") from None
         field = ".".join(str(p) for p in err["loc"]) or "the line"
         raise MovieMemError(f"{where}: {field}: {err['msg'].lower()}; the file was edited or is damaged") from None
+    version = getattr(value, "log_version", 1)
+    if version > LOG_VERSION:  # its fields may mean what this version cannot tell: never read as if they did not
+        raise MovieMemError(f"{where}: log_version {version} is newer than this moviemem supports ({LOG_VERSION}); "
+                            "read it with a newer moviemem")
+    return value

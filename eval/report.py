@@ -149,7 +149,7 @@ def write_report(run_dir: str | Path, baseline: str | None = None, inspector: bo
     rows = summarise(run_dir)
     if not rows:
         raise MovieMemError(f"{run_dir} has no results yet")
-    items, grid = log_grid(run_dir)
+    items, grid = log_grid(run_dir, slim=True)  # report.md reads no answer's evidence spans: the inspector does
     fmt = header.format
     policies = sorted({r["policy"] for r in rows})
     if baseline is not None and baseline not in policies:

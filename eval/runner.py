@@ -10,6 +10,11 @@ Resuming: a rerun reads results.jsonl and skips the keys it holds; a line cut sh
 is dropped (its item runs again), so nothing is lost or duplicated. Lines are appended under a
 lock and flushed one by one.
 
+Changed items: each record carries its item's digest (`item_digest`). A rerun whose benchmark holds other
+content under an id the directory already answered is refused before anything is written: the old answer
+would be scored against the new question. `reask_changed` drops those answers instead (their spend kept
+in run.json's `retired_spend`, as --retry-invalid does) and asks the items again.
+
 Caps: `max_cost_usd` and `max_tokens` bound what the run directory spends on calls that reach
 a model (replay-cache hits are free). They are checked before every backbone call; when one is
 reached, no new call starts, items in flight stop unrecorded (they run again on resume), and
@@ -254,42 +259,73 @@ def _usage_sum(answers: dict[str, AnswerRecord]) -> RecordUsage:
                        latency_s=sum(u.latency_s or 0 for u in us), cost_usd=sum(priced) if priced else None)
 
 
-def read_log(run_dir: str | Path, repair: bool = False) -> list[ResultRecord]:
-    """Records of a run directory. A last line cut short by a kill is ignored (and cut off the
-    file when `repair`); a repeated key keeps its first record."""
+def iter_log(run_dir: str | Path) -> Iterator[ResultRecord]:
+    """Records of a run directory, one line read at a time, so a caller that keeps only what it needs holds
+    no more than that of a large log. A last line cut short by a kill is ignored; a repeated key keeps its
+    first record."""
     path = Path(run_dir) / RESULTS
     if not path.exists():
-        return []
-    data = path.read_bytes()
-    records: list[ResultRecord] = []
+        return
     seen: set[str] = set()
-    good_end = 0
-    pos = 0
-    lineno = 0
-    while pos < len(data):
-        nl = data.find(b"\n", pos)
-        if nl < 0:
-            break  # an unterminated last line: written when the process died
-        line = data[pos:nl]
-        lineno += 1
-        rec = parse(ResultRecord, line, f"{path}: line {lineno}")
-        pos = nl + 1
-        good_end = pos
-        if rec.key in seen:
-            continue
-        seen.add(rec.key)
-        records.append(rec)
-    if repair and good_end < len(data):
-        with path.open("r+b") as f:
-            f.truncate(good_end)
+    with path.open("rb") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.endswith(b"\n"):
+                break  # an unterminated last line: written when the process died
+            rec = parse(ResultRecord, line, f"{path}: line {lineno}")
+            if rec.key not in seen:
+                seen.add(rec.key)
+                yield rec
+
+
+def read_log(run_dir: str | Path, repair: bool = False) -> list[ResultRecord]:
+    """Records of a run directory (`iter_log`), in a list. A last line cut short by a kill is cut off the
+    file when `repair`."""
+    records = list(iter_log(run_dir))
+    path = Path(run_dir) / RESULTS
+    if repair and path.exists():
+        _cut_torn_tail(path)
     return records
 
 
+def _cut_torn_tail(path: Path) -> None:
+    """Cut an unterminated last line (a write a kill cut short) off the file."""
+    with path.open("r+b") as f:
+        end = f.seek(0, os.SEEK_END)
+        pos, chunk = end, 1 << 16
+        while pos > 0:
+            start = max(0, pos - chunk)
+            f.seek(start)
+            block = f.read(pos - start)
+            nl = block.rfind(b"\n")
+            if nl >= 0:
+                good = start + nl + 1
+                break
+            pos = start
+        else:
+            good = 0
+        if good < end:
+            f.truncate(good)
+
+
 def read_items(run_dir: str | Path) -> list[dict[str, Any]]:
+    """The rows of a run directory's items.jsonl; a damaged line is a one-line error naming the file and line."""
     path = Path(run_dir) / ITEMS
     if not path.exists():
         raise MovieMemError(f"{run_dir} is not a run directory: no {ITEMS}")
-    return [json.loads(line) for _, line in text_lines(path.read_text(encoding="utf-8"))]
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise MovieMemError(f"{path} is not UTF-8 text; the file was edited or is damaged") from None
+    rows = []
+    for n, line in text_lines(text):
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise MovieMemError(f"{path}: line {n} is not JSON ({exc.msg}); the file was edited or is damaged") from None
+        if not isinstance(rows[-1], dict) or "id" not in rows[-1]:
+            raise MovieMemError(f"{path}: line {n} is not an item (a JSON object with an id); the file was edited "
+                                "or is damaged")
+    return rows
 
 
 def read_header(run_dir: str | Path) -> RunHeader:
@@ -394,6 +430,33 @@ def _check_sizes(limit: int | None, concurrency: int, max_cost_usd: float | None
             raise MovieMemError(f"{name} must be a finite number >= 0, not {cap}")
 
 
+def item_digest(item: Item) -> str:
+    """An item's content (question, options, answer, film, every key): what its answer was given to."""
+    # as items.jsonl holds it (None left out), so an item read back from there has the digest it was answered with
+    text = json.dumps(item.model_dump(mode="json", exclude_none=True), sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _changed(records: Sequence[ResultRecord], digests: dict[str, str], run_dir: Path, reask: bool,
+             warnings: list[str]) -> set[str]:
+    """Keys of the records answered for other content under an id of this benchmark (`digests`: by id), every
+    configuration's: refused unless `reask`, then returned to be dropped and asked again. Records without a
+    digest (an older moviemem's) are matched by id alone, and a warning says so."""
+    ours = [r for r in records if r.item_id in digests]
+    stale = [r for r in ours if r.item_digest is not None and r.item_digest != digests[r.item_id]]
+    ids = sorted({r.item_id for r in stale})
+    if ids and not reask:
+        raise MovieMemError(f"{len(ids)} item(s) changed since {run_dir} answered them under the same id (first: "
+                            f"{ids[0]!r}); pass --reask-changed to ask them again, or use another --out")
+    if ids:
+        warnings.append(f"asking {len(ids)} changed item(s) again; their {len(stale)} earlier answer(s) are superseded")
+    blind = sum(r.item_digest is None for r in ours)
+    if blind:
+        warnings.append(f"{blind} earlier answer(s) in {run_dir} carry no item digest (an older moviemem wrote them): "
+                        "matched to this benchmark's items by id alone, so a change to those items goes unnoticed")
+    return {r.key for r in stale}
+
+
 @contextlib.contextmanager
 def only_writer(run_dir: Path) -> Iterator[None]:
     """A run directory has one writer at a time (bench or judge): a second bench on the same --out
@@ -436,11 +499,13 @@ def run_bench(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any
               answerer: Answerer | None = None, library: Any = None, concurrency: int = 1,
               max_cost_usd: float | None = None, max_tokens: int | None = None,
               cache: str | Path | None = None, cache_mode: str | None = None, limit: int | None = None,
-              retry_invalid: bool = False, progress: Callable[[Progress], None] | None = None) -> BenchResult:
+              retry_invalid: bool = False, reask_changed: bool = False,
+              progress: Callable[[Progress], None] | None = None) -> BenchResult:
     """Answer every item of `bench` with every policy x backbone; results go to `out`.
 
     `backbones` are spec strings (loaded with the replay cache at `cache`, default
-    <library>/cache) or Backbone objects. `retry_invalid` reruns items recorded invalid.
+    <library>/cache) or Backbone objects. `retry_invalid` reruns items recorded invalid;
+    `reask_changed` asks again the items whose content changed under an id already answered.
     """
     started = time.perf_counter()
     if answerer is None:
@@ -463,27 +528,29 @@ def run_bench(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any
         raise MovieMemError(f"{run_dir} holds a {old.format} run; use another --out for {bench.format}")
 
     records = read_log(run_dir, repair=True)
+    known = {row["id"]: row for row in (read_items(run_dir) if (run_dir / ITEMS).exists() else [])}  # read before any write
     warnings: list[str] = []
+    digests = {it.id: item_digest(it) for it in items}
+    changed = _changed(records, digests, run_dir, reask_changed, warnings)
     retired = old.retired_spend if old is not None else Spend()  # spend of records dropped by --retry-invalid
     # transport faults are no answer: always asked again; invalid answers and prompts that did not fit
     # the context (a larger context may take them) only when asked to
     again = {"transient"} | ({"invalid", "unfit"} if retry_invalid else set())
-    keep = [r for r in records if r.status not in again]
+    keep = [r for r in records if r.status not in again and r.key not in changed]
     for r in records:
-        if r.status in again:
+        if r.status in again or r.key in changed:
             retired.add(r.spend)
     if len(keep) != len(records):
         atomic_write_text(run_dir / RESULTS, "".join(json.dumps(r.line(), ensure_ascii=False) + "\n" for r in keep))
         for status, what in (("invalid", "invalid item(s)"), ("unfit", "item(s) whose prompt did not fit the context"),
                              ("transient", "item(s) that hit transport faults")):
-            n = sum(r.status == status for r in records if status in again)
+            n = sum(r.status == status for r in records if status in again and r.key not in changed)
             if n:
                 warnings.append(f"retrying {n} {what}")
     records = keep
     done = {r.key for r in records}
 
     # items.jsonl: the union of what earlier runs and this one asked, this run's version winning
-    known = {row["id"]: row for row in (read_items(run_dir) if (run_dir / ITEMS).exists() else [])}
     known.update({it.id: it.model_dump(mode="json", exclude_none=True) for it in items})
     atomic_write_text(run_dir / ITEMS, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in known.values()))
     lib_path = getattr(library, "path", None) or getattr(getattr(answerer, "library", None), "path", None)
@@ -561,7 +628,7 @@ def run_bench(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any
         status: Status = ("transient" if fault else "unfit" if unfit else "invalid") if reason else "answered"
         return ResultRecord(
             log_version=LOG_VERSION, key=record_key(policy, mb.name, item.id), policy=policy, backbone=mb.name,
-            item_id=item.id, film_id=item.film_id, format=bench.format, category=item_category(item), status=status,
+            item_id=item.id, item_digest=digests[item.id], film_id=item.film_id, format=bench.format, category=item_category(item), status=status,
             reason=f"transport fault: {reason}" if reason and fault else f"context: {reason}" if unfit else reason,
             correct=None if unfit else scored_correct, detail=_jsonable(detail), answers=answers,
             usage=_usage_sum(answers), grounded=all(a.grounded for a in answers.values()) if answers else False,
@@ -661,23 +728,34 @@ def _record_prompts(path: Path, header: RunHeader, run_dir: Path) -> None:
     """The prompt ids and versions each policy's answers sent, read from the records once they are written."""
     from . import provenance
 
-    header.provenance = {**(header.provenance or {}), "prompts": provenance.prompts(read_log(run_dir))}
+    header.provenance = {**(header.provenance or {}), "prompts": provenance.prompts(iter_log(run_dir))}
     _write_json(path, header.line())
 
 
-def log_grid(run_dir: str | Path, unfit: bool = False) -> tuple[list[Item], Grid]:
+def lean(rec: ResultRecord) -> ResultRecord:
+    """A record without what only the inspector shows: each answer's evidence spans and its trace steps other
+    than parses (`fallback_parsed` reads those). The record's evidence scores stay. Most of a log's bytes, so
+    summaries of a large run hold little; never written back."""
+    for a in rec.answers.values():
+        a.evidence = []
+        a.trace = [s for s in a.trace if s.get("kind") == "parse"]
+    return rec
+
+
+def log_grid(run_dir: str | Path, unfit: bool = False, slim: bool = False) -> tuple[list[Item], Grid]:
     """Items (validated again) and the records of each (policy, backbone), in item order. Records of prompts
-    that did not fit the context are left out (never scored, never paired) unless `unfit` asks for them."""
+    that did not fit the context are left out (never scored, never paired) unless `unfit` asks for them.
+    The log is read a line at a time; `slim` keeps each record `lean`."""
     from .formats import validate_rows
 
     header = read_header(run_dir)
     rows = read_items(run_dir)
     items = validate_rows(((i + 1, r) for i, r in enumerate(rows)), header.format, str(Path(run_dir) / ITEMS))
     by_key: dict[Config, dict[str, ResultRecord]] = {}
-    for r in read_log(run_dir):
+    for r in iter_log(run_dir):
         if r.status == "transient" or (r.status == "unfit" and not unfit):
             continue  # no answer to score: the configuration shows as incomplete until a rerun asks again
-        by_key.setdefault(r.config, {})[r.item_id] = r
+        by_key.setdefault(r.config, {})[r.item_id] = lean(r) if slim else r
     order = {it.id: i for i, it in enumerate(items)}
     out = {k: sorted((r for iid, r in v.items() if iid in order), key=lambda r: order[r.item_id])
            for k, v in by_key.items()}
@@ -696,18 +774,20 @@ def fallback_parsed(records: Sequence[ResultRecord]) -> metrics.Estimate:
     return metrics.wilson(sum(hows), len(hows))
 
 
-def scored_log(run_dir: str | Path) -> tuple[list[Item], Grid, dict[Config, int]]:
+def scored_log(run_dir: str | Path, slim: bool = False) -> tuple[list[Item], Grid, dict[Config, int]]:
     """`log_grid` read once, split: the records that can be scored (every configuration a key, even one
     whose every prompt was too long), and per configuration the items whose prompt did not fit the context."""
-    items, grid = log_grid(run_dir, unfit=True)
+    items, grid = log_grid(run_dir, unfit=True, slim=slim)
     unfit = {key: sum(r.status == "unfit" for r in recs) for key, recs in grid.items()}
     return items, {key: [r for r in recs if r.status != "unfit"] for key, recs in grid.items()}, unfit
 
 
 def summarise(run_dir: str | Path) -> list[dict[str, Any]]:
-    """One row per (policy, backbone): the task's scores over the items it has records for."""
+    """One row per (policy, backbone): the task's scores over the items it has records for. Records are
+    read `lean`: a task summarises scores, details, choices and the record's evidence scores, not the
+    spans each answer was shown."""
     task = task_for(read_header(run_dir).format)
-    items, grid, unfit = scored_log(run_dir)
+    items, grid, unfit = scored_log(run_dir, slim=True)
     by_id = {it.id: it for it in items}
     rows = []
     for (policy, backbone), recs in sorted(grid.items()):

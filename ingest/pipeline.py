@@ -151,6 +151,7 @@ def _commit_film(store: MemoryStore, settings: Settings, inputs: Inputs, stages:
     film = inputs.film
     lock = _lock(store, film.film_id, reporter, lock_wait_s)
     try:
+        store.reopen()  # the id is checked and claimed under the lock, as of now: not as of a read made before it
         known = store.stage_rows(film.film_id)
         runs = finished(known)
         existing = store.film_row(film.film_id, runs)

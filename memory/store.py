@@ -137,6 +137,13 @@ class MemoryStore:
             self._tables.clear()
             self._state = state
 
+    def reopen(self) -> None:
+        """Forget the open tables, so the next read sees every commit made before this call. An ingest
+        calls it once it holds the film's lock: a table opened before (the pre-lock look at the film)
+        stays at that version and would hide a film another process finished meanwhile."""
+        self._tables.clear()
+        self._state = None
+
     def _vector_type(self, name: str) -> pa.FixedSizeListType | None:
         """The stored vector column's type (None: no such table, or its rows have no vector)."""
         tbl = self.table(name)

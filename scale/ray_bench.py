@@ -196,8 +196,8 @@ def bench_on_ray(bench: Benchmark, policies: Sequence[str], backbones: Sequence[
                  library: str | Path, settings: Settings | None = None, workers: int | None = None,
                  concurrency: int = 1, max_cost_usd: float | None = None, max_tokens: int | None = None,
                  cache: str | Path | None = None, cache_mode: str | None = None, limit: int | None = None,
-                 retry_invalid: bool = False, progress: Callable[[Progress], None] | None = None,
-                 max_retries: int = 3, on_start: Callable[[RayAnswerer], None] | None = None) -> BenchResult:
+                 retry_invalid: bool = False, reask_changed: bool = False,
+                 progress: Callable[[Progress], None] | None = None, max_retries: int = 3, on_start: Callable[[RayAnswerer], None] | None = None) -> BenchResult:
     """`run_bench` with the questions answered by `workers` Ray actors (default: one per CPU of
     the cluster), each answering `concurrency` questions at once. Backbones are spec strings
     (each worker loads its own). The replay cache (`cache`, default <library>/cache) is served
@@ -261,7 +261,8 @@ def bench_on_ray(bench: Benchmark, policies: Sequence[str], backbones: Sequence[
         handles = [RemoteBackbone(s, info) for s, info in zip(backbones, infos)]
         return run_bench(bench, policies, handles, out, answerer=answerer, library=lib, concurrency=n * concurrency,
                          max_cost_usd=max_cost_usd, max_tokens=max_tokens, cache=cache_dir, cache_mode=mode,
-                         limit=limit, retry_invalid=retry_invalid, progress=progress)
+                         limit=limit, retry_invalid=retry_invalid, reask_changed=reask_changed,
+                         progress=progress)
     except ClusterLost as exc:
         raise MovieMemError(f"{exc}; the answers recorded so far stay in {out}: rerun to resume") from None
     finally:

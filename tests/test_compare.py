@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -88,3 +89,31 @@ def test_compare_command_prints_the_table_and_json_and_refuses_bad_groups(tmp_pa
     assert bad.code == 2 and "NAME=FILM,FILM" in bad.err
     missing = cli("compare", str(a), str(tmp_path / "nowhere"), library=False)
     assert missing.code == 2 and "not a run directory" in missing.err
+
+
+def test_items_sharing_an_id_on_other_films_or_questions_are_unmatched_not_paired(tmp_path: Path, cli) -> None:
+    """Issue 54 item 6: two runs with ids q0-q2 on other films (or other questions) were paired as one item."""
+    a = _run(tmp_path / "a", right={0, 1, 2}, rows=ROWS[:3])
+    other_films = [{**r, "film_id": "elsewhere"} for r in ROWS[:3]]
+    b = _run(tmp_path / "b", right=set(), rows=other_films)
+    [row] = compare(Side(a), Side(b))
+    assert (row.n, row.a_only, row.b_only, row.unmatched, row.unpaired) == (0, 0, 0, 3, 0)
+    other_question = [{**ROWS[0], "options": ["Roof", "Cellar", "Inn", "Shop"]}, *ROWS[1:3]]
+    c = _run(tmp_path / "c", right=set(), rows=other_question)
+    [row] = compare(Side(a), Side(c))
+    assert (row.n, row.a_only, row.unmatched) == (2, 2, 1)
+    r = cli("compare", str(a), str(b), library=False)
+    assert r.code == 0 and "3 item id(s) name another film or question in each run" in r.err
+    assert cli("compare", str(a), str(b), "--json", library=False).json()["groups"][0]["unmatched"] == 3
+
+
+def test_records_without_a_digest_pair_by_their_runs_items(tmp_path: Path) -> None:
+    """A log written before records carried their item's digest pairs by its items.jsonl, as it did by id."""
+    a = _run(tmp_path / "a", right={0, 1})
+    b = _run(tmp_path / "b", right={1, 2})
+    for run in (a, b):
+        lines = [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
+        (run / "results.jsonl").write_text("".join(json.dumps({k: v for k, v in line.items() if k != "item_digest"}) + "\n"
+                                                   for line in lines))
+    [row] = compare(Side(a), Side(b))
+    assert (row.n, row.a_only, row.b_only, row.unmatched) == (12, 1, 1, 0)
