@@ -10,7 +10,8 @@ that runs all of them (a home directory shared by machines of different CPUs is 
 
     python scripts/llama_build.py plan  [--level L] [--wheels DIR]   # key, then a cached wheel or nothing
     python scripts/llama_build.py build [--level L] [--wheels DIR]   # compile (minutes), record, print the wheel
-    python scripts/llama_build.py show  [--level L]                  # the CMake arguments, for a pip install by hand
+    python scripts/llama_build.py show  [--level L]                  # the plan, and what the CPU lists but cannot run
+    python scripts/llama_build.py cmake-args [--level L]             # CMAKE_ARGS for a pip install by hand
 
 Levels: `best` (everything that runs here), `safe` (AVX2/FMA/F16C/BMI2: no AVX-512, no VNNI) and
 `baseline` (SSE4.2 only), the fallbacks setup takes when a build fails its smoke test.
@@ -180,7 +181,7 @@ def build(wheels: Path, plan: Plan) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", choices=["plan", "build", "show"])
+    parser.add_argument("command", choices=["plan", "build", "show", "cmake-args"])
     parser.add_argument("--level", choices=sorted(LEVELS), default="best")
     parser.add_argument("--wheels", type=Path, default=Path(os.environ.get("MOVIEMEM_WHEELS",
                                                                            Path.home() / ".cache" / "moviemem" / "wheels")))
@@ -189,7 +190,9 @@ def main(argv: list[str] | None = None) -> int:
     if probe.note:
         print(f"llama_build: {probe.note}; building for no extra instruction set", file=sys.stderr)
     plan = make_plan(args.level, probe.runnable, compiler_version(), os.environ.get("CMAKE_ARGS", ""))
-    if args.command == "show":
+    if args.command == "cmake-args":
+        print(" ".join(plan.cmake_args))
+    elif args.command == "show":
         print(json.dumps({**asdict(plan), "listed_not_run": probe.failed}, indent=1))
     elif args.command == "plan":
         wheel = cached_wheel(args.wheels, plan, probe.runnable)
