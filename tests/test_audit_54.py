@@ -1,0 +1,79 @@
+"""Issue 54, a hostile audit of main (items 1, 2, 3, 7, 8, 9 and the low ones): echoed credentials,
+config files that redirect data, untrusted bundles, symlinks out of a collection, damaged search
+packs, bounds that sizes and settings slipped past, slow clients and stray file types."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+from mcp import Client
+
+from moviemem import Library
+from moviemem.backbones.testing import FakeOpenAI, Recorded
+
+SRT = ("1\n00:00:01,000 --> 00:00:03,000\nThe lighthouse keeper waits for the boat.\n\n"
+       "2\n00:00:04,000 --> 00:00:06,000\nAnna rows out at dawn.\n")
+KEY = "sk-test-SECRET-0123456789"
+USER, PASSWORD = "alice", "hunter2pass"
+BASIC = base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
+
+
+class EchoAuth(FakeOpenAI):
+    """Answers every chat call with the Authorization header it was sent and the key, padded so that
+    the key straddles a trace's 2,000-character cut."""
+
+    def _echo(self, rec: Recorded) -> dict[str, Any]:
+        return self.completion("x" * 1990 + f" {KEY} {rec.headers.get('authorization')} key={KEY}")
+
+
+def _leaks(text: str) -> list[str]:
+    return [s for s in (KEY, KEY[:10], PASSWORD, BASIC, BASIC.rstrip("=")) if s in text]
+
+
+def _files(*roots: Path) -> list[Path]:
+    return [p for root in roots for p in root.rglob("*") if p.is_file()]
+
+
+# --- item 1: an echoed key or URL password reaches no user, client or file --------------------------
+
+def test_item1_echoed_credentials_are_scrubbed_from_every_channel(tmp_path: Path, cli, lib_dir, monkeypatch) -> None:
+    from moviemem.backbones import start_gateway
+    from moviemem.mcp_server import build_server
+
+    monkeypatch.setenv("OPENAI_COMPATIBLE_API_KEY", KEY)
+    (tmp_path / "a.srt").write_text(SRT)
+    assert cli("ingest", "--text", str(tmp_path / "a.srt"), "--film-id", "a").code == 0
+    with EchoAuth() as srv:
+        spec = "openai-compatible:" + srv.base_url.replace("http://", f"http://{USER}:{PASSWORD}@") + "#m"
+        shown = [cli("ask", "a", "Who waits?", "--kind", "open", "--policy", "closed-book", "--backbone", spec, "--json")]
+        shown.append(cli("ask", "a", "Who waits?", "--kind", "open", "--policy", "closed-book", "--backbone", spec))
+        assert srv.calls("chat")[0].headers["authorization"] in (f"Basic {BASIC}", f"Bearer {KEY}")  # the echo is real
+
+        async def steps(client: Client) -> Any:
+            return await client.call_tool("ask", {"film_id": "a", "question": "Who waits?", "backbone": spec,
+                                                  "policy": "closed-book", "kind": "open"})
+
+        async def go() -> Any:
+            async with Client(build_server(Library(lib_dir), backbones=[spec])) as client:
+                return await steps(client)
+
+        mcp_reply = anyio.run(go)
+        bench = tmp_path / "b.jsonl"
+        bench.write_text(json.dumps({"id": "o1", "film_id": "a", "question": "Who waits?", "reference": "The keeper."}) + "\n")
+        shown.append(cli("bench", str(bench), "--policies", "closed-book", "--backbones", spec, "--out", str(tmp_path / "run"),
+                         "--json"))
+        assert shown[-1].code == 0, shown[-1].err
+        with start_gateway(spec, embedder=None) as gw:
+            model = httpx.get(f"{gw.base_url}/models", timeout=30).json()["data"][0]["id"]
+            served = httpx.post(f"{gw.base_url}/chat/completions", timeout=30,
+                                json={"model": model, "messages": [{"role": "user", "content": "Who?"}]}).text
+    texts = [*(r.out + r.err for r in shown), json.dumps(mcp_reply.model_dump(mode="json")), served,
+             *(p.read_bytes().decode("utf-8", "replace") for p in _files(lib_dir, tmp_path / "run"))]
+    assert "***" in shown[0].out and "***" in served
+    for text in texts:
+        assert not _leaks(text), _leaks(text)
