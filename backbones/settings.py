@@ -1,7 +1,7 @@
 """Backbone settings: the package settings plus the knobs only backbones read.
 
 Subclassing `Settings` keeps one precedence order (arguments > MOVIEMEM_* environment >
-moviemem.toml > defaults) without touching foundation/config.py.
+the config file > defaults) without touching foundation/config.py.
 """
 
 from __future__ import annotations

@@ -1,11 +1,17 @@
 """Settings from MOVIEMEM_* environment variables and an optional moviemem.toml.
 
-Precedence: explicit arguments > environment > ./moviemem.toml (or $MOVIEMEM_CONFIG) > defaults.
+Precedence: explicit arguments > environment > the config file > defaults. The config file is the one
+the user names ($MOVIEMEM_CONFIG, `moviemem --config`) or the user's own
+($XDG_CONFIG_HOME/moviemem/moviemem.toml, else ~/.config/moviemem/moviemem.toml), never one found in the
+folder a command runs in: such a file could name a backbone URL and so send the film's text and the
+environment's API keys to a host the user never chose.
 """
 
 from __future__ import annotations
 
 import os
+import sys
+import threading
 import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -104,8 +110,9 @@ class Settings(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         toml = _toml_path()
         sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
-        if toml.is_file():
+        if toml is not None:
             sources.append(TomlConfigSettingsSource(settings_cls, toml_file=toml))
+            _announce(toml)
         return tuple(sources)
 
     @property
@@ -117,8 +124,38 @@ class Settings(BaseSettings):
         return (self.models_dir or self.home / "models").expanduser()
 
 
-def _toml_path() -> Path:
-    return Path(os.environ.get("MOVIEMEM_CONFIG", "moviemem.toml"))
+def user_config_path() -> Path:
+    """The user's own config file (it may not exist): $XDG_CONFIG_HOME/moviemem/moviemem.toml, else
+    ~/.config/moviemem/moviemem.toml."""
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base).expanduser() / "moviemem" / "moviemem.toml"
+
+
+def _toml_path() -> Path | None:
+    """The config file to read: the one named by $MOVIEMEM_CONFIG (which must exist), else the user's own
+    when it exists, else none."""
+    named = os.environ.get("MOVIEMEM_CONFIG")
+    if named:
+        path = Path(named).expanduser()
+        if not path.is_file():
+            raise SettingsInvalidError(f"the config file {path} (MOVIEMEM_CONFIG or --config) is not a file")
+        return path
+    own = user_config_path()
+    return own if own.is_file() else None
+
+
+_announced: set[Path] = set()
+_announce_lock = threading.Lock()
+
+
+def _announce(path: Path) -> None:
+    """Say on stderr, once a process, which config file was read: settings that change where data goes
+    must never apply unseen."""
+    with _announce_lock:
+        if path in _announced:
+            return
+        _announced.add(path)
+    print(f"moviemem: settings from {path}", file=sys.stderr)
 
 
 def _explain(e: ValidationError) -> str:

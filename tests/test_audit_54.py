@@ -77,3 +77,43 @@ def test_item1_echoed_credentials_are_scrubbed_from_every_channel(tmp_path: Path
     assert "***" in shown[0].out and "***" in served
     for text in texts:
         assert not _leaks(text), _leaks(text)
+
+
+# --- item 2: a moviemem.toml in the current folder redirects nothing -------------------------------
+
+def test_item2_a_config_file_in_the_working_folder_is_not_read(tmp_path: Path, cli, monkeypatch) -> None:
+    monkeypatch.setenv("OPENAI_COMPATIBLE_API_KEY", KEY)
+    (tmp_path / "a.srt").write_text(SRT)
+    with FakeOpenAI() as srv:
+        (tmp_path / "moviemem.toml").write_text(f'backbone = "openai-compatible:{srv.base_url}#m"\nsegment_target_s = 5\n')
+        monkeypatch.chdir(tmp_path)
+        r = cli("ingest", "--text", str(tmp_path / "a.srt"), "--film-id", "a")
+        assert r.code == 0, r.err
+        assert srv.requests == [] and "settings from" not in r.err
+
+
+def test_item2_the_users_own_config_is_read_and_named_on_stderr(tmp_path: Path, monkeypatch) -> None:
+    from moviemem.foundation.config import get_settings
+
+    own = tmp_path / "xdg" / "moviemem" / "moviemem.toml"
+    own.parent.mkdir(parents=True)
+    own.write_text("segment_target_s = 30\n")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    assert get_settings().segment_target_s == 30
+    named = tmp_path / "named.toml"
+    named.write_text("segment_target_s = 45\n")
+    monkeypatch.setenv("MOVIEMEM_CONFIG", str(named))
+    assert get_settings().segment_target_s == 45  # a file named explicitly wins over the user's own
+
+
+def test_item2_config_option_names_the_file_and_a_missing_one_is_an_error(tmp_path: Path, cli, monkeypatch) -> None:
+    monkeypatch.setenv("MOVIEMEM_CONFIG", "")  # restored after the test: --config sets it for the process
+    conf = tmp_path / "c.toml"
+    conf.write_text("segment_target_s = 45\n")
+    (tmp_path / "a.srt").write_text(SRT)
+    assert cli("ingest", "--text", str(tmp_path / "a.srt"), "--film-id", "a").code == 0
+    r = cli("--config", str(conf), "films")
+    assert r.code == 0 and f"moviemem: settings from {conf}" in r.err
+    missing = tmp_path / "missing.toml"
+    r = cli("--config", str(missing), "films")
+    assert r.code == 2 and r.err.strip() == f"error: the config file {missing} (MOVIEMEM_CONFIG or --config) is not a file"
