@@ -11,7 +11,10 @@ from typing import Any
 
 import anyio
 import httpx
+import pytest
 from mcp import Client
+from test_audit_data import _edit_table
+from test_hostile_input import _exported
 
 from moviemem import Library
 from moviemem.backbones.testing import FakeOpenAI, Recorded
@@ -117,3 +120,18 @@ def test_item2_config_option_names_the_file_and_a_missing_one_is_an_error(tmp_pa
     missing = tmp_path / "missing.toml"
     r = cli("--config", str(missing), "films")
     assert r.code == 2 and r.err.strip() == f"error: the config file {missing} (MOVIEMEM_CONFIG or --config) is not a file"
+
+
+# --- item 3: an imported table's row references are checked against the table they index ----------
+
+@pytest.mark.parametrize("table, edit, says", [
+    ("passages", lambda rows: rows[0].update(last_row=10**12), "passages row 0 points at utterances 0..1000000000000"),
+    ("passages", lambda rows: rows[0].update(first_row=3, last_row=2), "passages row 0 points at utterances 3..2"),
+    ("passages", lambda rows: rows[0].update(source="frames"), "passages row 0 has the unknown source 'frames'"),
+])
+def test_item3_a_bundle_row_pointing_outside_its_table_is_refused(tmp_path: Path, cli, table, edit, says) -> None:
+    bundle = _edit_table(_exported(tmp_path), tmp_path / "bad.tar", table, edit)
+    r = cli("import", str(bundle))
+    assert r.code == 2 and says in r.err and len(r.err.strip().splitlines()) == 1, r.err
+    assert cli("films", "--json").json() == {"films": []}
+    assert cli("import", str(tmp_path / "a.tar")).code == 0  # the untouched bundle imports
