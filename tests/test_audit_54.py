@@ -135,3 +135,86 @@ def test_item3_a_bundle_row_pointing_outside_its_table_is_refused(tmp_path: Path
     assert r.code == 2 and says in r.err and len(r.err.strip().splitlines()) == 1, r.err
     assert cli("films", "--json").json() == {"films": []}
     assert cli("import", str(tmp_path / "a.tar")).code == 0  # the untouched bundle imports
+
+
+# --- item 7: import-collection reads nothing that resolves outside its folder -----------------------
+
+def _mf2(root: Path) -> Path:
+    (root / "transcripts").mkdir(parents=True)
+    (root / "synopsis").mkdir()
+    (root / "transcripts" / "1.srt").write_text(SRT)
+    return root
+
+
+@pytest.mark.parametrize("link", ["synopsis/1.synopsis", "metadata.csv", "transcripts/2.srt"])
+def test_item7_import_collection_refuses_a_link_out_of_its_folder(tmp_path: Path, cli, link: str) -> None:
+    private = tmp_path / "private.txt"
+    private.write_text("id,title\n1,PRIVATE-NOTES\n" if link.endswith(".csv") else "PRIVATE-NOTES\n" if "syn" in link else SRT)
+    root = _mf2(tmp_path / "mf2")
+    (root / link).symlink_to(private)
+    r = cli("import-collection", "mf2", str(root))
+    assert r.code == 2 and r.err.strip() == f"error: {root / link} leads outside {root} (a link out of the release folder); it is not read"
+    assert cli("films", "--json").json() == {"films": []}
+    (root / link).unlink()
+    assert cli("import-collection", "mf2", str(root)).code == 0
+
+
+# --- item 9 and a low item: cues are counted as parsed; BOMs and --encoding --------------------------
+
+def test_item9_json_cues_are_counted_after_parsing(tmp_path: Path, monkeypatch) -> None:
+    from moviemem import MovieMemError
+    from moviemem.ingest import texttracks
+
+    monkeypatch.setattr(texttracks, "MAX_CUES", 5)
+    track = tmp_path / "cues.json"
+    track.write_text("[" + ",".join(f'{{"\\u0073tart": {i}, "end": {i}.5, "text": "hi"}}' for i in range(6)) + "]")
+    assert track.read_text().count('"start"') == 0
+    with pytest.raises(MovieMemError, match="holds 6 cues; a text track holds at most 5"):
+        texttracks.load_track(track)
+
+
+@pytest.mark.parametrize("codec", ["utf-16", "utf-16-be", "utf-32", "utf-8-sig"])
+def test_a_text_track_with_a_byte_order_mark_is_read(tmp_path: Path, codec: str) -> None:
+    import codecs
+
+    from moviemem.ingest.texttracks import load_track
+
+    bom = {"utf-16": b"", "utf-32": b"", "utf-16-be": codecs.BOM_UTF16_BE, "utf-8-sig": b""}[codec]
+    track = tmp_path / "a.srt"
+    track.write_bytes(bom + SRT.replace("Anna", "Anna é").encode(codec))  # utf-16/32 write their own mark
+    assert [c.text for c in load_track(track).cues] == ["The lighthouse keeper waits for the boat.", "Anna é rows out at dawn."]
+
+
+def test_import_collection_takes_an_encoding_and_names_a_bad_file(tmp_path: Path, cli) -> None:
+    root = _mf2(tmp_path / "mf2")
+    (root / "transcripts" / "2.srt").write_bytes(SRT.replace("Anna", "Ren\xe9e").encode("cp1252"))
+    r = cli("import-collection", "mf2", str(root))
+    assert r.code == 2 and len(r.err.strip().splitlines()) == 1 and str(root / "transcripts" / "2.srt") in r.err
+    assert "--encoding cp1252" in r.err
+    r = cli("import-collection", "mf2", str(root), "--encoding", "cp1252", "--json")
+    assert r.code == 0, r.err
+    assert {f["film_id"] for f in r.json()["films"]} == {"mf2-1", "mf2-2"}
+
+
+@pytest.mark.parametrize("variable, value, says", [
+    ("MOVIEMEM_SEGMENT_TARGET_S", "1e-300", "segment_target_s .*greater than or equal to 1"),
+    ("MOVIEMEM_STRIP_FPS", "1e-300", "strip_fps .*greater than or equal to 0.001"),
+    ("MOVIEMEM_FRAME_MAX_SIDE", "16384", "frame_max_side .*less than or equal to 4096"),
+])
+def test_item9_a_numeric_setting_outside_its_sane_range_is_one_line(tmp_path: Path, cli, monkeypatch, variable: str,
+                                                                    value: str, says: str) -> None:
+    import re
+
+    monkeypatch.setenv(variable, value)
+    (tmp_path / "a.srt").write_text(SRT)
+    r = cli("ingest", "--text", str(tmp_path / "a.srt"), "--film-id", "a", "--backbone", "scripted:A")
+    assert r.code == 2 and len(r.err.strip().splitlines()) == 1 and re.search(says, r.err), r.err
+
+
+def test_item9_a_backbone_timeout_below_a_second_is_refused(monkeypatch) -> None:
+    from moviemem.backbones.settings import get_backbone_settings
+    from moviemem.foundation.errors import SettingsInvalidError
+
+    monkeypatch.setenv("MOVIEMEM_BACKBONE_TIMEOUT_S", "1e-300")
+    with pytest.raises(SettingsInvalidError, match="backbone_timeout_s .*greater than or equal to 1"):
+        get_backbone_settings()
