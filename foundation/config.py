@@ -38,7 +38,8 @@ def _home() -> Path:
 
 class Settings(BaseSettings):
     """Every number is bounded and finite where it enters (NaN and infinity are refused), so a typo in
-    the environment fails here, on one line naming the variable, not deep inside an ingest."""
+    the environment fails here, on one line naming the variable, not deep inside an ingest. A bound is
+    what keeps the work finite too: no lower bound of "more than 0" where a tiny value means a vast count."""
 
     model_config = SettingsConfigDict(env_prefix="MOVIEMEM_", extra="ignore", allow_inf_nan=False)
 
@@ -60,14 +61,14 @@ class Settings(BaseSettings):
     asr_gaps: bool = True
     # frames and shots
     frame_pools: tuple[Annotated[int, Field(ge=1, le=100_000)], ...] = Field(default=(64, 128, 256), min_length=1)
-    strip_fps: float = Field(default=0.5, gt=0, le=60)
+    strip_fps: float = Field(default=0.5, ge=0.001, le=60)
     jpeg_quality: int = Field(default=85, ge=1, le=100)
-    frame_max_side: int = Field(default=512, ge=16, le=16_384)
+    frame_max_side: int = Field(default=512, ge=16, le=4096)
     shot_detector: str = "content"
     shot_threshold: float | None = Field(default=None, ge=0, le=1000)  # None: the detector's default (content 27, adaptive 3)
     shot_min_len_s: Seconds = 0.5
     # segments
-    segment_target_s: float = Field(default=60.0, gt=0, le=24 * 3600)
+    segment_target_s: float = Field(default=60.0, ge=1, le=24 * 3600)  # 1e-300 would make ~1e300 segments
     segment_min_s: Seconds = 10.0
     # CLIP: no weights ship offline; a local checkpoint path (or a tag where a network allows)
     clip_model: str = "ViT-B-32"
