@@ -218,3 +218,37 @@ def test_item9_a_backbone_timeout_below_a_second_is_refused(monkeypatch) -> None
     monkeypatch.setenv("MOVIEMEM_BACKBONE_TIMEOUT_S", "1e-300")
     with pytest.raises(SettingsInvalidError, match="backbone_timeout_s .*greater than or equal to 1"):
         get_backbone_settings()
+
+
+# --- item 8: a damaged search pack is bypassed and rewritten, never trusted --------------------------
+
+def test_item8_a_search_pack_with_any_flipped_byte_is_bypassed_and_rewritten(tmp_path: Path, monkeypatch, caplog) -> None:
+    import logging
+    import random
+
+    from moviemem.memory import search, vector_pack
+    from moviemem.retrievers.text import TextRetriever
+
+    (tmp_path / "a.srt").write_text(SRT)
+    lib = Library(tmp_path / "lib")
+    film = lib.ingest_text(tmp_path / "a.srt", film_id="a")
+    (pack,) = (film.store.media_dir("a") / vector_pack.FOLDER).glob("utterances-*.arrow")
+    columns = search.TEXT_TABLES["utterances"].columns
+    good = pack.read_bytes()
+    assert vector_pack.read(pack, columns) is not None
+    for seed in range(8):
+        rng = random.Random(seed)
+        for _ in range(20):
+            flipped = bytearray(good)
+            flipped[rng.randrange(len(good))] ^= rng.randrange(1, 256)
+            pack.write_bytes(bytes(flipped))
+            assert vector_pack.read(pack, columns) is None  # every flip is caught: none is read as data
+    expected = [h.id for h in TextRetriever("vector", ["utterance"]).retrieve(lib.film("a"), "keeper boat", k=2)]
+    flipped = bytearray(good)
+    flipped[len(good) // 2] ^= 0x40
+    pack.write_bytes(bytes(flipped))
+    monkeypatch.setattr(search, "_vec_cache", type(search._vec_cache)())  # as in a new process
+    with caplog.at_level(logging.WARNING, logger="moviemem.memory.vector_pack"):
+        got = [h.id for h in TextRetriever("vector", ["utterance"]).retrieve(lib.film("a"), "keeper boat", k=2)]
+    assert got == expected and "checksum does not match" in caplog.text and "bypassed" in caplog.text
+    assert vector_pack.read(pack, columns) is not None  # rewritten from LanceDB
