@@ -45,6 +45,8 @@ def export_film(store: MemoryStore, film_id: str, out: Path) -> Path:
     out = Path(out)
     if out.is_dir():
         raise MovieMemError(f"{out} is a directory; give a .tar file path")
+    if out.is_symlink() or (out.exists() and not out.is_file()):  # /dev/full would be replaced by a tar
+        raise MovieMemError(f"{out} is not a regular file; an export replaces only a file (give a .tar file path)")
     manifest: dict[str, Any] = {"format": FORMAT, "version": FORMAT_VERSION, "moviemem": __version__, "film_id": film_id,
                       "tables": {}, "media": []}
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -252,3 +252,87 @@ def test_item8_a_search_pack_with_any_flipped_byte_is_bypassed_and_rewritten(tmp
         got = [h.id for h in TextRetriever("vector", ["utterance"]).retrieve(lib.film("a"), "keeper boat", k=2)]
     assert got == expected and "checksum does not match" in caplog.text and "bypassed" in caplog.text
     assert vector_pack.read(pack, columns) is not None  # rewritten from LanceDB
+
+
+# --- low items: slow clients are dropped; --port 0 names the port; exports replace only files ---------
+
+def _slow_clients(port: int) -> list:
+    import socket
+
+    partial = [b"", b"GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1", b"POST /v1/chat/completions HTTP/1.1\r\n"
+               b"Host: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"mo"]
+    socks = []
+    for data in partial * 2:
+        s = socket.create_connection(("127.0.0.1", port), timeout=5)
+        s.sendall(data)
+        socks.append(s)
+    return socks
+
+
+def _dropped(socks: list, within_s: float) -> bool:
+    import time
+
+    deadline = time.monotonic() + within_s
+    for s in socks:
+        s.settimeout(max(0.1, deadline - time.monotonic()))
+        try:
+            while s.recv(4096):  # an answer (a 408, say) and then the close count as dropped too
+                pass
+        except TimeoutError:
+            return False
+        finally:
+            s.close()
+    return True
+
+
+def test_slow_clients_are_dropped_by_the_gateway_and_others_answered(monkeypatch) -> None:
+    import time
+
+    from moviemem.backbones import ScriptedBackbone, start_gateway
+    from moviemem.foundation.slowclients import DeadlineProtocol
+
+    assert DeadlineProtocol.request_s <= 30
+    monkeypatch.setattr(DeadlineProtocol, "request_s", 1.0)  # shortened here to keep the test quick
+    with start_gateway(ScriptedBackbone(["hi"], cycle=True), None) as gw:
+        socks = _slow_clients(int(gw.url.rsplit(":", 1)[1]))
+        t0 = time.monotonic()
+        assert httpx.get(f"{gw.base_url}/models", timeout=5).status_code == 200
+        assert time.monotonic() - t0 < 0.5  # a normal client is answered at once
+        assert _dropped(socks, within_s=3.0)
+
+
+def test_slow_clients_are_dropped_by_the_inspector(tmp_path: Path, monkeypatch) -> None:
+    import functools
+    import http.server
+    import threading
+
+    from moviemem.cli.bench import InspectorFiles
+
+    (tmp_path / "index.html").write_text("<p>run</p>")
+    assert InspectorFiles.timeout is not None and InspectorFiles.timeout <= 30  # the bound the server runs with
+    monkeypatch.setattr(InspectorFiles, "timeout", 1)  # shortened here to keep the test quick
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(InspectorFiles, directory=str(tmp_path)))
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        socks = _slow_clients(httpd.server_address[1])
+        assert httpx.get(f"http://127.0.0.1:{httpd.server_address[1]}/index.html", timeout=5).text == "<p>run</p>"
+        assert _dropped(socks, within_s=3.0)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def test_export_never_replaces_what_is_not_a_regular_file(tmp_path: Path, cli) -> None:
+    import os
+
+    (tmp_path / "a.srt").write_text(SRT)
+    assert cli("ingest", "--text", str(tmp_path / "a.srt"), "--film-id", "a").code == 0
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    link = tmp_path / "link.tar"
+    link.symlink_to(tmp_path / "elsewhere.tar")
+    for target in (fifo, link):
+        r = cli("export", "a", str(target))
+        assert r.code == 2 and r.err.strip() == f"error: {target} is not a regular file; an export replaces only a file (give a .tar file path)"
+    assert fifo.exists() and not fifo.is_file() and link.is_symlink() and not (tmp_path / "elsewhere.tar").exists()
+    assert cli("export", "a", str(tmp_path / "a.tar")).code == 0
