@@ -324,10 +324,10 @@ def _check_references(reader: _Reader, rows: dict[str, list[Row]]) -> None:
                   none_ok=last_field is not None)
     for i, row in enumerate(rows.get("passages", [])):
         passage = cast(PassageRow, row)
-        target = PASSAGE_SOURCES.get(passage.source)
-        if target is None:
+        source = PASSAGE_SOURCES.get(passage.source)
+        if source is None:
             raise reader.fail(f"passages row {i} has the unknown source {passage.source[:40]!r}")
-        check("passages", i, passage.first_row, passage.last_row, target, "idx", none_ok=False)
+        check("passages", i, passage.first_row, passage.last_row, source, "idx", none_ok=False)
 
 
 def _rows(table: str, data: pa.Table, src_id: str, dst_id: str) -> list[Row]:

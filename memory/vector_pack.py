@@ -74,25 +74,28 @@ def read(path: Path, columns: list[str]) -> tuple[pa.Table, np.ndarray] | None:
     except FileNotFoundError:
         return None
     except OSError as exc:
-        return _bypassed(path, str(exc))
+        _bypassed(path, str(exc))
+        return None
     body, digest = blob[:-DIGEST], blob[-DIGEST:]
     if len(blob) <= DIGEST or hashlib.sha256(body).digest() != digest:
-        return _bypassed(path, "its checksum does not match: the file is damaged")
+        _bypassed(path, "its checksum does not match: the file is damaged")
+        return None
     try:
         data = ipc.open_file(pa.py_buffer(body)).read_all()
         if why := _unlike(data.schema, columns):
-            return _bypassed(path, why)
+            _bypassed(path, why)
+            return None
         codes_col = data.column("codes").combine_chunks()
         dim = codes_col.type.list_size
         codes = buffer_view(codes_col.flatten(), np.int8).reshape(len(data), dim)
-        return data.drop_columns(["codes"]).combine_chunks(), codes
     except (pa.ArrowException, ValueError) as exc:
-        return _bypassed(path, str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__)
+        _bypassed(path, str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__)
+        return None
+    return data.drop_columns(["codes"]).combine_chunks(), codes
 
 
 def _bypassed(path: Path, why: str) -> None:
     log.warning("search pack %s unreadable (%s); bypassed: reading the rows from LanceDB and rewriting it", path, why)
-    return None
 
 
 def _unlike(schema: pa.Schema, columns: list[str]) -> str | None:
