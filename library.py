@@ -130,13 +130,14 @@ class Library:
 
     def import_collection(self, kind: str, root: str | Path, *, limit: int | None = None,
                           reporter: Reporter | None = None, on_film: Any = None,
-                          timings: dict[str, float] | None = None) -> list[Film]:
+                          timings: dict[str, float] | None = None, encoding: str | None = None) -> list[Film]:
         """Every film of an MF² or Movie101v2 release as a film without video (resumable: done films are cached).
 
         Films go in chunks of about IMPORT_CHUNK_CUES cues. A helper thread parses a chunk and
         embeds its texts in one parallel pass while this thread commits the previous chunk film
         by film, so a kill loses no committed film and a rerun skips them. `timings` (if given)
-        gets the busy seconds of each phase (parse and embed overlap commit) and cue counts."""
+        gets the busy seconds of each phase (parse and embed overlap commit) and cue counts. `encoding`: the
+        release's text encoding where it is not UTF-8 (a byte-order mark is read either way)."""
         from .ingest.collections import items
         from .ingest.texttracks import remembered_tracks
 
@@ -149,12 +150,12 @@ class Library:
             stats.setdefault(key, 0.0)
         imported = {it.film_id for it in todo if self._imported(it)}
         done: list[Film] = []
-        with remembered_tracks(), _Ahead(self._embedded_chunks(todo, imported, stats)) as chunks:
+        with remembered_tracks(), _Ahead(self._embedded_chunks(todo, imported, stats, encoding)) as chunks:
             for chunk in chunks:
                 t0 = time.perf_counter()
                 for it in chunk:
                     done.append(self.ingest_text(it.path, film_id=it.film_id, title=it.title, year=it.year,
-                                                 as_=it.as_, meta=it.meta, reporter=reporter))
+                                                 as_=it.as_, meta=it.meta, reporter=reporter, encoding=encoding))
                     if on_film is not None:
                         on_film(len(done), len(todo), it.film_id)
                 # each film adds one-row fragments to these tables; compacted, reads stay fast
@@ -175,7 +176,8 @@ class Library:
         return bool(params.get("sha256") == file_sha256(it.path) and params.get("embedder") == self.settings.embedder)
 
     def _embedded_chunks(self, todo: list[CollectionItem], imported: set[str],
-                         stats: dict[str, float]) -> Iterator[tuple[list[CollectionItem], Callable[[], None]]]:
+                         stats: dict[str, float], encoding: str | None = None
+                         ) -> Iterator[tuple[list[CollectionItem], Callable[[], None]]]:
         """Consecutive films of about IMPORT_CHUNK_CUES cues, their texts embedded and held by the
         embedder until the callback given with them releases them. Films in `imported` add no text;
         an unreadable track adds none either and fails in its own ingest, in film order."""
@@ -189,7 +191,7 @@ class Library:
             t0 = time.perf_counter()
             group.append(it)
             try:
-                track = load_track(it.path)
+                track = load_track(it.path, encoding=encoding)
             except MovieMemError:
                 track = None
             if track is not None:

@@ -37,6 +37,7 @@ from . import film_tools
 from .foundation._version import __version__
 from .foundation.errors import MovieMemError
 from .foundation.loopback import LOOPBACK, foreign
+from .foundation.slowclients import DeadlineProtocol
 from .foundation.urls import redact_urls
 from .library import Library
 
@@ -385,7 +386,7 @@ class HttpServer:
         self.port = self._sock.getsockname()[1]
         self.url = f"http://{HOST}:{self.port}{PATH}"
         config = uvicorn.Config(http_app(server), log_level="warning", access_log=False, lifespan="on",
-                                timeout_graceful_shutdown=2)
+                                timeout_graceful_shutdown=2, http=DeadlineProtocol)
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._sock]}, daemon=True,
                                         name="moviemem-mcp")
@@ -423,7 +424,8 @@ def serve(lib: Library, *, http_port: int | None = None, backbones: Sequence[str
 
     sock = bind(http_port)
     announce(f"moviemem MCP server on http://{HOST}:{sock.getsockname()[1]}{PATH} (library {lib.path})")
-    config = uvicorn.Config(http_app(server), log_level="warning", lifespan="on", timeout_graceful_shutdown=2)
+    config = uvicorn.Config(http_app(server), log_level="warning", lifespan="on", timeout_graceful_shutdown=2,
+                            http=DeadlineProtocol)
     uvicorn.Server(config).run(sockets=[sock])
 
 

@@ -22,7 +22,7 @@ import json_repair
 from ..foundation.errors import MovieMemError
 from .pace import SETTING
 from .pricing import cost, load_prices
-from .retry import call_with_retries
+from .retry import call_with_retries, redact
 from .types import Capabilities, MessageLike, Reply, Request, Tool
 
 # ----------------------------------------------------------------------------- protocol
@@ -128,6 +128,23 @@ class Wrapper(SendBackbone):
 # ----------------------------------------------------------------------------- shared behaviour
 
 
+def scrub(reply: Reply, secrets: Iterable[str] = ()) -> Reply:
+    """`reply` with every credential this process holds (API keys from the environment, `secrets`: the
+    backend's key and URL password) removed from its text, tool calls, raw body and error, in each form a
+    server may echo them. Done once, where a provider's reply enters, so the CLI, MCP, `serve`, traces
+    and files all see the scrubbed text, and a later cut (a trace's 2,000 characters) cannot leave half
+    a key."""
+    known = list(secrets)
+
+    def clean(text: str | None) -> str | None:
+        return None if text is None else redact(text, known)
+
+    calls = [replace(c, arguments=json.loads(redact(json.dumps(c.arguments, ensure_ascii=False), known)))
+             for c in reply.tool_calls]
+    return replace(reply, text=redact(reply.text, known), raw=clean(reply.raw), error=clean(reply.error),
+                   tool_calls=calls)
+
+
 def check_schema(value: Any, schema: dict[str, Any], path: str = "$") -> str | None:
     """A small JSON-schema check (type, required, enum, properties, items): enough to
     tell a usable structured answer from a broken one without another dependency."""
@@ -219,7 +236,7 @@ class ProviderBackbone(SendBackbone):
                                       max_wait=self.retry_max_s, secrets=self.secrets(),
                                       waited=f"each attempt waited {timeout:.0f} s for the whole reply"
                                              + ("" if request.timeout else f"; raise {SETTING} to wait longer"))
-        reply = self._check(reply, request)
+        reply = self._check(scrub(reply, self.secrets()), request)
         images, video_s, audio_s = request.media_usage()
         usage = replace(reply.usage, images=images, video_s=video_s, audio_s=audio_s,
                         latency_s=time.perf_counter() - started)

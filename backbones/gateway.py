@@ -20,7 +20,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,7 @@ from starlette.concurrency import run_in_threadpool
 
 from ..foundation.errors import MovieMemError
 from ..foundation.loopback import LOOPBACK, foreign
+from ..foundation.slowclients import DeadlineProtocol
 from .base import Backbone
 from .registry import load
 from .types import Reply, Request, Tool
@@ -341,7 +342,7 @@ class Gateway:
         self.url = f"http://{host}:{port}"
         self.base_url = f"{self.url}/v1"
         self._server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False,
-                                                     timeout_graceful_shutdown=SHUTDOWN_GRACE_S))
+                                                     timeout_graceful_shutdown=SHUTDOWN_GRACE_S, http=DeadlineProtocol))
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, daemon=True,
                                         name="moviemem-gateway")
 
@@ -397,8 +398,9 @@ def start_gateway(backbone: str | Backbone = "local", embedder: Any = None, *, h
 
 def serve(backbone_spec: str, embedder: str | None = "minilm", host: str = "127.0.0.1", port: int = 8383, *,
           cache: str | Path | bool | None = None, cache_mode: str | None = None, log_level: str = "info",
-          token: str | None = None) -> None:
-    """Run the gateway in the foreground until interrupted (`moviemem serve`)."""
+          token: str | None = None, announce: Callable[[str], None] = lambda line: None) -> None:
+    """Run the gateway in the foreground until interrupted (`moviemem serve`); `announce` gets the line
+    naming its address (the port the system gave, with port 0)."""
     import uvicorn
 
     if host not in LOOPBACK and not token:
@@ -407,9 +409,10 @@ def serve(backbone_spec: str, embedder: str | None = "minilm", host: str = "127.
     bb, emb = _resolve(backbone_spec, embedder, cache, cache_mode)
     allowed = LOOPBACK if host in LOOPBACK or host in ("0.0.0.0", "::") else (*LOOPBACK, host)
     sock = listen(host, port)
-    log.info("moviemem gateway on http://%s:%d/v1 (backbone %s, embedder %s)", host, port, bb.name,
-             getattr(emb, "name", None))
+    announce(f"moviemem gateway on http://{host}:{sock.getsockname()[1]}/v1 (backbone {bb.name}, "
+             f"embedder {getattr(emb, 'name', None)})")
     app = create_app(bb, emb, token=token, allowed_hosts=allowed)
     # a client that stalls mid-request must not keep SIGTERM from stopping the gateway
-    config = uvicorn.Config(app, log_level=log_level, lifespan="off", timeout_graceful_shutdown=SHUTDOWN_GRACE_S)
+    config = uvicorn.Config(app, log_level=log_level, lifespan="off", timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
+                            http=DeadlineProtocol)
     uvicorn.Server(config).run(sockets=[sock])

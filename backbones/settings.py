@@ -1,7 +1,7 @@
 """Backbone settings: the package settings plus the knobs only backbones read.
 
 Subclassing `Settings` keeps one precedence order (arguments > MOVIEMEM_* environment >
-moviemem.toml > defaults) without touching foundation/config.py.
+the config file > defaults) without touching foundation/config.py.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ class BackboneSettings(Settings):
     # price table overriding backbones/prices.toml (MOVIEMEM_PRICES)
     prices: Path | None = None
     # per-request timeout and bounded retries (429, 5xx, timeouts, resets)
-    backbone_timeout_s: float = Field(default=120.0, gt=0, le=24 * 3600)
+    backbone_timeout_s: float = Field(default=120.0, ge=1, le=24 * 3600)
     backbone_max_attempts: int = Field(default=5, ge=1, le=100)
     backbone_retry_initial_s: Seconds = 1.0
     backbone_retry_max_s: Seconds = 60.0

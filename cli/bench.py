@@ -162,7 +162,10 @@ def compare(
 
 
 class InspectorFiles(http.server.SimpleHTTPRequestHandler):
-    """The inspector's files, to loopback requests only (foundation/loopback.py says why)."""
+    """The inspector's files, to loopback requests only (foundation/loopback.py says why). A client that
+    stalls mid-request is dropped after `timeout` seconds instead of holding its thread."""
+
+    timeout = 10
 
     def send_head(self) -> Any:
         if foreign(self.headers.get("host"), self.headers.get("origin")):
@@ -197,7 +200,7 @@ def inspect(
         httpd = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
     except OSError as exc:
         raise MovieMemError(f"cannot serve on 127.0.0.1:{port}: {exc.strerror or exc}; try --port") from None
-    url = f"http://127.0.0.1:{port}/index.html"
+    url = f"http://127.0.0.1:{httpd.server_address[1]}/index.html"  # the port the system gave, with --port 0
     err.print(f"serving {index.parent} at {url} (Ctrl-C stops)")
     if open_:
         webbrowser.open(url)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from pathlib import Path
@@ -67,9 +68,12 @@ def _print_version(value: bool) -> None:
 
 
 @app.callback()
-def _root(version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit.")] = False) -> None:
+def _root(version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit.")] = False,
+          config: Annotated[Optional[Path], typer.Option("--config", help="Read settings from this moviemem.toml (as $MOVIEMEM_CONFIG).")] = None) -> None:
     """Heavy libraries (LanceDB, torch, model backends) are imported inside the commands that use them, so
     `--help`, `--version` and the quick commands start fast."""
+    if config is not None:
+        os.environ["MOVIEMEM_CONFIG"] = str(config)  # every Settings() of this process reads it
 
 
 def _library(path: Path | None, *, create: bool = False, **overrides: Any) -> Library:

@@ -141,6 +141,7 @@ def import_collection(
     kind: Annotated[str, typer.Argument(help="mf2 or movie101.")],
     root: Annotated[Path, typer.Argument(help="The release folder.")],
     limit: Annotated[Optional[int], typer.Option(help="Import only the first N films.")] = None,
+    encoding: Annotated[Optional[str], typer.Option(help="The release's text encoding where it is not UTF-8 (e.g. cp1252).")] = None,
     library: LibraryOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -153,7 +154,7 @@ def import_collection(
     quiet = QuietReporter()
     with Progress(console=err, transient=True) as bar:
         task = bar.add_task(f"importing {kind}", total=None)
-        films = lib.import_collection(kind, root, limit=limit, reporter=quiet,
+        films = lib.import_collection(kind, root, limit=limit, reporter=quiet, encoding=encoding,
                                       on_film=lambda i, n, fid: bar.update(task, completed=i, total=n, description=fid))
     for w in quiet.warnings:
         _styled(err, "yellow", "warning:", f" {w}")

@@ -99,7 +99,8 @@ def serve(
     """An OpenAI-compatible gateway (/v1/models, /v1/chat/completions, /v1/embeddings) over moviemem's models."""
     from ..backbones import serve as run_gateway
 
-    run_gateway(backbone, embedder, host, port, cache=cache, token=token)
+    run_gateway(backbone, embedder, host, port, cache=cache, token=token,
+                announce=lambda line: err.print(line, highlight=False, soft_wrap=True))
 
 
 

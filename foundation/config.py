@@ -1,11 +1,17 @@
 """Settings from MOVIEMEM_* environment variables and an optional moviemem.toml.
 
-Precedence: explicit arguments > environment > ./moviemem.toml (or $MOVIEMEM_CONFIG) > defaults.
+Precedence: explicit arguments > environment > the config file > defaults. The config file is the one
+the user names ($MOVIEMEM_CONFIG, `moviemem --config`) or the user's own
+($XDG_CONFIG_HOME/moviemem/moviemem.toml, else ~/.config/moviemem/moviemem.toml), never one found in the
+folder a command runs in: such a file could name a backbone URL and so send the film's text and the
+environment's API keys to a host the user never chose.
 """
 
 from __future__ import annotations
 
 import os
+import sys
+import threading
 import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -32,7 +38,8 @@ def _home() -> Path:
 
 class Settings(BaseSettings):
     """Every number is bounded and finite where it enters (NaN and infinity are refused), so a typo in
-    the environment fails here, on one line naming the variable, not deep inside an ingest."""
+    the environment fails here, on one line naming the variable, not deep inside an ingest. A bound is
+    what keeps the work finite too: no lower bound of "more than 0" where a tiny value means a vast count."""
 
     model_config = SettingsConfigDict(env_prefix="MOVIEMEM_", extra="ignore", allow_inf_nan=False)
 
@@ -54,14 +61,14 @@ class Settings(BaseSettings):
     asr_gaps: bool = True
     # frames and shots
     frame_pools: tuple[Annotated[int, Field(ge=1, le=100_000)], ...] = Field(default=(64, 128, 256), min_length=1)
-    strip_fps: float = Field(default=0.5, gt=0, le=60)
+    strip_fps: float = Field(default=0.5, ge=0.001, le=60)
     jpeg_quality: int = Field(default=85, ge=1, le=100)
-    frame_max_side: int = Field(default=512, ge=16, le=16_384)
+    frame_max_side: int = Field(default=512, ge=16, le=4096)
     shot_detector: str = "content"
     shot_threshold: float | None = Field(default=None, ge=0, le=1000)  # None: the detector's default (content 27, adaptive 3)
     shot_min_len_s: Seconds = 0.5
     # segments
-    segment_target_s: float = Field(default=60.0, gt=0, le=24 * 3600)
+    segment_target_s: float = Field(default=60.0, ge=1, le=24 * 3600)  # 1e-300 would make ~1e300 segments
     segment_min_s: Seconds = 10.0
     # CLIP: no weights ship offline; a local checkpoint path (or a tag where a network allows)
     clip_model: str = "ViT-B-32"
@@ -104,8 +111,9 @@ class Settings(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         toml = _toml_path()
         sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
-        if toml.is_file():
+        if toml is not None:
             sources.append(TomlConfigSettingsSource(settings_cls, toml_file=toml))
+            _announce(toml)
         return tuple(sources)
 
     @property
@@ -117,8 +125,38 @@ class Settings(BaseSettings):
         return (self.models_dir or self.home / "models").expanduser()
 
 
-def _toml_path() -> Path:
-    return Path(os.environ.get("MOVIEMEM_CONFIG", "moviemem.toml"))
+def user_config_path() -> Path:
+    """The user's own config file (it may not exist): $XDG_CONFIG_HOME/moviemem/moviemem.toml, else
+    ~/.config/moviemem/moviemem.toml."""
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base).expanduser() / "moviemem" / "moviemem.toml"
+
+
+def _toml_path() -> Path | None:
+    """The config file to read: the one named by $MOVIEMEM_CONFIG (which must exist), else the user's own
+    when it exists, else none."""
+    named = os.environ.get("MOVIEMEM_CONFIG")
+    if named:
+        path = Path(named).expanduser()
+        if not path.is_file():
+            raise SettingsInvalidError(f"the config file {path} (MOVIEMEM_CONFIG or --config) is not a file")
+        return path
+    own = user_config_path()
+    return own if own.is_file() else None
+
+
+_announced: set[Path] = set()
+_announce_lock = threading.Lock()
+
+
+def _announce(path: Path) -> None:
+    """Say on stderr, once a process, which config file was read: settings that change where data goes
+    must never apply unseen."""
+    with _announce_lock:
+        if path in _announced:
+            return
+        _announced.add(path)
+    print(f"moviemem: settings from {path}", file=sys.stderr)
 
 
 def _explain(e: ValidationError) -> str:

@@ -30,6 +30,17 @@ class CollectionItem:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
+def _inside(root: Path, path: Path) -> Path | None:
+    """`path` if it is a file that resolves inside the release folder `root`, None when there is no such
+    file; an error when a link leads out of the folder: a synopsis linked to a private file would end
+    up in the film's metadata and in every bundle exported from it."""
+    if not path.exists():
+        return None
+    if not path.resolve().is_relative_to(root.resolve()):
+        raise MovieMemError(f"{path} leads outside {root} (a link out of the release folder); it is not read")
+    return path if path.is_file() else None
+
+
 def _year(value: Any) -> int | None:
     try:
         y = int(str(value)[:4])
@@ -39,8 +50,8 @@ def _year(value: Any) -> int | None:
 
 
 def _mf2_metadata(root: Path) -> dict[str, dict[str, str]]:
-    meta_csv = root / "metadata.csv"
-    if not meta_csv.is_file():
+    meta_csv = _inside(root, root / "metadata.csv")
+    if meta_csv is None:
         return {}
     with meta_csv.open(newline="", encoding="utf-8-sig") as f:
         rows = list(csv.DictReader(f))
@@ -53,15 +64,15 @@ def mf2(root: Path) -> Iterator[CollectionItem]:
     if not transcripts.is_dir():
         raise MovieMemError(f"{root} is not an MF² release: no transcripts/ folder")
     meta = _mf2_metadata(root)
-    files = sorted(transcripts.glob("*.srt"), key=lambda p: (len(p.stem), p.stem))
+    files = sorted((p for p in transcripts.glob("*.srt") if _inside(root, p)), key=lambda p: (len(p.stem), p.stem))
     if not files:
         raise MovieMemError(f"{transcripts} holds no .srt transcript")
     for srt in files:
         n = srt.stem
         row = meta.get(n, {})
-        synopsis_file = root / "synopsis" / f"{n}.synopsis"
+        synopsis_file = _inside(root, root / "synopsis" / f"{n}.synopsis")
         extra: dict[str, Any] = {"collection": "mf2", "collection_id": n}
-        if synopsis_file.is_file():
+        if synopsis_file is not None:
             extra["synopsis"] = synopsis_file.read_text(encoding="utf-8", errors="replace").strip()
         yield CollectionItem(check_film_id(f"mf2-{n.lower()}"), srt, "utterances",
                              row.get("title") or f"MF² film {n}", _year(row.get("year")), extra)
@@ -71,14 +82,14 @@ def movie101(root: Path) -> Iterator[CollectionItem]:
     narration = root / "narration"
     if not narration.is_dir():
         raise MovieMemError(f"{root} is not a Movie101v2 release: no narration/ folder")
-    files = sorted(narration.glob("*.txt"))
+    files = sorted(p for p in narration.glob("*.txt") if _inside(root, p))
     if not files:
         raise MovieMemError(f"{narration} holds no narration .txt file")
     for txt in files:
         ident = txt.stem
-        meta_file = root / "meta" / f"{ident}.json"
+        meta_file = _inside(root, root / "meta" / f"{ident}.json")
         info: dict[str, Any] = {}
-        if meta_file.is_file():
+        if meta_file is not None:
             try:
                 info = json.loads(meta_file.read_text(encoding="utf-8"))
             except ValueError:

@@ -65,7 +65,7 @@ def _read_text(path: Path, encoding: str | None) -> str:
     data = path.read_bytes()
     if not data.strip():
         raise MovieMemError(f"cannot read {path}: the file is empty")
-    enc = encoding or "utf-8-sig"
+    enc = encoding or _bom_encoding(data)
     try:
         wide = codecs.lookup(enc).name.startswith(("utf-16", "utf-32")) or data.startswith(_BOMS)
     except LookupError:
@@ -80,6 +80,16 @@ def _read_text(path: Path, encoding: str | None) -> str:
         raise MovieMemError(
             f"{path}: line {line} is not valid {enc} (byte 0x{data[exc.start]:02x}); pass the file's encoding, e.g. --encoding cp1252"
         ) from None
+
+
+def _bom_encoding(data: bytes) -> str:
+    """The encoding a byte-order mark announces (UTF-32 first: its LE mark begins with UTF-16's), else
+    UTF-8 with or without one. A UTF-16 file from Windows must not be refused as cp1252."""
+    for bom, enc in ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
+                     (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16")):
+        if data.startswith(bom):
+            return enc  # the codec reads the mark, drops it and keeps the byte order it names
+    return "utf-8-sig"
 
 
 def detect_format(path: Path, text: str) -> str:
@@ -195,6 +205,7 @@ def _json(path: Path, text: str) -> tuple[list[Cue], list[str]]:
         raise MovieMemError(f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
     if not isinstance(data, list):
         raise MovieMemError(f"{path}: expected a JSON list of {{start, end, text}} objects")
+    _check_cue_count(path, len(data))  # counted as parsed: a key spelled "\u0073tart" is a start too
     cues, bad = [], []
     for i, item in enumerate(data):
         try:
@@ -251,13 +262,17 @@ def _cue_count(text: str, fmt: str) -> int:
     return sum(1 for line in text.splitlines() if line.strip())
 
 
+def _check_cue_count(path: Path, n: int) -> None:
+    if n > MAX_CUES:
+        raise MovieMemError(f"{path} holds {n:,} cues; a text track holds at most {MAX_CUES:,} (the longest films have ~2,000)")
+
+
 def _load_track(path: Path, fmt: str | None, encoding: str | None) -> TextTrack:
     text = _read_text(path, encoding)
     fmt = fmt or detect_format(path, text)
     if fmt not in FORMATS:
         raise MovieMemError(f"unknown text format {fmt!r}; use one of {', '.join(FORMATS)}")
-    if (n := _cue_count(text, fmt)) > MAX_CUES:
-        raise MovieMemError(f"{path} holds {n:,} cues; a text track holds at most {MAX_CUES:,} (the longest films have ~2,000)")
+    _check_cue_count(path, _cue_count(text, fmt))
     if fmt in ("srt", "vtt"):
         if fmt == "vtt" and not text.lstrip().startswith("WEBVTT"):
             raise MovieMemError(f"{path} is not WebVTT: it does not start with 'WEBVTT'")
@@ -268,6 +283,7 @@ def _load_track(path: Path, fmt: str | None, encoding: str | None) -> TextTrack:
         cues, warnings = _json(path, text)
     if not cues:
         raise MovieMemError(f"{path} holds no valid cue (format {fmt})")
+    _check_cue_count(path, len(cues))  # the count that matters: what parsing made, however it was spelled
     where = "item" if fmt == "json" else "line"
     for c in cues:
         check_time(c.start, f"{path}: cue at {where} {c.line}: start")

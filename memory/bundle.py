@@ -27,7 +27,7 @@ from ..foundation._version import __version__
 from ..foundation.errors import MovieMemError
 from ..foundation.files import atomic_path
 from ..foundation.timefmt import check_time
-from .schema import ROW_MODELS, TABLE_OWNER, Row, check_film_id, vector_columns
+from .schema import ROW_MODELS, TABLE_OWNER, PassageRow, Row, check_film_id, vector_columns
 from .store import MemoryStore, sql_str
 
 FORMAT = "moviemem-film"
@@ -45,6 +45,8 @@ def export_film(store: MemoryStore, film_id: str, out: Path) -> Path:
     out = Path(out)
     if out.is_dir():
         raise MovieMemError(f"{out} is a directory; give a .tar file path")
+    if out.is_symlink() or (out.exists() and not out.is_file()):  # /dev/full would be replaced by a tar
+        raise MovieMemError(f"{out} is not a regular file; an export replaces only a file (give a .tar file path)")
     manifest: dict[str, Any] = {"format": FORMAT, "version": FORMAT_VERSION, "moviemem": __version__, "film_id": film_id,
                       "tables": {}, "media": []}
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -220,6 +222,7 @@ def import_film(store: MemoryStore, bundle: Path, *, film_id: str | None = None,
         src_id = check_film_id(str(manifest.get("film_id")))
         dst_id = check_film_id(film_id or src_id)
         rows, used = _checked_rows(reader, store, metas, media, src_id, dst_id)
+        _check_references(reader, rows)
         stills = _checked_media(reader, media, src_id, used)
         with FileLock(str(store.locks_dir() / f"{dst_id}.lock")):
             if store.film_row(dst_id) is not None and not replace:
@@ -284,6 +287,47 @@ def _checked_rows(reader: _Reader, store: MemoryStore, metas: dict[str, Any], me
         except (ValueError, TypeError, MovieMemError) as exc:
             raise reader.fail(f"table {table!r} has a bad row ({str(exc).splitlines()[0][:160]})") from None
     return rows, used
+
+
+# (table, first field, last field or None) -> (the table the fields index, its index field); -1 is "none"
+# where the field's default is -1. A passage's rows index the utterances or captions its `source` names.
+REFERENCES: dict[tuple[str, str, str | None], tuple[str, str]] = {
+    ("segments", "first_shot", "last_shot"): ("shots", "shot_idx"),
+    ("voices", "utt_idx", None): ("utterances", "idx"),
+    ("speaker_lines", "utt_idx", None): ("utterances", "idx"),
+}
+PASSAGE_SOURCES = {"utterance": "utterances", "caption": "captions"}
+
+
+def _check_references(reader: _Reader, rows: dict[str, list[Row]]) -> None:
+    """Every row index a table holds names a row of the table it points into, and a range runs forward:
+    a passage's `last_row` of 10**12 would have retrieval walk a trillion rows."""
+    indices: dict[tuple[str, str], set[int]] = {}
+
+    def known(table: str, field: str) -> set[int]:
+        if (table, field) not in indices:
+            indices[table, field] = {int(getattr(r, field)) for r in rows.get(table, [])}
+        return indices[table, field]
+
+    def check(table: str, i: int, first: int, last: int, target: str, field: str, none_ok: bool) -> None:
+        if none_ok and first == last == -1:
+            return
+        have = known(target, field)
+        if first not in have or last not in have or first > last:
+            span = f"{first}" if first == last else f"{first}..{last}"
+            raise reader.fail(f"{table} row {i} points at {target} {span}, which the bundle's {target} table does not hold")
+
+    for (table, first_field, last_field), (target, field) in REFERENCES.items():
+        for i, row in enumerate(rows.get(table, [])):
+            first = int(getattr(row, first_field))
+            check(table, i, first, int(getattr(row, last_field)) if last_field else first, target, field,
+                  none_ok=last_field is not None)
+    for i, row in enumerate(rows.get("passages", [])):
+        passage = cast(PassageRow, row)
+        source = PASSAGE_SOURCES.get(passage.source)
+        if source is None:
+            raise reader.fail(f"passages row {i} has the unknown source {passage.source[:40]!r}")
+        check("passages", i, passage.first_row, passage.last_row, source, "idx", none_ok=False)
 
 
 def _rows(table: str, data: pa.Table, src_id: str, dst_id: str) -> list[Row]:

@@ -13,6 +13,10 @@ Packs are written at the end of every ingest (search.write_packs) and, for a fil
 the table and the film's finished run (`base`), so a rerun stage gets a new pack; the old ones are
 removed when it is written. Rows of a finished run never
 change (store.py's protocol), so a pack is never stale. Local libraries only.
+
+A pack ends with the SHA-256 of the Arrow file before it, checked on every read: a pack damaged on
+disk (a flipped byte may still parse, as other numbers or a crash deep in numpy) is bypassed, said
+on stderr, and rewritten from LanceDB, never trusted.
 """
 
 from __future__ import annotations
@@ -28,7 +32,8 @@ import pyarrow.ipc as ipc
 from ..foundation.files import atomic_path
 
 log = logging.getLogger(__name__)
-PACK_VERSION = 2  # 2: every row of the run, a row without a vector holding zero codes (word search finds it)
+PACK_VERSION = 3  # 2: every row of the run, a row without a vector holding zero codes (word search finds it); 3: a checksum
+DIGEST = hashlib.sha256().digest_size
 FOLDER = "search"
 
 
@@ -62,23 +67,35 @@ def pack_path(media_dir: Path, table: str, base: str) -> Path:
 
 def read(path: Path, columns: list[str]) -> tuple[pa.Table, np.ndarray] | None:
     """The rows (`columns`, without codes) and the codes of a pack; None when there is none. A pack
-    that cannot be read, or holds other columns than these and int8 codes, is reported and treated
-    as missing (it is rewritten from LanceDB)."""
+    that does not verify against its checksum, cannot be read, or holds other columns than these and
+    int8 codes, is reported (stderr) and treated as missing: it is rewritten from LanceDB."""
     try:
-        with pa.memory_map(str(path)) as source:
-            data = ipc.open_file(source).read_all()
+        blob = path.read_bytes()
     except FileNotFoundError:
         return None
-    except (OSError, pa.ArrowInvalid) as exc:
-        log.warning("search pack %s unreadable (%s); reading the rows from LanceDB", path, exc)
+    except OSError as exc:
+        _bypassed(path, str(exc))
         return None
-    if why := _unlike(data.schema, columns):
-        log.warning("search pack %s unreadable (%s); reading the rows from LanceDB", path, why)
+    body, digest = blob[:-DIGEST], blob[-DIGEST:]
+    if len(blob) <= DIGEST or hashlib.sha256(body).digest() != digest:
+        _bypassed(path, "its checksum does not match: the file is damaged")
         return None
-    codes_col = data.column("codes").combine_chunks()
-    dim = codes_col.type.list_size
-    codes = buffer_view(codes_col.flatten(), np.int8).reshape(len(data), dim)
+    try:
+        data = ipc.open_file(pa.py_buffer(body)).read_all()
+        if why := _unlike(data.schema, columns):
+            _bypassed(path, why)
+            return None
+        codes_col = data.column("codes").combine_chunks()
+        dim = codes_col.type.list_size
+        codes = buffer_view(codes_col.flatten(), np.int8).reshape(len(data), dim)
+    except (pa.ArrowException, ValueError) as exc:
+        _bypassed(path, str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__)
+        return None
     return data.drop_columns(["codes"]).combine_chunks(), codes
+
+
+def _bypassed(path: Path, why: str) -> None:
+    log.warning("search pack %s unreadable (%s); bypassed: reading the rows from LanceDB and rewriting it", path, why)
 
 
 def _unlike(schema: pa.Schema, columns: list[str]) -> str | None:
@@ -102,9 +119,12 @@ def write(path: Path, rows: pa.Table, codes: np.ndarray) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         # 0644 (atomic_path's default): readable like the library's other files
-        with atomic_path(path) as tmp, open(tmp, "wb") as fh, \
-                ipc.new_file(fh, data.schema, options=ipc.IpcWriteOptions(compression="zstd")) as writer:
+        sink = pa.BufferOutputStream()
+        with ipc.new_file(sink, data.schema, options=ipc.IpcWriteOptions(compression="zstd")) as writer:
             writer.write_table(data)
+        body = sink.getvalue().to_pybytes()
+        with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+            fh.write(body + hashlib.sha256(body).digest())
         table = path.name.rsplit("-", 1)[0]
         for old in path.parent.glob(f"{table}-*.arrow"):
             if old != path:

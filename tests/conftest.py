@@ -33,6 +33,13 @@ def make_video(path: Path, *, seconds: float = 6.0, size: str = "320x240", rate:
     return path
 
 
+@pytest.fixture(autouse=True)
+def _no_user_config(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests read no config file of the developer's own (~/.config/moviemem/moviemem.toml)."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.getbasetemp() / "no-user-config"))
+    monkeypatch.delenv("MOVIEMEM_CONFIG", raising=False)
+
+
 @pytest.fixture
 def video(tmp_path: Path) -> Path:
     return make_video(tmp_path / "clip.mp4")
