@@ -263,10 +263,15 @@ class LlamaCppBackbone(ProviderBackbone):
         """The child process that holds this model (one per model and settings, shared by backbones)."""
         from .llamacpp_worker import worker_for
 
-        init = {"path": str(self.path), "name": self.name, "n_ctx": self._n_ctx or None, "n_threads": self.n_threads,
-                "cache_bytes": self.cache_bytes, "seed": self.seed}
+        options = {"path": str(self.path), "name": self.name, "n_ctx": self._n_ctx or None, "n_threads": self.n_threads,
+                   "cache_bytes": self.cache_bytes, "seed": self.seed}
         key = (str(self.path), self._n_ctx, self.n_threads, self.cache_bytes, self.kv_type, self.flash)
-        return worker_for(key, self.name, init)
+        return worker_for(key, self.name, {"target": self._target(), "options": options})
+
+    @classmethod
+    def _target(cls) -> str:
+        """This class by dotted path, for the worker to build its in-process twin (no import back to here)."""
+        return f"{cls.__module__}:{cls.__qualname__}"
 
     def load_check(self, timeout: float) -> float:
         """Load the model in a fresh child and generate one token; seconds taken. A crash or a hang raises
@@ -274,9 +279,9 @@ class LlamaCppBackbone(ProviderBackbone):
         from .llamacpp_worker import Worker
 
         started = time.perf_counter()
-        init = {"path": str(self.path), "name": self.name, "n_ctx": self._n_ctx or 512, "n_threads": self.n_threads,
-                "cache_bytes": 0, "seed": self.seed}
-        worker = Worker(self.name, init)
+        options = {"path": str(self.path), "name": self.name, "n_ctx": self._n_ctx or 512, "n_threads": self.n_threads,
+                   "cache_bytes": 0, "seed": self.seed}
+        worker = Worker(self.name, {"target": self._target(), "options": options})
         try:
             request = Request.build([user("Say yes.")], max_tokens=1)
             reply, _ = worker.call("send", request, timeout, timeout=timeout)

@@ -14,6 +14,7 @@ trap in its load-time initialisers, before any model is read.
 from __future__ import annotations
 
 import atexit
+import importlib
 import os
 import pickle
 import signal
@@ -140,19 +141,18 @@ def close_all() -> None:
 def serve(fd: int) -> None:
     """Answer the parent's calls until it closes the socket. Errors the user can act on go back as
     messages; anything native ends this process, which is the point."""
-    from .llamacpp_backend import LlamaCppBackbone
-
     sys.stdout = sys.stderr  # nothing of the model's may interleave with the parent's standard output
     conn = Connection(fd)
-    backbone: LlamaCppBackbone | None = None
+    backbone: Any = None
     while True:
         try:
             method, args = conn.recv()
         except (EOFError, OSError):
             return
         try:
-            if method == "init":
-                backbone = LlamaCppBackbone(**args[0], isolate=False)
+            if method == "init":  # the backbone's class by dotted path (the parent's own), held here in process
+                module, _, name = args[0]["target"].partition(":")
+                backbone = getattr(importlib.import_module(module), name)(**args[0]["options"], isolate=False)
                 result: Any = None
             elif backbone is None:
                 raise MovieMemError("the worker was not initialised")
