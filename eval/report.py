@@ -379,15 +379,22 @@ def _hms(t: Any) -> str:
         return "?"
 
 
+IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".webp"})
+
+
 def _thumb(frame: str | None, library: str | None, out_dir: Path) -> str | None:
     """A small JPEG copy of an evidence frame under inspector/thumbs/; None when the file is gone,
-    and for any file outside the run's library: results.jsonl and the faces table name the
-    paths, and a run or bundle from elsewhere must not copy the user's own pictures into a page."""
+    and for anything but an image in the media folder of a real library: results.jsonl, run.json
+    and the faces table name the paths, and a run from elsewhere (run.json saying `library: "/"`)
+    must not copy the user's own pictures into a page."""
     if not frame or not library:
         return None
     root = Path(library).resolve()
+    if not (root / "films.lance").is_dir():  # not a moviemem library: nothing of it is served
+        return None
+    media = root / "media"
     path = (root / frame).resolve()  # an absolute `frame` stays itself
-    if not path.is_relative_to(root) or not path.is_file():
+    if not path.is_relative_to(media) or path.suffix.lower() not in IMAGE_SUFFIXES or not path.is_file():
         return None
     name = hashlib.sha1(str(path).encode()).hexdigest()[:16] + ".jpg"
     dest = out_dir / name

@@ -57,8 +57,12 @@ def run_dir(tmp_path: Path, frame: Path) -> Path:
     from moviemem.library import Library
 
     run = tmp_path / "run"
+    lib = Library(tmp_path / "lib")
+    srt = tmp_path / "f0.srt"  # a real library (films.lance): the inspector shows only its media's pictures
+    srt.write_text("1\n00:01:01,500 --> 00:01:04,000\nThe key is in the attic.\n")
+    lib.ingest_text(srt, film_id="f0")
     run_bench(_bench(), ["good", "weak"], [ScriptedBackbone(["x"], cycle=True)], run, answerer=_answerer(frame),
-              library=Library(tmp_path / "lib"))
+              library=lib)
     return run
 
 
@@ -78,6 +82,27 @@ def test_inspector_copies_no_picture_from_outside_the_library(tmp_path: Path) ->
         index = write_inspector(run)
         assert not list((index.parent / "thumbs").glob("*")), name
         assert "<img" not in (index.parent / "items" / "1.html").read_text(), name
+
+
+def test_a_run_naming_the_root_as_its_library_gets_no_picture(tmp_path: Path) -> None:
+    """run.json with `library: "/"` makes every file "inside the library": only a real library's media count."""
+    import json
+
+    from PIL import Image
+
+    from moviemem.backbones import ScriptedBackbone
+
+    outside = tmp_path / "media" / "holiday.jpg"  # under a folder named media, as /media is
+    outside.parent.mkdir()
+    Image.new("RGB", (64, 64), (1, 2, 3)).save(outside)
+    run = tmp_path / "run"
+    run_bench(_bench(2), ["good"], [ScriptedBackbone(["x"], cycle=True)], run, answerer=_answerer(outside))
+    header = json.loads((run / "run.json").read_text())
+    header["library"] = "/"
+    (run / "run.json").write_text(json.dumps(header))
+    index = write_inspector(run)
+    assert not list((index.parent / "thumbs").glob("*"))
+    assert "<img" not in (index.parent / "items" / "1.html").read_text()
 
 
 def test_report_tables_and_plot(run_dir: Path):
