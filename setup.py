@@ -15,7 +15,18 @@ NOT_SHIPPED = ["tests", "tests.*", "bench", "bench.*", "scripts", "scripts.*", "
 
 
 class BuildPy(build_py):
-    """build_py without this file (setuptools leaves out only a setup script that it ran by its own name)."""
+    """build_py without this file (setuptools leaves out only a setup script that it ran by its own name),
+    into an emptied build/lib: files an earlier build left there (a module since renamed or deleted)
+    would otherwise ship in the wheel."""
+
+    def run(self) -> None:
+        import shutil
+        from pathlib import Path
+
+        stale = Path(self.build_lib) / "moviemem"
+        if stale.is_dir():
+            shutil.rmtree(stale)
+        super().run()
 
     def find_package_modules(self, package: str, package_dir: str) -> list[tuple[str, str, str]]:
         return [m for m in super().find_package_modules(package, package_dir) if (m[0], m[1]) != ("moviemem", "setup")]

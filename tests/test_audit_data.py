@@ -58,8 +58,9 @@ def test_item1_the_built_wheel_installs_and_imports_every_module_and_plugin(tmp_
     dependencies (a .pth line: no editable moviemem comes with them) and import everything."""
     src = tmp_path / "src"
     shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(".venv", ".git", "__pycache__", "*_cache", "build", "dist",
-                                                              "*.egg-info"))
-    for junk in ("out/run.json", "tests/data/truth.json", "moviemem.egg-info/SOURCES.txt"):
+                                                              "*.egg-info"))  # build/ comes back below, stale
+    for junk in ("out/run.json", "tests/data/truth.json", "moviemem.egg-info/SOURCES.txt",
+                 "build/lib/moviemem/renamed_long_ago.py"):  # an earlier build's leftover
         (src / junk).parent.mkdir(parents=True, exist_ok=True)
         (src / junk).write_text("{}")
     wheels = tmp_path / "wheels"
@@ -73,6 +74,7 @@ def test_item1_the_built_wheel_installs_and_imports_every_module_and_plugin(tmp_
     assert {"agents", "backbones", "memory", "cli"} <= shipped and not shipped & {"out", "tests", "bench", "scripts", "docs"}
     assert "moviemem/agents/policies/hybrid.py" in names and "moviemem/backbones/prices.toml" in names
     assert not [n for n in names if "egg-info" in n or n == "moviemem/setup.py" or n.endswith(".json")], names
+    assert "moviemem/renamed_long_ago.py" not in names  # built from the tree, not from what build/ held
 
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
