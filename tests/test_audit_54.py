@@ -336,3 +336,52 @@ def test_export_never_replaces_what_is_not_a_regular_file(tmp_path: Path, cli) -
         assert r.code == 2 and r.err.strip() == f"error: {target} is not a regular file; an export replaces only a file (give a .tar file path)"
     assert fifo.exists() and not fifo.is_file() and link.is_symlink() and not (tmp_path / "elsewhere.tar").exists()
     assert cli("export", "a", str(tmp_path / "a.tar")).code == 0
+
+
+def _announced_port(cmd: list[str], pattern: str, timeout_s: float = 60.0) -> tuple[Any, int]:
+    """Start a server command, read its stderr until the announced URL, return (process, port)."""
+    import re
+    import subprocess
+    import sys
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-m", "moviemem.cli", *cmd], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                            text=True)
+    deadline = time.monotonic() + timeout_s
+    assert proc.stderr is not None
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        m = re.search(pattern, line)
+        if m:
+            return proc, int(m.group(1))
+    proc.kill()
+    raise AssertionError(f"{cmd} announced no address")
+
+
+def test_port_0_prints_the_port_the_system_gave(tmp_path: Path) -> None:
+    from moviemem.backbones import ScriptedBackbone
+    from moviemem.eval.formats import Benchmark, validate_rows
+    from moviemem.eval.runner import run_bench
+
+    rows = [(1, {"id": "q0", "film_id": "f", "question": "Q?", "options": ["a", "b"], "answer": "A"})]
+    run = tmp_path / "run"
+
+    def answer(film_id, query, policy, backbone):
+        from moviemem.agents.types import Answer
+
+        return Answer(choice="A", text="a", confidence=None, invalid=False, policy=policy, backbone=backbone.name)
+
+    run_bench(Benchmark("mcq", validate_rows(rows, "mcq", "m.jsonl"), "m.jsonl", "jsonl"), ["p"],
+              [ScriptedBackbone(["A"], cycle=True)], run, answerer=answer)
+    for cmd, pattern, path in (
+            (["inspect", str(run), "--port", "0"], r"http://127\.0\.0\.1:(\d+)/index\.html", "/index.html"),
+            (["serve", "--backbone", "local-small", "--port", "0"], r"http://127\.0\.0\.1:(\d+)/v1", "/v1/models")):
+        proc, port = _announced_port(cmd, pattern)
+        try:
+            assert port > 0
+            assert httpx.get(f"http://127.0.0.1:{port}{path}", timeout=10).status_code == 200
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
