@@ -196,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({**asdict(plan), "listed_not_run": probe.failed}, indent=1))
     elif args.command == "plan":
         wheel = cached_wheel(args.wheels, plan, probe.runnable)
-        print(f"{plan.key}\t{wheel or ''}\t{' '.join(plan.features)}")
+        print(f"{plan.key}|{wheel or ''}|{' '.join(plan.features)}")  # "|": a field may be empty
     else:
         print(build(args.wheels, plan))
     return 0

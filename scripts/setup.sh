@@ -27,7 +27,7 @@ llama_plan() { "$VENV/bin/python" scripts/llama_build.py plan --level "$level" -
 compile=""
 trap '[ -z "$compile" ] || kill "$compile" 2>/dev/null || true' EXIT
 [ -n "$install" ] && $PIP install -q --upgrade pip wheel setuptools  # before the compile starts: it runs this pip
-IFS=$'\t' read -r key wheel features < <(llama_plan)
+IFS='|' read -r key wheel features < <(llama_plan)
 if [ -z "$wheel" ]; then
   mkdir -p "$WHEELS"
   echo "setup: compiling $LLAMA once for this CPU ($level: $features), in the background (about 9 minutes; log in $WHEELS); the wheel is cached under key $key"
@@ -79,7 +79,7 @@ fi
 # process and write one token. A crash (SIGILL) or hang there rebuilds with the safe instruction set
 # (AVX2, no AVX-512), then the baseline; if that fails too, setup stops with the cause.
 install_llama() {
-  IFS=$'\t' read -r key wheel features < <(llama_plan)
+  IFS='|' read -r key wheel features < <(llama_plan)
   [ -n "$wheel" ] || wheel="$("$VENV/bin/python" scripts/llama_build.py build --level "$level" --wheels "$WHEELS")"
   if [ "$(cat "$VENV/.moviemem-llama-key" 2>/dev/null)" != "$key" ]; then
     $PIP install -q --no-deps --force-reinstall "$wheel"  # this build, even over another of the same version

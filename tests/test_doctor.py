@@ -182,3 +182,17 @@ def test_doctor_passes_on_this_machine(cli) -> None:
 def test_ending_names_signals() -> None:
     assert "SIGILL" in llamacpp_worker.ending(-int(signal.SIGILL))
     assert llamacpp_worker.ending(3) == "exit status 3"
+
+
+def test_setup_reads_an_empty_cached_wheel_as_empty(tmp_path) -> None:
+    """setup.sh splits the plan line with `read`: a missing wheel must read as empty, not as the next field
+    (tabs, being whitespace to `read`, ran together and made the features look like a wheel)."""
+    import subprocess
+
+    if shutil.which("cc") is None:
+        pytest.skip("the probe needs a C compiler")
+    script = (f"IFS='|' read -r key wheel features < <({sys.executable} {ROOT / 'scripts' / 'llama_build.py'} plan "
+              f"--wheels {tmp_path}); echo \"$key/[$wheel]/$features\"")
+    out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True).stdout.strip()
+    key, wheel, features = out.split("/")
+    assert len(key) == 16 and wheel == "[]" and "sse42" in features.split()
