@@ -26,7 +26,8 @@ level="$(cat "$LEVEL_FILE" 2>/dev/null || echo best)"
 llama_plan() { "$VENV/bin/python" scripts/llama_build.py plan --level "$level" --wheels "$WHEELS"; }
 compile=""
 trap '[ -z "$compile" ] || kill "$compile" 2>/dev/null || true' EXIT
-[ -n "$install" ] && $PIP install -q --upgrade pip wheel setuptools  # before the compile starts: it runs this pip
+# before the compile starts (it runs this pip); setuptools as pinned (resemblyzer needs its pkg_resources)
+[ -z "$install" ] || $PIP install -q --upgrade pip wheel "setuptools==80.9.0"
 IFS='|' read -r key wheel features < <(llama_plan)
 if [ -z "$wheel" ]; then
   mkdir -p "$WHEELS"
@@ -70,10 +71,7 @@ if [ -n "$compile" ]; then
   fi
   compile=""
 fi
-if [ -n "$install" ]; then
-  $PIP install -q -e ".[dev]"
-  echo "$want" > "$stamp"
-fi
+[ -z "$install" ] || echo "$want" > "$stamp"
 
 # install the planned build unless it is the one installed, then prove it: load local-small in a child
 # process and write one token. A crash (SIGILL) or hang there rebuilds with the safe instruction set
