@@ -41,7 +41,7 @@ def __getattr__(name: str) -> object:
 
         return getattr(agents, name)
     if name == "Evidence":
-        from .retrievers.base import Evidence
+        from .retrievers.types import Evidence
 
         return Evidence
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

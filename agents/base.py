@@ -17,7 +17,7 @@ from typing import Any, Protocol, runtime_checkable
 from ..backbones.base import Backbone
 from ..backbones.types import CONTEXT, Reply, Request, Usage
 from ..memory.view import FilmMemory
-from ..retrievers.base import Evidence
+from ..retrievers.types import Evidence
 from .types import Answer, Question, Step
 
 _watcher: ContextVar[Callable[[Step], None] | None] = ContextVar("moviemem_step_watcher", default=None)

@@ -24,8 +24,8 @@ from typing import Literal
 
 from ..foundation.timefmt import hms
 from ..memory.view import FilmMemory
-from ..retrievers.base import Evidence
 from ..retrievers.text import TextRetriever
+from ..retrievers.types import Evidence
 from .base import Run
 from .claims import ordered_events
 from .parsing import Parsed

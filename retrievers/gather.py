@@ -14,13 +14,13 @@ from typing import Any
 
 from ..foundation.errors import MovieMemError
 from ..memory.view import FilmMemory
-from .base import Evidence, Retriever
+from .base import Retriever
 from .characters import CharacterRetriever
 from .packing import Lines, fit_budget, fuse, informative_first, interleave
-from .query import Question, Trace
 from .rerank import Judge, rerank
 from .routing import CHANNELS, channels_for, queries_for
 from .text import TextRetriever
+from .types import Evidence, Question, Trace
 
 
 @dataclass

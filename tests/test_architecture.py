@@ -36,9 +36,8 @@ BELOW: dict[str, set[str]] = {
               "library"},
     "": {"library", "agents", "retrievers", "backbones", "ingest", "eval"},  # the package's __init__: public names and register(), lazily
 }
-BELOW["film_tools"] = BELOW["library"] | {"library"}  # the checked tool functions shared by the MCP server and the CLI
-BELOW["mcp_server"] = BELOW["film_tools"] | {"film_tools"}
-BELOW["cli"] = BELOW["scale"] | {"scale", "synth", "film_tools", "mcp_server"}
+BELOW["serve"] = BELOW["library"] | {"library"}  # the MCP server and the checked film tools it shares with the CLI
+BELOW["cli"] = BELOW["scale"] | {"scale", "synth", "serve"}
 # a module run as a separate process (`python -m ...`), never imported: the Letta sidecar starts
 # moviemem's own gateway server for the Letta server to call
 PROCESSES = {("moviemem.letta.sidecar", "moviemem.cli")}

@@ -25,10 +25,10 @@ from moviemem.eval.runner import run_bench, summarise
 from moviemem.foundation.errors import MovieMemError
 from moviemem.foundation.words import estimate_tokens
 from moviemem.ingest.passages import Line, PassageParams, build_passages
-from moviemem.retrievers.base import Evidence
 from moviemem.retrievers.gather import GatherSettings, gather, pack
 from moviemem.retrievers.packing import Lines, content_words, fit_budget, fuse, informative_first
 from moviemem.retrievers.routing import queries_for
+from moviemem.retrievers.types import Evidence
 
 OPTIONS = ["a lighthouse", "a bakery", "a cinema", "a bank"]
 

@@ -26,7 +26,7 @@ from moviemem.agents.base import BasePolicy
 from moviemem.agents.parsing import Parsed
 from moviemem.eval.formats import FormatSpec, Item
 from moviemem.ingest.stage import Outcome, Stage
-from moviemem.retrievers.base import Evidence
+from moviemem.retrievers.types import Evidence
 from moviemem.retrievers.gather import QuestionRetriever
 
 
@@ -212,7 +212,7 @@ def test_an_installed_retriever_works_in_retrieval_eval_hybrid_and_bench(plugins
         get_policy("hybrid", retriever="nope")
 
     # moviemem search --retriever: what a policy would be offered, as the plug-in ranks it
-    from moviemem.film_tools import retrieve
+    from moviemem.serve.film_tools import retrieve
 
     found = retrieve(lib, "tiny", "who wrote the letter", "lastlines", k=1)
     assert found["retriever"] == "lastlines" and [e["text"] for e in found["evidence"]] == ["The lighthouse keeper wrote it."]
