@@ -13,6 +13,7 @@ KINDS = {
     "backbone": "moviemem.backbones.registry:BACKBONES",
     "policy": "moviemem.agents.registry:POLICIES",
     "retriever": "moviemem.retrievers.registry:RETRIEVERS",
+    "postprocessor": "moviemem.retrievers.postprocess:POSTPROCESSORS",
     "stage": "moviemem.ingest.registry:STAGES",
     "format": "moviemem.eval.formats:FORMATS",
     "adapter": "moviemem.eval.formats:ADAPTERS",

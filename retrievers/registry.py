@@ -14,8 +14,9 @@ from typing import Any
 
 from ..foundation.errors import MovieMemError
 from ..foundation.plugins import Registry
-from .gather import GatherSettings, QuestionRetriever, Routed
+from .gather import QuestionRetriever, Routed
 from .routing import CHANNELS
+from .settings import GatherSettings
 
 RETRIEVERS: Registry[Callable[[], QuestionRetriever]] = Registry("retriever")
 DEFAULT = "hybrid"  # what the hybrid policy gathers with out of the box

@@ -140,10 +140,11 @@ def test_every_registered_plugin_target_resolves():
     from moviemem.eval.formats import ADAPTERS, FORMATS
     from moviemem.eval.tasks import TASKS
     from moviemem.ingest.registry import STAGES
+    from moviemem.retrievers.postprocess import POSTPROCESSORS
     from moviemem.retrievers.registry import RETRIEVERS
 
     failed = {}
-    for registry in (POLICIES, BACKBONES, FORMATS, ADAPTERS, TASKS, STAGES, RETRIEVERS):
+    for registry in (POLICIES, BACKBONES, FORMATS, ADAPTERS, TASKS, STAGES, RETRIEVERS, POSTPROCESSORS):
         registry.load_all()
         failed.update({f"{registry.kind} {n}": why for n, why in registry.failures.items()})
     assert not failed, failed

@@ -4,6 +4,7 @@ without touching moviemem."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -219,6 +220,45 @@ def test_an_installed_retriever_works_in_retrieval_eval_hybrid_and_bench(plugins
     assert [e["text"] for e in retrieve(lib, "tiny", "letter", "lastlines", k=1, end=50.0)["evidence"]] == ["Read it before noon."]
 
 
+def test_a_plugin_postprocessor_step_runs_in_the_routed_retriever(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A step registered like any plug-in and named in the settings' `steps` runs between the built-in
+    ones, sees the searches, and records itself in the answer's trace."""
+    import moviemem
+    from moviemem.backbones import ScriptedBackbone
+    from moviemem.retrievers.postprocess import POSTPROCESSORS, Postprocessor
+    from moviemem.retrievers.types import Evidence
+
+    monkeypatch.setattr(POSTPROCESSORS, "_entries", dict(POSTPROCESSORS._entries))  # registered for this test only
+
+    @moviemem.register("postprocessor", "keeper-first")
+    class KeeperFirst:
+        """Hits that name the keeper first."""
+
+        packs = False
+
+        def __init__(self, settings: object):
+            self.settings = settings
+
+        def postprocess(self, ranked: list[Evidence], hits) -> list[Evidence]:
+            if hits.trace is not None:
+                hits.trace.note(f"keeper-first over {len(hits.searches)} searches")
+            return sorted(ranked, key=lambda e: "keeper" not in e.text)
+
+    assert isinstance(KeeperFirst(None), Postprocessor) and "keeper-first" in POSTPROCESSORS.names()
+    srt = tmp_path / "film.srt"
+    srt.write_text("1\n00:00:01,000 --> 00:00:03,000\nThe letter is on the table.\n\n"
+                   "2\n00:01:20,000 --> 00:01:22,000\nThe lighthouse keeper wrote it.\n")
+    film = Library(tmp_path / "lib").ingest_text(srt, film_id="tiny", duration_s=100)
+    steps = ["fuse", "keeper-first", "fit-budget"]
+    policy = get_policy(f"hybrid[steps={json.dumps(steps)},units=lines,budget_tokens=20]")
+    answer = policy.answer(film, _question_about_letter(), ScriptedBackbone(['{"answer": "A", "confidence": 4, "evidence": ["E1"]}']))
+    notes = [s.data["text"] for s in answer.trace if s.kind == "note"]
+    assert any(n.startswith("keeper-first over ") for n in notes)
+    assert [e.text for e in answer.evidence] == ["The lighthouse keeper wrote it."]  # ranked first, so it fits the budget
+    with pytest.raises(MovieMemError, match="unknown postprocessor 'nope'"):
+        get_policy("hybrid[steps=[\"fuse\", \"nope\"]]").answer(film, _question_about_letter(), ScriptedBackbone(["{}"]))
+
+
 def _question_about_letter():
     from moviemem.agents.types import Question
 
@@ -234,9 +274,10 @@ def test_one_register_for_every_kind(monkeypatch: pytest.MonkeyPatch):
     from moviemem.eval.formats import ADAPTERS, MCQ
     from moviemem.eval.tasks import TASKS, MCQTask
     from moviemem.ingest.stage import Stage
+    from moviemem.retrievers.postprocess import POSTPROCESSORS
 
-    registries = {"backbone": BACKBONES, "policy": POLICIES, "retriever": RETRIEVERS, "stage": STAGES,
-                  "format": FORMATS, "adapter": ADAPTERS, "task": TASKS}
+    registries = {"backbone": BACKBONES, "policy": POLICIES, "retriever": RETRIEVERS, "postprocessor": POSTPROCESSORS,
+                  "stage": STAGES, "format": FORMATS, "adapter": ADAPTERS, "task": TASKS}
     assert set(registries) == set(moviemem.KINDS)
     for registry in registries.values():  # registered for this test only
         monkeypatch.setattr(registry, "_entries", dict(registry._entries))

@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from ...foundation.errors import MovieMemError
 from ...foundation.timefmt import hms
 from ...memory.view import FilmMemory
-from ...retrievers.gather import GatherSettings, QuestionRetriever, Routed
+from ...retrievers.gather import QuestionRetriever, Routed
 from ...retrievers.packing import Lines
 from ...retrievers.registry import RETRIEVERS, get_retriever
+from ...retrievers.settings import GatherSettings
 from ...retrievers.types import Evidence
 from ..base import BasePolicy, Run
 from ..browse import overview_block
