@@ -6,7 +6,6 @@ plug-in's, is made from these settings without importing the retriever."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from .routing import CHANNELS
 
@@ -63,8 +62,3 @@ class GatherSettings:
     # name): fused into one ranking, informative hits first, line hits widened, reranked; fit-budget cuts the
     # ranking to the reader's budget when it is packed
     steps: tuple[str, ...] = ("fuse", "informative-first", "widen", "rerank", "fit-budget")
-
-    @classmethod
-    def of(cls, settings: Any) -> GatherSettings:
-        """The gathering fields of a larger settings object (the hybrid policy's)."""
-        return cls(**{f: getattr(settings, f) for f in cls.__dataclass_fields__})

@@ -277,7 +277,7 @@ def test_claim_read_as_questions(textfilm) -> None:
     evidence; each detail agrees word for word, or else by the letter reader in both orders; TRUE when all agree."""
     import math
 
-    from moviemem.agents.claims import agreement
+    from moviemem.agents.readers.claims import agreement
 
     _, film, _ = textfilm
     claim = "Sara's uncle keeps the old bakery on the northern cliffs."
