@@ -315,3 +315,53 @@ def test_one_register_for_every_kind(monkeypatch: pytest.MonkeyPatch):
     ]:
         with pytest.raises(MovieMemError, match=why):
             moviemem.register(kind, name, target, **meta)
+
+
+def test_a_plugin_stage_keeps_its_own_table_through_register_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A plug-in stage with a table of its own: `register_table` names its row model and owner, and the
+    table is then written, kept per run, shown through the film's view (`until` hides later rows) and
+    skipped when nothing changed, as the built-in tables are."""
+    from typing import ClassVar
+
+    import moviemem
+    from moviemem.ingest.stage import Outcome, Stage
+    from moviemem.memory import schema
+
+    class WordRow(schema.Row):
+        table: ClassVar[str] = "line_words"
+        idx: int
+        start: float
+        end: float
+        words: int
+
+    class LineWords(Stage):
+        name = "line-words"
+        needs = ("transcript",)
+
+        def run(self, ctx):
+            rows = [WordRow(film_id=ctx.film_id, idx=u.idx, start=u.start, end=u.end, words=len(u.text.split()))
+                    for u in ctx.rows("utterances")]
+            ctx.write(rows)
+            return Outcome(note=f"{len(rows)} lines counted")
+
+    monkeypatch.setattr(STAGES, "_entries", dict(STAGES._entries))  # registered for this test only
+    moviemem.register("stage", "line-words", LineWords)
+    schema.register_table(WordRow, "line-words")
+    try:
+        srt = tmp_path / "film.srt"
+        srt.write_text("1\n00:00:01,000 --> 00:00:03,000\nThe letter is on the table.\n\n"
+                       "2\n00:00:40,000 --> 00:00:42,000\nRead it before noon.\n")
+        lib = Library(tmp_path / "lib")
+        film = lib.ingest_text(srt, film_id="tiny", duration_s=60, stages=["line-words"])
+        assert LineWords().owns == ["line_words"]
+        runs = {r.stage: r for r in film.stages()}
+        assert runs["line-words"].status == "done" and runs["line-words"].reason == "2 lines counted"
+        assert sorted(film.arrow("line_words").column("words").to_pylist()) == [4, 6]
+        assert film.until(10.0).arrow("line_words").column("words").to_pylist() == [6]  # timed: later rows hidden
+        again = lib.ingest_text(srt, film_id="tiny", duration_s=60, stages=["line-words"])
+        assert [r.run_id for r in again.stages() if r.stage == "line-words"] == [runs["line-words"].run_id]
+    finally:
+        # registered for this test only; undone in place, since other modules hold these by name
+        schema.ROW_MODELS.pop("line_words")
+        schema.TABLE_OWNER.pop("line_words")
+        schema.TIMED_TABLES.discard("line_words")
