@@ -13,6 +13,7 @@ KINDS = {
     "backbone": "moviemem.backbones.registry:BACKBONES",
     "policy": "moviemem.agents.registry:POLICIES",
     "retriever": "moviemem.retrievers.registry:RETRIEVERS",
+    "postprocessor": "moviemem.retrievers.postprocess:POSTPROCESSORS",
     "stage": "moviemem.ingest.registry:STAGES",
     "format": "moviemem.eval.formats:FORMATS",
     "adapter": "moviemem.eval.formats:ADAPTERS",
@@ -41,7 +42,7 @@ def __getattr__(name: str) -> object:
 
         return getattr(agents, name)
     if name == "Evidence":
-        from .retrievers.base import Evidence
+        from .retrievers.types import Evidence
 
         return Evidence
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -7,7 +7,9 @@ replies), so an answer can be inspected and a run compared across policies.
 
 from __future__ import annotations
 
+import dataclasses
 import time
+import typing
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -17,7 +19,7 @@ from typing import Any, Protocol, runtime_checkable
 from ..backbones.base import Backbone
 from ..backbones.types import CONTEXT, Reply, Request, Usage
 from ..memory.view import FilmMemory
-from ..retrievers.base import Evidence
+from ..retrievers.types import Evidence
 from .types import Answer, Question, Step
 
 _watcher: ContextVar[Callable[[Step], None] | None] = ContextVar("moviemem_step_watcher", default=None)
@@ -95,6 +97,31 @@ class Run:
                                          "tool_calls": [{"name": c.name, "arguments": c.arguments} for c in reply.tool_calls],
                                          "input_tokens": reply.usage.input_tokens, "output_tokens": reply.usage.output_tokens}))
         return reply
+
+
+def joined_settings(owner: str, *parts: type) -> type[Any]:
+    """One flat settings dataclass with every field of `parts` (dataclasses), in their order, named
+    `<owner>.Settings`: a policy made of parts (hybrid: a retriever and a reader) takes each part's
+    settings by their own names (`hybrid[units=lines,rotations=one]`) and hands each part its own
+    (`settings_part`), so no part's settings inherit another's."""
+    specs: list[tuple[str, Any, Any]] = []
+    for part in parts:
+        hints = typing.get_type_hints(part)
+        specs += [(f.name, hints[f.name], dataclasses.field(default=f.default, default_factory=f.default_factory))
+                  for f in dataclasses.fields(part)]
+    module, _, name = owner.rpartition(":")
+    joined = dataclasses.make_dataclass("Settings", specs, namespace={"__module__": module})
+    joined.__qualname__ = f"{name}.Settings"
+    joined.__doc__ = "Settings of " + ", ".join(p.__name__ for p in parts) + ", in one namespace."
+    return joined
+
+
+P = typing.TypeVar("P")
+
+
+def settings_part(part: type[P], settings: Any) -> P:
+    """The fields of `part` (a dataclass) out of a larger settings object (`joined_settings`)."""
+    return part(**{f.name: getattr(settings, f.name) for f in dataclasses.fields(part)})  # type: ignore[arg-type]
 
 
 @runtime_checkable

@@ -11,7 +11,7 @@ from ..backbones.prompt import Prompt
 from ..foundation.errors import MovieMemError
 from ..foundation.timefmt import hms
 from ..memory.view import FilmMemory
-from ..retrievers.base import Evidence
+from ..retrievers.types import Evidence
 from .base import Run
 from .parsing import Parsed, parse_answer
 from .prompts import answer_schema, question_block

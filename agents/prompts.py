@@ -189,7 +189,7 @@ READ_LETTER = Prompt("read-letter", 1, READER_SYSTEM,
                      EVIDENCE_FIRST + "{question}\n\n"
                      "Using the evidence, answer with the letter of the correct option only.")
 
-# The option written out, not its letter (agents/reader.py word_probs).
+# The option written out, not its letter (agents/readers/letters.py word_probs).
 READ_WORD = Prompt("read-word", 1, READER_SYSTEM,
                    EVIDENCE_FIRST + "{question}\n\n"
                    "Using the evidence, answer with the words of the correct option only.")
@@ -221,7 +221,7 @@ CLAIM_QUESTIONS = Prompt("claim-questions", 1, READER_SYSTEM,
                               "type": "object", "required": ["question", "answer"],
                               "properties": {"question": {"type": "string"}, "answer": {"type": "string"}}}}}})
 
-# A claim's cause, written from the evidence with the claim's own hidden (agents/claims.py cause_foil).
+# A claim's cause, written from the evidence with the claim's own hidden (agents/readers/claims.py cause_foil).
 CLAIM_CLOZE = Prompt("claim-cloze", 1, READER_SYSTEM,
                      EVIDENCE_FIRST
                      + "Complete this sentence about the film from the evidence, in a few words. Reply with the "

@@ -101,12 +101,23 @@ def parse_policy_spec(spec: str) -> tuple[str, dict[str, Any]]:
     if not rest.endswith("]") or not name:
         raise MovieMemError(f"bad policy spec {spec!r}: use name or name[key=value,...]")
     settings: dict[str, Any] = {}
-    for part in filter(None, (p.strip() for p in rest[:-1].split(","))):
+    for part in filter(None, (p.strip() for p in _top_level_parts(rest[:-1]))):
         key, sep, raw = part.partition("=")
         if not sep or not key.strip():
             raise MovieMemError(f"bad policy setting {part!r} in {spec!r}: use key=value")
         settings[key.strip()] = setting_value(raw)
     return name.strip(), settings
+
+
+def _top_level_parts(text: str) -> list[str]:
+    """`text` split at the commas outside brackets: a list value (`steps=["fuse","widen"]`) stays whole."""
+    parts, depth, start = [], 0, 0
+    for i, c in enumerate(text):
+        depth += (c == "[") - (c == "]")
+        if c == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    return [*parts, text[start:]]
 
 
 def get_policy(name: str, **settings: Any) -> Policy:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from ..retrievers.rerank import Judge
 from .base import Run
 from .prompts import RERANK, question_head
-from .reader import can_read, label_scores
+from .readers.letters import can_read, label_scores
 from .types import Question
 
 

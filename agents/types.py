@@ -10,8 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..backbones.types import Usage
-from ..retrievers.base import Evidence
-from ..retrievers.query import LETTERS, MAX_TEXT_CHARS, Kind, Question
+from ..retrievers.types import LETTERS, MAX_TEXT_CHARS, Evidence, Kind, Question
 
 __all__ = ["LETTERS", "MAX_TEXT_CHARS", "Answer", "Kind", "Question", "Step"]
 

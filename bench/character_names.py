@@ -116,8 +116,8 @@ def main() -> None:
         raise SystemExit(f"error: {args.mf2} is not an MF² release (no transcripts/)")
 
     from moviemem import Library
-    from moviemem.film_tools import film_overview
     from moviemem.foundation.config import get_settings
+    from moviemem.serve.film_tools import film_overview
 
     lib_dir = args.library or Path(tempfile.mkdtemp(prefix="moviemem-characters-"))
     lib = Library(lib_dir, get_settings(library=lib_dir))

@@ -41,7 +41,7 @@ def fit(mf2: Path) -> None:
     from moviemem.agents.calls import compact_text, world_state
     from moviemem.backbones.llamacpp_backend import trained_context
     from moviemem.models import model_path
-    from moviemem.retrievers.base import Evidence
+    from moviemem.retrievers.types import Evidence
 
     path = model_path("local")
     vocab = llama_cpp.Llama(str(path), vocab_only=True, verbose=False)
@@ -73,7 +73,7 @@ def kernels(mf2: Path, film: str, n: int) -> None:
 
     from moviemem.agents.calls import compact_text
     from moviemem.models import model_path
-    from moviemem.retrievers.base import Evidence
+    from moviemem.retrievers.types import Evidence
 
     path = model_path("local")
     subs = pysubs2.load(str(mf2 / "transcripts" / f"{film}.srt"))

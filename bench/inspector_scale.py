@@ -23,7 +23,7 @@ from moviemem.backbones import ScriptedBackbone, user
 from moviemem.eval.formats import Benchmark, validate_rows
 from moviemem.eval.report import write_inspector
 from moviemem.eval.runner import run_bench
-from moviemem.retrievers.base import Evidence
+from moviemem.retrievers.types import Evidence
 
 CATEGORIES = ("plot", "setting", "character", "temporal", "causal")
 

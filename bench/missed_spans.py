@@ -25,7 +25,7 @@ from pathlib import Path
 from mf2_official import HALVES  # the dev set's fixed halves (beside this script)
 
 from moviemem import Library
-from moviemem.agents.claims import joined_parts
+from moviemem.agents.readers.claims import joined_parts
 from moviemem.eval import evidence as ev
 from moviemem.eval.formats import load_benchmark
 from moviemem.eval.retrieval_eval import Probe, probes

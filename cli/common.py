@@ -96,7 +96,7 @@ def _film_list(library: Path | None) -> list[dict[str, Any]]:
 def _known_film(library: Path | None, film: str) -> str:
     """`film` when the library holds it, else the one-line error naming the nearest ids: checked first, from
     the saved film list, so a typo is told at once rather than after LanceDB and the models are imported."""
-    from ..film_tools import unknown_film
+    from ..serve.film_tools import unknown_film
 
     ids = [f["film_id"] for f in _film_list(library)]
     if film not in ids:
@@ -106,7 +106,7 @@ def _known_film(library: Path | None, film: str) -> str:
 
 def _print_json(obj: Any) -> None:
     """One JSON object on stdout; never NaN or Infinity, which are not JSON (a reader of it would fail)."""
-    from ..film_tools import finite_json
+    from ..serve.film_tools import finite_json
 
     sys.stdout.write(finite_json(obj) + "\n")
 

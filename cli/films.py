@@ -211,8 +211,8 @@ def search(
     and a similarity under 0.5 is no match and is left out; a line that repeats a better hit (an event
     quoting it) is shown once. --json adds the rank-fusion score that orders the hits."""
     _known_film(library, film)
-    from ..film_tools import MIN_SIMILARITY
-    from ..film_tools import search as search_film
+    from ..serve.film_tools import MIN_SIMILARITY
+    from ..serve.film_tools import search as search_film
 
     times = {name: _seconds(v, f"--{name}") if v is not None else None for name, v in (("until", until), ("start", start), ("end", end))}
     if retriever is not None:
@@ -240,7 +240,7 @@ def search(
 
 
 def _print_retrieved(lib: Any, film: str, query: str, retriever: str, k: int, times: dict[str, Any], as_json: bool) -> None:
-    from ..film_tools import retrieve
+    from ..serve.film_tools import retrieve
 
     found = retrieve(lib, film, query, retriever, k=k, **times)
     if as_json:

@@ -63,7 +63,7 @@ def mcp(
     ingest_dir: Annotated[Optional[Path], typer.Option("--ingest-dir", help="With --allow-ingest: the folder ingest_text may read (default: the current one).")] = None,
 ) -> None:
     """Serve the library's film memory as MCP tools to any agent (stdio, or HTTP on 127.0.0.1)."""
-    from ..mcp_server import command
+    from ..serve.mcp import command
 
     command(library, http_port=http, backbones=backbone, no_ask=no_ask, allow_ingest=allow_ingest,
             ingest_dir=ingest_dir, announce=lambda line: err.print(line, highlight=False))

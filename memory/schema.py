@@ -312,7 +312,12 @@ def owned_tables(stage: str) -> list[str]:
 
 
 def register_table(model: type[Row], owner: str, *, timed: bool = True) -> None:
-    """A plug-in stage's own table: its row model, the stage that writes it, and whether it has start/end."""
+    """A plug-in stage's own table: its row model (a `Row` subclass naming `table`), the stage that writes it
+    (`owner`, its registry name) and whether its rows have start/end (`timed`) or a single time `t`.
+
+    Call it when the plug-in is imported, before its stage runs: the store creates the table from the model
+    on the first write, the stage owns it (its rows carry its run's id and show once the run is done), and
+    the film's view hides rows outside a window or after `until`, as for the built-in tables."""
     ROW_MODELS[model.table] = model
     TABLE_OWNER[model.table] = owner
     (TIMED_TABLES if timed else POINT_TABLES).add(model.table)

@@ -1,4 +1,4 @@
-"""Evidence and the retriever base class.
+"""The retriever base class (the one-query kind: a query string in, Evidence out).
 
 Every retriever answers one call, `retrieve(film, query, k=..., start=..., end=...)`, and
 returns scored `Evidence` best first. The base class does what all of them share (argument
@@ -10,42 +10,11 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from dataclasses import asdict, dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from ..foundation.errors import MovieMemError
 from ..memory.view import FilmMemory
-
-
-@dataclass
-class Evidence:
-    """One piece of film memory offered to (or cited by) a policy.
-
-    kind: utterance | caption | onscreen | event | passage | frame | relation | character; start/end: seconds on the
-    film's clock; text: what the model reads; frame: image path for frames; score: the
-    retriever's score (higher is better, comparable only within one retriever); retriever:
-    which retriever produced it; id: stable within the film (`kind:row`), used for citations.
-    """
-
-    kind: str
-    film_id: str
-    start: float
-    end: float
-    text: str = ""
-    frame: str | None = None
-    score: float = 0.0
-    retriever: str = ""
-    id: str = ""
-    rows: tuple[str, int, int] | None = None  # passages: (source kind, first row idx, last row idx)
-    cited: bool = False  # the model named it as support for its answer
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @property
-    def key(self) -> str:
-        """Identity for de-duplication across retrievers."""
-        return self.id or f"{self.kind}:{self.start:.3f}:{self.text[:80]}"
+from .types import Evidence
 
 
 def visible_filter(film: FilmMemory, table: str) -> str | None:

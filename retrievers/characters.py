@@ -25,7 +25,8 @@ from ..foundation.timefmt import hms
 from ..foundation.words import english_stop_words
 from ..memory.schema import CharacterRow
 from ..memory.view import FilmMemory, turns_of
-from .base import Evidence, Retriever
+from .base import Retriever
+from .types import Evidence
 
 _CAPITALISED = re.compile(r"\b[A-Z][a-z][A-Za-z'\-]*")
 _WORD = re.compile(r"[A-Za-z][A-Za-z'\-]*")

@@ -14,7 +14,8 @@ import numpy as np
 
 from ..foundation.errors import MovieMemError
 from ..memory.view import FilmMemory
-from .base import Evidence, Retriever
+from .base import Retriever
+from .types import Evidence
 
 
 def clip_model_of(film: FilmMemory) -> tuple[str, str | None] | None:

@@ -1,97 +1,40 @@
-"""Question-level retrieval: every routed channel searched with every query, fused, widened, cut to a budget.
+"""Question-level retrieval: a question in, evidence ranked best first out, and that ranking cut to a budget.
 
 `QuestionRetriever` is what the hybrid policy, `retrieval-eval` and `moviemem search --retriever`
 call: one public `retrieve()` (argument checks, the film's rows read once) around an abstract
-`_gather()`, and `pack()` to cut the ranking to a token budget. `Routed` is the built-in one, driven
-by `GatherSettings`; plug-ins register others in `retrievers.registry.RETRIEVERS`.
+`_gather()`, and `pack()` to cut the ranking to a token budget. `Routed` is the built-in one: the
+channels the question's wording routes to, searched with every query, then the postprocessor steps
+its `GatherSettings` name (postprocess.py); plug-ins register other retrievers in
+`retrievers.registry.RETRIEVERS`.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 from ..foundation.errors import MovieMemError
 from ..memory.view import FilmMemory
-from .base import Evidence, Retriever
+from .base import Retriever
 from .characters import CharacterRetriever
-from .packing import Lines, fit_budget, fuse, informative_first, interleave
-from .query import Question, Trace
-from .rerank import Judge, rerank
-from .routing import CHANNELS, channels_for, queries_for
+from .packing import Lines, fit_budget
+from .postprocess import Hits, Postprocessor, get_postprocessor
+from .rerank import Judge
+from .routing import channels_for, queries_for
+from .settings import GatherSettings
 from .text import TextRetriever
+from .types import Evidence, Question, Trace
 
 
-@dataclass
-class GatherSettings:
-    """How evidence is gathered for a question: which channels, which unit, how rankings combine.
-
-    The defaults were chosen by measurement on the MF² dev set (`moviemem retrieval-eval`, then
-    answers with `local`): passages and single lines (each shown with two neighbours) searched by
-    vector + BM25 and fused had the same recall at 1,000 tokens as BM25 over passages alone
-    (0.88 vs 0.89 on MCQ, 0.93 vs 0.92 on claims) and answered more MCQs right (25 vs 23 of 30)."""
-
-    search: str = "hybrid"  # vector | fts | hybrid (vector + BM25)
-    channels: dict[str, tuple[tuple[str, int], ...]] = field(default_factory=lambda: dict(CHANNELS))
-    units: str = "mixed"  # passages (grouped lines, when the film has them) | lines | mixed (both, fused)
-    per_option: int = 1  # also search with each multiple-choice option (0: the question alone)
-    # ... and with each option's own words: joined to the question, an option's few words are outweighed by
-    # the question's, so every option query finds the same question-matching lines. On the MF² dev MCQs the
-    # MRR of the first gold hit rose from 0.49 to 0.76 and recall from 0.59 to 0.77 at 450 tokens
-    # (0.87 -> 0.85 at 1,000, 0.92 -> 0.95 at 2,000)
-    option_alone: bool = True
-    # ... and each option's best N lines of its own (the option-alone query's first single-line hits, per line
-    # channel) go before the fused ranking, where they sink under lines that match the question's words. With 1,
-    # MF2 dev MCQ recall at 1,000 tokens rose 0.82 -> 0.90 (coverage 0.80 -> 0.86), but `local` answered 24 of 30
-    # instead of 25 and 24 of the synthetic film's 41 instead of 29: shown a line for every option, the small
-    # reader picks a wrong option's line. Off by default; for readers that weigh evidence better
-    option_lines: int = 0
-    fusion: str = "rrf"  # rrf | interleave
-    candidates: int = 20  # hits per query and channel before fusion
-    informative: bool = True  # lines with no content of their own go after informative hits
-    # a transcript/caption line hit is shown with up to this many neighbours on each side. With 1, more hits fit
-    # 1,000 tokens (MF² dev MCQ recall 0.82 -> 0.87, coverage 0.80 -> 0.83; with option_lines=1, 0.92 / 0.87), but
-    # `local` answered 24 of 30 (23 with option_lines=1) instead of 25: shorter blocks, more misread ones
-    context_lines: int = 2
-    # fixed: every line hit comes with all its neighbours, so a few hits fill the budget; budget: small to big,
-    # the hits alone first (core_share of the budget), then their neighbours, nearest and best-ranked first.
-    # budget shows more of the gold evidence (MF² dev MCQ recall 0.82 -> 0.87 at 1,000 tokens) but answered
-    # no MCQ differently there (25/30 both) and lost 3 net of the synthetic film's 41 (25 -> 22): not the default
-    context: str = "fixed"
-    core_share: float = 0.6
-    graph_hops: int = 1
-    # read a graph made by rules alone? Its events repeat dialogue the text channels already search:
-    # with it, recall at 1,000 tokens on the MF² dev set fell from 0.88 to 0.85 (MCQ), 0.93 to 0.91 (claims)
-    rule_events: bool = False
-    characters: bool = True  # read the "characters" channel (registry entries and named characters' lines) where routed
-    # the first N distinct candidates reordered by a judge's relevance (the backbone's yes/no, agents/rerank.py),
-    # fused with the search ranking (retrievers/rerank.py; 0: off). Each candidate is a model call, counted in the
-    # answer's input tokens. With `local` and 30: MF2 dev MCQ recall at 1,000 tokens 0.82 -> 0.90 at a median
-    # 5,450 tokens of judgements, but 25-26 of 30 answered against 27 (more of what is shown misread). Off by
-    # default: for better readers
-    rerank: int = 0
-
-    @classmethod
-    def of(cls, settings: Any) -> GatherSettings:
-        """The gathering fields of a larger settings object (the hybrid policy's)."""
-        return cls(**{f: getattr(settings, f) for f in cls.__dataclass_fields__})
-
-
-def gather(film: FilmMemory, question: Question, s: GatherSettings, trace: Trace | None = None,
-           lines: Lines | None = None, judge: Judge | None = None) -> list[Evidence]:
-    """Every channel searched with every query, fused into one ranking, informative hits first; `lines`: the
-    film's rows as the caller already holds them (a rerank renders its candidates from them); `judge`: what
-    scores candidates when the settings rerank (without one the rerank is skipped, said in the trace)."""
-    if s.context not in ("budget", "fixed"):
-        raise MovieMemError(f"unknown context {s.context!r}; use budget or fixed")
-    if not 0 < s.core_share <= 1:
-        raise MovieMemError(f"core_share must be in (0, 1], not {s.core_share}")
+def search(hits: Hits, s: GatherSettings) -> None:
+    """Every routed channel searched with every query: each ranking into `hits.searches`, each option's own
+    best lines (option_lines) into `hits.leads`."""
+    film, question, trace = hits.film, hits.question, hits.trace
+    assert question is not None  # searching is for a question; only packing goes without one
     qtype, channels = channels_for(film, question, s.channels, s.units, trace)
     if trace is not None:
         trace.step("route", {"type": qtype, "channels": [list(c) for c in channels]})
-    lists: list[list[Evidence]] = []
-    firsts: list[Evidence] = []  # each option's own best line (option_lines), in option order
     alone_from = 1 + len(question.options) if s.per_option and s.option_alone else None
     for kind, k in channels:
         retriever: Retriever | None = None
@@ -114,26 +57,9 @@ def gather(film: FilmMemory, question: Question, s: GatherSettings, trace: Trace
                 found = TextRetriever(s.search, [kind]).retrieve(film, query, k=n)  # type: ignore[arg-type]  # a settings string; TextRetriever rejects a bad mode
             if trace is not None:
                 trace.retrieved(kind if retriever is not None else f"{kind}:{s.search}", query, found)
-            lists.append(found)
+            hits.searches.append(found)
             if alone_from is not None and i >= alone_from and kind in ("utterance", "caption"):
-                firsts += found[: s.option_lines]
-    ranked = fuse(lists) if s.fusion == "rrf" else interleave(lists)
-    if firsts:
-        lead: dict[str, Evidence] = {}
-        for e in firsts:
-            lead.setdefault(e.key, e)
-        ranked = list(lead.values()) + [e for e in ranked if e.key not in lead]
-    ranked = informative_first(ranked) if s.informative else ranked
-    n = s.context_lines if s.context == "fixed" else 0
-    ranked = [widen(e, n) for e in ranked] if s.context_lines else ranked
-    if s.rerank:
-        if judge is None:
-            if trace is not None:
-                trace.note("rerank skipped: no relevance judge; the backbone's yes/no log-probabilities judge "
-                           "candidates, where it gives them, for multiple choice and claims")
-        else:
-            ranked = rerank(ranked, Lines(film) if lines is None else lines, s.rerank, judge, trace)
-    return ranked
+                hits.leads += found[: s.option_lines]
 
 
 def _read_events(film: FilmMemory, s: GatherSettings, trace: Trace | None) -> bool:
@@ -153,21 +79,6 @@ def _read_events(film: FilmMemory, s: GatherSettings, trace: Trace | None) -> bo
     if trace is not None:
         trace.note(f"event channel reads the graph made by {graph}")
     return True
-
-
-def pack(ranked: list[Evidence], budget: int, lines: Lines, s: GatherSettings) -> list[Evidence]:
-    """The gathered hits cut to the budget the way the settings widen them."""
-    if s.context == "budget":
-        return fit_budget(ranked, budget, lines, core_share=s.core_share, rings=s.context_lines)
-    return fit_budget(ranked, budget, lines)
-
-
-def widen(e: Evidence, n: int) -> Evidence:
-    """A line hit as the stretch of n rows either side of it (merged and charged like a passage)."""
-    if e.kind not in ("utterance", "caption") or e.rows is not None:
-        return e
-    idx = int(e.id.split(":", 1)[1])
-    return replace(e, rows=(e.kind, max(0, idx - n), idx + n))
 
 
 def graph_hits(film: FilmMemory, trace: Trace | None, query: str, k: int, hops: int) -> list[Evidence]:
@@ -214,15 +125,35 @@ class QuestionRetriever(ABC):
 
 
 class Routed(QuestionRetriever):
-    """The built-in retriever: routed channels, every query, fused (GatherSettings says how)."""
+    """The built-in retriever: routed channels searched with every query, then the steps its settings name
+    (GatherSettings says how)."""
 
     def __init__(self, settings: GatherSettings | None = None, **options: Any):
         self.settings = replace(settings or GatherSettings(), **options)
-        self.needs_judge = self.settings.rerank > 0
+        self.steps = [get_postprocessor(name, self.settings) for name in self.settings.steps]
+        self.needs_judge = self.settings.rerank > 0 and "rerank" in self.settings.steps
 
     def _gather(self, film: FilmMemory, question: Question, trace: Trace | None, lines: Lines,
                 judge: Judge | None) -> list[Evidence]:
-        return gather(film, question, self.settings, trace, lines, judge)
+        s = self.settings
+        if s.context not in ("budget", "fixed"):
+            raise MovieMemError(f"unknown context {s.context!r}; use budget or fixed")
+        if not 0 < s.core_share <= 1:
+            raise MovieMemError(f"core_share must be in (0, 1], not {s.core_share}")
+        hits = Hits(film, lines, question, trace, judge)
+        search(hits, s)
+        return self._run([step for step in self.steps if not step.packs], [], hits)
 
     def pack(self, ranked: list[Evidence], budget: int, lines: Lines) -> list[Evidence]:
-        return pack(ranked, budget, lines, self.settings)
+        packing = [step for step in self.steps if step.packs]
+        if not packing:
+            return super().pack(ranked, budget, lines)
+        return self._run(packing, ranked, Hits(lines.film, lines, budget=budget))
+
+    def _run(self, steps: list[Postprocessor], ranked: list[Evidence], hits: Hits) -> list[Evidence]:
+        for step in steps:
+            ranked = step.postprocess(ranked, hits)
+            if not isinstance(ranked, list):
+                raise MovieMemError(f"postprocessor {type(step).__name__} returned {type(ranked).__name__}, "
+                                    "not a list of Evidence")
+        return ranked

@@ -14,8 +14,9 @@ from collections.abc import Iterable, Sequence
 
 from ..graph.narrative import NarrativeGraph, NarrativeGraphWarning
 from ..memory.view import FilmMemory
-from .base import Evidence, Retriever
+from .base import Retriever
 from .text import TextRetriever
+from .types import Evidence
 
 DECAY = 0.5  # a neighbour scores DECAY**hops times the best seed it was reached from
 

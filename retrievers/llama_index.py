@@ -13,8 +13,9 @@ from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
 from ..memory.view import FilmMemory
-from .base import Evidence, Retriever
+from .base import Retriever
 from .text import TextRetriever
+from .types import Evidence
 
 
 def to_node(e: Evidence) -> NodeWithScore:

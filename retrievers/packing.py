@@ -19,8 +19,9 @@ from typing import Any
 from ..foundation.words import dialogue_stop_words, estimate_tokens
 from ..memory.schema import UtteranceRow
 from ..memory.view import FilmMemory, turns_of
-from .base import Evidence, visible_filter
+from .base import visible_filter
 from .text import rrf
+from .types import Evidence
 
 MIN_CONTENT_WORDS = 2
 _WORD = re.compile(r"[A-Za-z][A-Za-z']+")

@@ -14,8 +14,9 @@ from typing import Any
 
 from ..foundation.errors import MovieMemError
 from ..foundation.plugins import Registry
-from .gather import GatherSettings, QuestionRetriever, Routed
+from .gather import QuestionRetriever, Routed
 from .routing import CHANNELS
+from .settings import GatherSettings
 
 RETRIEVERS: Registry[Callable[[], QuestionRetriever]] = Registry("retriever")
 DEFAULT = "hybrid"  # what the hybrid policy gathers with out of the box
@@ -71,6 +72,8 @@ _BUILTIN: dict[str, tuple[str, dict[str, Any]]] = {
 }
 for _name, (_description, _settings) in _BUILTIN.items():
     RETRIEVERS.add(_name, _routed(**_settings), description=_description)
+RETRIEVERS.add("best-line", "moviemem.retrievers.best_line:BestLine",
+              description="the one line or caption that best matches the question (where a moment is in the film)")
 
 
 def get_retriever(name: str) -> QuestionRetriever:

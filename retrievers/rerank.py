@@ -13,9 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .base import Evidence
 from .packing import Lines, fit_budget
-from .query import Trace
+from .types import Evidence, Trace
 
 RRF_K = 60  # the fusion constant hybrid's channel fusion uses (packing.fuse)
 

@@ -13,7 +13,7 @@ import re
 from ..memory.view import FilmMemory
 from .base import visible_filter
 from .packing import passage_sources
-from .query import Question, Trace
+from .types import Question, Trace
 
 # question type -> pattern over the question's words (first match wins, in this order)
 QUESTION_TYPES: dict[str, str] = {

@@ -23,7 +23,8 @@ from ..foundation.errors import MovieMemError
 from ..memory.schema import TABLE_OWNER
 from ..memory.search import TEXT_TABLES, FilmRows, TextTable, film_rows_many
 from ..memory.view import FilmMemory
-from .base import Evidence, Retriever
+from .base import Retriever
+from .types import Evidence
 
 Mode = Literal["vector", "fts", "hybrid"]
 RRF_K = 60  # the constant of reciprocal-rank fusion

@@ -10,8 +10,9 @@ from collections.abc import Sequence
 
 from ..foundation.errors import MovieMemError
 from ..memory.view import FilmMemory
-from .base import Evidence, Retriever
+from .base import Retriever
 from .text import KINDS, SOURCES
+from .types import Evidence
 
 
 def rows_as_evidence(film: FilmMemory, kinds: Sequence[str] = KINDS, caption_kinds: Sequence[str] | None = None) -> list[Evidence]:

@@ -37,9 +37,8 @@ BELOW: dict[str, set[str]] = {
               "library", "doctor"},
     "": {"library", "agents", "retrievers", "backbones", "ingest", "eval"},  # the package's __init__: public names and register(), lazily
 }
-BELOW["film_tools"] = BELOW["library"] | {"library"}  # the checked tool functions shared by the MCP server and the CLI
-BELOW["mcp_server"] = BELOW["film_tools"] | {"film_tools"}
-BELOW["cli"] = BELOW["scale"] | {"scale", "synth", "film_tools", "mcp_server"}
+BELOW["serve"] = BELOW["library"] | {"library"}  # the MCP server and the checked film tools it shares with the CLI
+BELOW["cli"] = BELOW["scale"] | {"scale", "synth", "serve"}
 # a module run as a separate process (`python -m ...`), never imported: the Letta sidecar starts
 # moviemem's own gateway server for the Letta server to call
 PROCESSES = {("moviemem.letta.sidecar", "moviemem.cli")}
@@ -142,10 +141,11 @@ def test_every_registered_plugin_target_resolves():
     from moviemem.eval.formats import ADAPTERS, FORMATS
     from moviemem.eval.tasks import TASKS
     from moviemem.ingest.registry import STAGES
+    from moviemem.retrievers.postprocess import POSTPROCESSORS
     from moviemem.retrievers.registry import RETRIEVERS
 
     failed = {}
-    for registry in (POLICIES, BACKBONES, FORMATS, ADAPTERS, TASKS, STAGES, RETRIEVERS):
+    for registry in (POLICIES, BACKBONES, FORMATS, ADAPTERS, TASKS, STAGES, RETRIEVERS, POSTPROCESSORS):
         registry.load_all()
         failed.update({f"{registry.kind} {n}": why for n, why in registry.failures.items()})
     assert not failed, failed

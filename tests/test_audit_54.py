@@ -12,12 +12,12 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from fake_servers import FakeOpenAI, Recorded
 from mcp import Client
 from test_audit_data import _edit_table
 from test_hostile_input import _exported
 
 from moviemem import Library
-from moviemem.backbones.testing import FakeOpenAI, Recorded
 
 SRT = ("1\n00:00:01,000 --> 00:00:03,000\nThe lighthouse keeper waits for the boat.\n\n"
        "2\n00:00:04,000 --> 00:00:06,000\nAnna rows out at dawn.\n")
@@ -46,7 +46,7 @@ def _files(*roots: Path) -> list[Path]:
 
 def test_item1_echoed_credentials_are_scrubbed_from_every_channel(tmp_path: Path, cli, lib_dir, monkeypatch) -> None:
     from moviemem.backbones import start_gateway
-    from moviemem.mcp_server import build_server
+    from moviemem.serve.mcp import build_server
 
     monkeypatch.setenv("OPENAI_COMPATIBLE_API_KEY", KEY)
     (tmp_path / "a.srt").write_text(SRT)

@@ -151,7 +151,7 @@ def test_item3_json_output_never_holds_nan_or_infinity(tmp_path: Path, cli, lib_
     import anyio
     from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 
-    from moviemem.mcp_server import build_server
+    from moviemem.serve.mcp import build_server
 
     server = build_server(Library(lib_dir))
     with pytest.raises(ToolError, match="not finite"):
@@ -160,7 +160,7 @@ def test_item3_json_output_never_holds_nan_or_infinity(tmp_path: Path, cli, lib_
         anyio.run(server.read_resource, "moviemem://films")
 
     # the check walks a reply's nesting rather than serialising it a second time
-    from moviemem.film_tools import check_finite
+    from moviemem.serve.film_tools import check_finite
 
     check_finite({"films": [{"id": "a", "spans": [(0.0, 1.5)], "note": None}]})
     with pytest.raises(MovieMemError, match="not finite"):

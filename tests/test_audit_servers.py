@@ -16,12 +16,12 @@ from pathlib import Path
 import anyio
 import httpx
 import pytest
+from fake_servers import FakeOpenAI, FakeResponse
 from mcp import Client
 
 from moviemem import Library, MovieMemError
 from moviemem.backbones import ScriptedBackbone
-from moviemem.backbones.testing import FakeOpenAI, FakeResponse
-from moviemem.mcp_server import build_server
+from moviemem.serve.mcp import build_server
 
 OLD = "1\n00:00:01,000 --> 00:00:03,000\nThe lighthouse keeper waits for the boat.\n"
 NEW = "1\n00:00:01,000 --> 00:00:03,000\nThe harbour master counts the nets.\n"

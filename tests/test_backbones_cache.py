@@ -9,10 +9,10 @@ import sys
 import textwrap
 
 import pytest
+from fake_servers import FakeOpenAI
 
 from moviemem.backbones import ReplayCache, ReplayMiss, Request, ScriptedBackbone, load, user
 from moviemem.backbones.cache import request_key
-from moviemem.backbones.testing import FakeOpenAI
 from moviemem.foundation.errors import MovieMemError
 
 PNG_A = bytes.fromhex("89504e470d0a1a0a0000000d494844520000000100000001080600000000")

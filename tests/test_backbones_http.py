@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
+from fake_servers import FakeGemini, FakeOpenAI, FakeResponse
 
 from moviemem.backbones import Clip, assistant, load, system, tool_result, user
-from moviemem.backbones.testing import FakeGemini, FakeOpenAI, FakeResponse
 from moviemem.foundation.errors import MovieMemError
 
 PNG = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000" "1f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082")

@@ -12,7 +12,8 @@ from moviemem.agents import ask
 from moviemem.agents.types import Question
 from moviemem.backbones import ScriptedBackbone
 from moviemem.retrievers.characters import CharacterRetriever
-from moviemem.retrievers.gather import GatherSettings, gather
+from moviemem.retrievers.gather import Routed
+from moviemem.retrievers.settings import GatherSettings
 
 SRT = """1
 00:00:01,000 --> 00:00:04,000
@@ -97,8 +98,8 @@ def test_who_question_evidence_holds_the_registry_entry_and_the_characters_lines
 
 def test_the_channel_can_be_turned_off(films) -> None:
     film, _ = films
-    assert any(e.kind == "character" for e in gather(film, KEY_Q, GatherSettings()))
-    assert not any(e.kind == "character" for e in gather(film, KEY_Q, GatherSettings(characters=False)))
+    assert any(e.kind == "character" for e in Routed(GatherSettings()).retrieve(film, KEY_Q))
+    assert not any(e.kind == "character" for e in Routed(GatherSettings(characters=False)).retrieve(film, KEY_Q))
     ans, sent, notes = _ask(film, KEY_Q, characters=False)
     assert "the characters channel is skipped: it is turned off (characters=false)" in notes
     assert "(character)" not in sent and ans.choice == "B"

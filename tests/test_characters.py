@@ -227,7 +227,7 @@ def test_text_film_registry_view_and_cli(tmp_path: Path, cli, lib_dir: Path) -> 
     assert [c.name for c in early.characters()] == ["Sara"]
     assert "Cedric" in cli("characters", "t1").out
     # the MCP overview lists the same characters as the CLI
-    from moviemem.film_tools import film_overview
+    from moviemem.serve.film_tools import film_overview
 
     overview = film_overview(Library(lib_dir), "t1")["characters"]
     assert [(c["name"], c["lines"]) for c in overview] == [(c["name"], c["lines"]) for c in data]
@@ -343,7 +343,7 @@ def test_frames_at_decodes_the_first_frame_at_each_time(tmp_path: Path) -> None:
 
 
 def test_only_strip_faces_count_screen_time() -> None:
-    from moviemem.characters.registry import face_appearances
+    from moviemem.characters.stage_inputs import face_appearances
     from moviemem.memory.schema import FaceRow
 
     rows = [FaceRow(film_id="f", frame_idx=1, t=2.0, cluster=0, thumbnail="a.jpg"),

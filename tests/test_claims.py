@@ -1,4 +1,4 @@
-"""Claim readers that set a claim against versions of itself (agents/claims.py); no film, no model."""
+"""Claim readers that set a claim against versions of itself (agents/readers/claims.py); no film, no model."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import pytest
 
 from moviemem.agents.base import Run
-from moviemem.agents.claims import (
+from moviemem.agents.readers.claims import (
     blank_of,
     cause_foil,
     foils,
@@ -155,7 +155,7 @@ def test_two_rotations_read_the_options_as_given_and_reversed() -> None:
 def test_multiple_choice_read_in_two_orders_cancels_a_favoured_position() -> None:
     """A reader that favours the first letter says A both times; averaged over the orders, the
     option it prefers once moved to another position wins (reader.read_letter, rotations)."""
-    from moviemem.agents.reader import read_letter
+    from moviemem.agents.readers.letters import read_letter
 
     q = Question("Who left the milk?", ("Corwin", "Ned Fowler", "Greta"))
     one = ScriptedBackbone([_lp(A=0.5, B=0.3, C=0.2)], capabilities={"logprobs": True})

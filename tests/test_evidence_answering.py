@@ -25,10 +25,11 @@ from moviemem.eval.runner import run_bench, summarise
 from moviemem.foundation.errors import MovieMemError
 from moviemem.foundation.words import estimate_tokens
 from moviemem.ingest.passages import Line, PassageParams, build_passages
-from moviemem.retrievers.base import Evidence
-from moviemem.retrievers.gather import GatherSettings, gather, pack
+from moviemem.retrievers.gather import Routed
 from moviemem.retrievers.packing import Lines, content_words, fit_budget, fuse, informative_first
 from moviemem.retrievers.routing import queries_for
+from moviemem.retrievers.settings import GatherSettings
+from moviemem.retrievers.types import Evidence
 
 OPTIONS = ["a lighthouse", "a bakery", "a cinema", "a bank"]
 
@@ -176,14 +177,14 @@ def test_small_to_big_shows_more_hits_first_and_widens_the_best_ranked_with_what
     assert all(e.rows[1] == e.rows[2] for e in grown if e is not best)  # type: ignore[index]  # nothing left for the rest
     roomy = fit_budget(hits, 10_000, lines, core_share=0.6, rings=2)
     assert sorted(e.rows for e in roomy) == sorted(("utterance", i - 2, i + 2) for i in picks)  # type: ignore[type-var]
-    settings = GatherSettings(units="lines", context="budget")
-    ranked = gather(film, Question.make("Where does Sara's uncle work?", OPTIONS), settings)
+    routed = Routed(GatherSettings(units="lines", context="budget"))
+    ranked = routed.retrieve(film, Question.make("Where does Sara's uncle work?", OPTIONS))
     assert ranked and all(e.rows[1] == e.rows[2] for e in ranked)  # type: ignore[index]  # hits alone ...
-    assert all(e.rows[2] > e.rows[1] for e in pack(ranked, 10_000, lines, settings))  # type: ignore[index]  # ... widened by pack
+    assert all(e.rows[2] > e.rows[1] for e in routed.pack(ranked, 10_000, lines))  # type: ignore[index]  # ... widened by pack
     with pytest.raises(MovieMemError, match="unknown context"):
-        gather(film, Question.make("Where?", OPTIONS), GatherSettings(context="wide"))
+        Routed(GatherSettings(context="wide")).retrieve(film, Question.make("Where?", OPTIONS))
     with pytest.raises(MovieMemError, match="core_share"):
-        gather(film, Question.make("Where?", OPTIONS), GatherSettings(context="budget", core_share=2.0))
+        Routed(GatherSettings(context="budget", core_share=2.0)).retrieve(film, Question.make("Where?", OPTIONS))
 
 
 # ----------------------------------------------------------------------------- retrieval-eval
@@ -217,7 +218,7 @@ def test_each_option_is_searched_joined_to_the_question_and_alone(textfilm) -> N
     assert queries_for(q, 1, option_alone=False) == queries[:5] and queries_for(q, 0, option_alone=True) == [q.text]
     assert Hybrid.Settings().option_alone is True
     run = Run(ScriptedBackbone([]))
-    gather(film, q, GatherSettings(option_alone=True), run)
+    Routed(GatherSettings(option_alone=True)).retrieve(film, q, trace=run)
     asked = {s.data["query"] for s in run.trace if s.kind == "retrieve"}
     assert set(OPTIONS) <= asked
 
@@ -228,8 +229,8 @@ def test_option_lines_put_each_options_own_best_line_first(textfilm) -> None:
 
     _, film, _ = textfilm
     q = Question.make("Where does Sara's uncle work?", OPTIONS)
-    plain = gather(film, q, GatherSettings(units="lines", context_lines=0))
-    led = gather(film, q, GatherSettings(units="lines", context_lines=0, option_lines=1))
+    plain = Routed(GatherSettings(units="lines", context_lines=0)).retrieve(film, q)
+    led = Routed(GatherSettings(units="lines", context_lines=0, option_lines=1)).retrieve(film, q)
     own = list(dict.fromkeys(TextRetriever("hybrid", ["utterance"]).retrieve(film, o, k=1)[0].id for o in OPTIONS))
     lighthouse = next(u for u in film.utterances() if "lighthouse" in u.text)
     assert own[0] == f"utterance:{lighthouse.idx}"  # "a lighthouse" alone finds its line
@@ -276,7 +277,7 @@ def test_claim_read_as_questions(textfilm) -> None:
     evidence; each detail agrees word for word, or else by the letter reader in both orders; TRUE when all agree."""
     import math
 
-    from moviemem.agents.claims import agreement
+    from moviemem.agents.readers.claims import agreement
 
     _, film, _ = textfilm
     claim = "Sara's uncle keeps the old bakery on the northern cliffs."

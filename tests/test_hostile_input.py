@@ -265,7 +265,7 @@ def test_synth_help_states_the_range_and_a_refusal_leaves_no_folder(tmp_path: Pa
 # --- item 3: credentials are redacted wherever they are written or printed ------------------------
 
 def test_url_credentials_and_echoed_keys_never_reach_disk_or_output(tmp_path: Path, cli, monkeypatch) -> None:
-    from moviemem.backbones.testing import FakeOpenAI
+    from fake_servers import FakeOpenAI
 
     key = "sk-test-0123456789abcdef"
     monkeypatch.setenv("OPENAI_COMPATIBLE_API_KEY", key)

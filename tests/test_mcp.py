@@ -21,7 +21,7 @@ from PIL import Image
 
 from moviemem import Library
 from moviemem.foundation.config import get_settings
-from moviemem.mcp_server import HttpServer, build_server
+from moviemem.serve.mcp import HttpServer, build_server
 
 SRT = ("1\n00:00:01,000 --> 00:00:02,500\nThe lighthouse keeper waits for the boat.\n\n"
        "2\n00:00:03,000 --> 00:00:05,000\nAnna rows the boat to the island.\n")
@@ -145,7 +145,8 @@ def test_ask_reports_progress_while_the_policy_works(lib: Library, monkeypatch: 
     """An answer sends each step as an MCP progress notification, and the step under way again while a
     long one lasts, so a client that restarts its time limit on progress keeps waiting; the tool's
     description says answers take minutes (issue 48: an open question died at the client's 60 s)."""
-    from moviemem import film_tools, mcp_server
+    from moviemem.serve import film_tools
+    from moviemem.serve import mcp as mcp_server
 
     srv = build_server(lib, backbones=["scripted"])
     args = {"film_id": "clip", "question": "Where does Anna row?", "policy": "subtitles"}

@@ -1,4 +1,4 @@
-"""Order questions answered by locating each option (agents/order.py), on the synthetic film:
+"""Order questions answered by locating each option (agents/readers/order_locate.py), on the synthetic film:
 screen order, story order (its flashback goes first), "right after X", and the undecided case
 that goes to the model."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from moviemem.agents import ask
-from moviemem.agents.order import OrderQuestion, parse_order
+from moviemem.agents.readers.order_locate import OrderQuestion, parse_order
 from moviemem.agents.types import Question
 from moviemem.backbones import Reply, ScriptedBackbone
 from moviemem.foundation.errors import MovieMemError
@@ -85,8 +85,8 @@ def test_an_undecided_order_goes_to_the_model(synth_film):
 def test_a_claims_order_of_two_events_is_checked_where_the_film_shows_them(synth_film):
     """A claim "A before B" whose events the evidence does not place is settled by their lines in the film."""
     from moviemem.agents.base import Run
-    from moviemem.agents.claims import read_claim
-    from moviemem.agents.order import claim_order
+    from moviemem.agents.readers.claims import read_claim
+    from moviemem.agents.readers.order_locate import claim_order
 
     film = synth_film.film
     _, plain = _captions(film)

@@ -4,6 +4,7 @@ without touching moviemem."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -26,7 +27,7 @@ from moviemem.agents.base import BasePolicy
 from moviemem.agents.parsing import Parsed
 from moviemem.eval.formats import FormatSpec, Item
 from moviemem.ingest.stage import Outcome, Stage
-from moviemem.retrievers.base import Evidence
+from moviemem.retrievers.types import Evidence
 from moviemem.retrievers.gather import QuestionRetriever
 
 
@@ -212,11 +213,50 @@ def test_an_installed_retriever_works_in_retrieval_eval_hybrid_and_bench(plugins
         get_policy("hybrid", retriever="nope")
 
     # moviemem search --retriever: what a policy would be offered, as the plug-in ranks it
-    from moviemem.film_tools import retrieve
+    from moviemem.serve.film_tools import retrieve
 
     found = retrieve(lib, "tiny", "who wrote the letter", "lastlines", k=1)
     assert found["retriever"] == "lastlines" and [e["text"] for e in found["evidence"]] == ["The lighthouse keeper wrote it."]
     assert [e["text"] for e in retrieve(lib, "tiny", "letter", "lastlines", k=1, end=50.0)["evidence"]] == ["Read it before noon."]
+
+
+def test_a_plugin_postprocessor_step_runs_in_the_routed_retriever(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A step registered like any plug-in and named in the settings' `steps` runs between the built-in
+    ones, sees the searches, and records itself in the answer's trace."""
+    import moviemem
+    from moviemem.backbones import ScriptedBackbone
+    from moviemem.retrievers.postprocess import POSTPROCESSORS, Postprocessor
+    from moviemem.retrievers.types import Evidence
+
+    monkeypatch.setattr(POSTPROCESSORS, "_entries", dict(POSTPROCESSORS._entries))  # registered for this test only
+
+    @moviemem.register("postprocessor", "keeper-first")
+    class KeeperFirst:
+        """Hits that name the keeper first."""
+
+        packs = False
+
+        def __init__(self, settings: object):
+            self.settings = settings
+
+        def postprocess(self, ranked: list[Evidence], hits) -> list[Evidence]:
+            if hits.trace is not None:
+                hits.trace.note(f"keeper-first over {len(hits.searches)} searches")
+            return sorted(ranked, key=lambda e: "keeper" not in e.text)
+
+    assert isinstance(KeeperFirst(None), Postprocessor) and "keeper-first" in POSTPROCESSORS.names()
+    srt = tmp_path / "film.srt"
+    srt.write_text("1\n00:00:01,000 --> 00:00:03,000\nThe letter is on the table.\n\n"
+                   "2\n00:01:20,000 --> 00:01:22,000\nThe lighthouse keeper wrote it.\n")
+    film = Library(tmp_path / "lib").ingest_text(srt, film_id="tiny", duration_s=100)
+    steps = ["fuse", "keeper-first", "fit-budget"]
+    policy = get_policy(f"hybrid[steps={json.dumps(steps)},units=lines,budget_tokens=20]")
+    answer = policy.answer(film, _question_about_letter(), ScriptedBackbone(['{"answer": "A", "confidence": 4, "evidence": ["E1"]}']))
+    notes = [s.data["text"] for s in answer.trace if s.kind == "note"]
+    assert any(n.startswith("keeper-first over ") for n in notes)
+    assert [e.text for e in answer.evidence] == ["The lighthouse keeper wrote it."]  # ranked first, so it fits the budget
+    with pytest.raises(MovieMemError, match="unknown postprocessor 'nope'"):
+        get_policy("hybrid[steps=[\"fuse\", \"nope\"]]").answer(film, _question_about_letter(), ScriptedBackbone(["{}"]))
 
 
 def _question_about_letter():
@@ -234,9 +274,10 @@ def test_one_register_for_every_kind(monkeypatch: pytest.MonkeyPatch):
     from moviemem.eval.formats import ADAPTERS, MCQ
     from moviemem.eval.tasks import TASKS, MCQTask
     from moviemem.ingest.stage import Stage
+    from moviemem.retrievers.postprocess import POSTPROCESSORS
 
-    registries = {"backbone": BACKBONES, "policy": POLICIES, "retriever": RETRIEVERS, "stage": STAGES,
-                  "format": FORMATS, "adapter": ADAPTERS, "task": TASKS}
+    registries = {"backbone": BACKBONES, "policy": POLICIES, "retriever": RETRIEVERS, "postprocessor": POSTPROCESSORS,
+                  "stage": STAGES, "format": FORMATS, "adapter": ADAPTERS, "task": TASKS}
     assert set(registries) == set(moviemem.KINDS)
     for registry in registries.values():  # registered for this test only
         monkeypatch.setattr(registry, "_entries", dict(registry._entries))
@@ -274,3 +315,53 @@ def test_one_register_for_every_kind(monkeypatch: pytest.MonkeyPatch):
     ]:
         with pytest.raises(MovieMemError, match=why):
             moviemem.register(kind, name, target, **meta)
+
+
+def test_a_plugin_stage_keeps_its_own_table_through_register_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A plug-in stage with a table of its own: `register_table` names its row model and owner, and the
+    table is then written, kept per run, shown through the film's view (`until` hides later rows) and
+    skipped when nothing changed, as the built-in tables are."""
+    from typing import ClassVar
+
+    import moviemem
+    from moviemem.ingest.stage import Outcome, Stage
+    from moviemem.memory import schema
+
+    class WordRow(schema.Row):
+        table: ClassVar[str] = "line_words"
+        idx: int
+        start: float
+        end: float
+        words: int
+
+    class LineWords(Stage):
+        name = "line-words"
+        needs = ("transcript",)
+
+        def run(self, ctx):
+            rows = [WordRow(film_id=ctx.film_id, idx=u.idx, start=u.start, end=u.end, words=len(u.text.split()))
+                    for u in ctx.rows("utterances")]
+            ctx.write(rows)
+            return Outcome(note=f"{len(rows)} lines counted")
+
+    monkeypatch.setattr(STAGES, "_entries", dict(STAGES._entries))  # registered for this test only
+    moviemem.register("stage", "line-words", LineWords)
+    schema.register_table(WordRow, "line-words")
+    try:
+        srt = tmp_path / "film.srt"
+        srt.write_text("1\n00:00:01,000 --> 00:00:03,000\nThe letter is on the table.\n\n"
+                       "2\n00:00:40,000 --> 00:00:42,000\nRead it before noon.\n")
+        lib = Library(tmp_path / "lib")
+        film = lib.ingest_text(srt, film_id="tiny", duration_s=60, stages=["line-words"])
+        assert LineWords().owns == ["line_words"]
+        runs = {r.stage: r for r in film.stages()}
+        assert runs["line-words"].status == "done" and runs["line-words"].reason == "2 lines counted"
+        assert sorted(film.arrow("line_words").column("words").to_pylist()) == [4, 6]
+        assert film.until(10.0).arrow("line_words").column("words").to_pylist() == [6]  # timed: later rows hidden
+        again = lib.ingest_text(srt, film_id="tiny", duration_s=60, stages=["line-words"])
+        assert [r.run_id for r in again.stages() if r.stage == "line-words"] == [runs["line-words"].run_id]
+    finally:
+        # registered for this test only; undone in place, since other modules hold these by name
+        schema.ROW_MODELS.pop("line_words")
+        schema.TABLE_OWNER.pop("line_words")
+        schema.TIMED_TABLES.discard("line_words")

@@ -15,7 +15,7 @@ from moviemem.backbones import user
 from moviemem.eval.formats import Benchmark, validate_rows
 from moviemem.eval.report import write_inspector, write_report
 from moviemem.eval.runner import run_bench
-from moviemem.retrievers.base import Evidence
+from moviemem.retrievers.types import Evidence
 
 PAYLOAD = "<script>document.body.setAttribute('data-pwned','1')</script>"
 

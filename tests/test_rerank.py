@@ -16,9 +16,10 @@ from moviemem.agents.base import Run
 from moviemem.agents.rerank import relevance_judge
 from moviemem.agents.types import Question
 from moviemem.backbones import Reply, Request, ScriptedBackbone
-from moviemem.retrievers.gather import GatherSettings, gather
+from moviemem.retrievers.gather import Routed
 from moviemem.retrievers.packing import Lines
 from moviemem.retrievers.rerank import RRF_K, candidates, rerank
+from moviemem.retrievers.settings import GatherSettings
 
 OPTIONS = ["a lighthouse", "a bakery", "a cinema", "a bank"]
 FILLER = ["Sara, the weather has been strange this week.", "Did you bring the papers from the office?",
@@ -55,7 +56,7 @@ def _judge(relevant: str):
 def test_rerank_lifts_the_passage_the_model_judges_relevant_and_fuses_with_search(film) -> None:
     q = Question.make("Where does Sara's uncle work?", OPTIONS)
     lines = Lines(film)
-    ranked = gather(film, q, GatherSettings())
+    ranked = Routed(GatherSettings()).retrieve(film, q)
     cands, rest = candidates(ranked, lines, 8)
     assert len(cands) == 8 and len({(c.hit.start, c.hit.end) for c in cands}) == 8  # distinct stretches, in search order
     assert [ranked.index(c.hit) for c in cands] == sorted(ranked.index(c.hit) for c in cands)

@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 
 from moviemem.foundation.errors import MovieMemError
-from moviemem.retrievers.base import Evidence, Retriever
+from moviemem.retrievers.base import Retriever
 from moviemem.retrievers.frames import FrameRetriever
 from moviemem.retrievers.text import TextRetriever, rrf
+from moviemem.retrievers.types import Evidence
 from moviemem.retrievers.window import WindowRetriever, around
 
 

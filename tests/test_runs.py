@@ -7,11 +7,11 @@ import json
 from pathlib import Path
 
 import pytest
+from fake_servers import FakeOpenAI, FakeResponse
 
 from moviemem.agents.parsing import parse_answer
 from moviemem.agents.types import Answer, Question
 from moviemem.backbones import user
-from moviemem.backbones.testing import FakeOpenAI, FakeResponse
 from moviemem.eval.formats import Benchmark, validate_rows
 from moviemem.eval.runner import read_log, run_bench, summarise
 

@@ -17,9 +17,9 @@ from conftest import make_video
 
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # before Ray is imported: stay on loopback
 import ray  # noqa: E402
+from fake_servers import FakeOpenAI, FakeResponse, Recorded  # noqa: E402
 
 from moviemem import Library  # noqa: E402
-from moviemem.backbones.testing import FakeOpenAI, FakeResponse, Recorded  # noqa: E402
 from moviemem.eval.formats import Benchmark, validate_rows  # noqa: E402
 from moviemem.eval.runner import read_log, run_bench  # noqa: E402
 from moviemem.foundation.config import get_settings  # noqa: E402

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 from test_characters import SRT  # the same four cues: dashes, NAME: tags, an address term
 
-from moviemem.characters.registry import registry_lines
+from moviemem.characters.stage_inputs import registry_lines
 from moviemem.characters.voice_turns import (
     Span,
     Word,

@@ -16,7 +16,7 @@ from moviemem.eval.formats import Benchmark, validate_rows
 from moviemem.eval.report import write_inspector
 from moviemem.eval.runner import run_bench
 from moviemem.eval.timeline import FilmFacts, timeline
-from moviemem.retrievers.base import Evidence
+from moviemem.retrievers.types import Evidence
 
 
 def test_marks_are_placed_on_the_film() -> None:

@@ -1,4 +1,4 @@
-"""The option-word reader (agents/reader.py word_probs): short options scored as the first word of
+"""The option-word reader (agents/readers/letters.py word_probs): short options scored as the first word of
 a written answer, not by letter. Scripted backbone; no film, no model."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from moviemem.agents.base import Run
-from moviemem.agents.reader import option_words, read_letter
+from moviemem.agents.readers.letters import option_words, read_letter
 from moviemem.agents.types import Question
 from moviemem.backbones import Reply, ScriptedBackbone
 

@@ -18,9 +18,9 @@ from ...backbones import Tool, ToolCall, assistant, system, tool_result, user
 from ...foundation.errors import MovieMemError
 from ...foundation.timefmt import hms, optional_seconds
 from ...memory.view import FilmMemory
-from ...retrievers.base import Evidence
 from ...retrievers.packing import passage_sources
 from ...retrievers.text import TextRetriever
+from ...retrievers.types import Evidence
 from ...retrievers.window import rows_as_evidence
 from ..base import BasePolicy, Run
 from ..browse import SceneBrowse, overview_block

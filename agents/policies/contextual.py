@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from ...foundation.errors import MovieMemError
 from ...memory.view import FilmMemory
-from ...retrievers.base import Evidence
+from ...retrievers.types import Evidence
 from ...retrievers.window import rows_as_evidence
 from ..base import BasePolicy, Run
 from ..calls import answer_once, body, compact_text, stage_reason

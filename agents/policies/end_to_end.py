@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from ...foundation.errors import MovieMemError
 from ...foundation.timefmt import hms
 from ...memory.view import FilmMemory
-from ...retrievers.base import Evidence
+from ...retrievers.types import Evidence
 from ..base import BasePolicy, Run
 from ..calls import answer_once, body, film_clip, require_video
 from ..parsing import Parsed

@@ -37,7 +37,7 @@ from ...foundation.errors import MovieMemError, UnreachableError
 from ...foundation.timefmt import hms
 from ...foundation.urls import redact_urls
 from ...memory.view import FilmMemory
-from ...retrievers.base import Evidence
+from ...retrievers.types import Evidence
 from ..base import BasePolicy, Run
 from ..browse import overview_block
 from ..parsing import Parsed, parse_answer

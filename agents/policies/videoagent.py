@@ -17,8 +17,8 @@ from ...foundation.errors import MovieMemError
 from ...foundation.timefmt import hms
 from ...memory.schema import FrameRow
 from ...memory.view import FilmMemory
-from ...retrievers.base import Evidence
 from ...retrievers.frames import FrameRetriever, clip_status
+from ...retrievers.types import Evidence
 from ...retrievers.window import around
 from ..base import BasePolicy, Run
 from ..calls import answer_once, body, require_video, uniform

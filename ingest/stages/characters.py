@@ -15,7 +15,7 @@ from typing import Any
 
 from ...characters.name_model import NAME, name_voices
 from ...characters.names import Character, build_registry, link_faces, registry_lexicon
-from ...characters.registry import NAME_RULES, STRIP_STEP_S, face_appearances, registry_lines
+from ...characters.stage_inputs import NAME_RULES, STRIP_STEP_S, face_appearances, registry_lines
 from ...memory.lines import Span
 from ...memory.schema import CharacterRow, SpeakerRow
 from ..stage import Ctx, Outcome, Stage, chosen_backbone, chosen_backbone_label, load_chosen_backbone

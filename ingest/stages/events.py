@@ -89,7 +89,7 @@ class EventsStage(Stage):
     def run(self, ctx: Ctx) -> Outcome:
         mode = self.mode(ctx)
         if mode == "rules":
-            from .scenes import rule_graph_of, write_rule_graph
+            from .event_rules import rule_graph_of, write_rule_graph
 
             return Outcome(model="rules", note=write_rule_graph(ctx, rule_graph_of(ctx)) + "; no model")
         if mode == "refine":
@@ -165,7 +165,7 @@ class EventsStage(Stage):
     def _refine(self, ctx: Ctx) -> Outcome:
         """The rule graph, with its candidate links checked by the backbone (graph/refine.py)."""
         from ...graph.refine import refine
-        from .scenes import rule_graph_of, write_rule_graph
+        from .event_rules import rule_graph_of, write_rule_graph
 
         backbone = load_chosen_backbone(ctx)
         max_pairs = ctx.settings.refine_max_pairs

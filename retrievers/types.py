@@ -1,15 +1,16 @@
-"""What a retriever is asked: the question (with its options or as a claim) and where its steps are recorded.
+"""The values retrievers and agents trade: the question asked and the evidence found for it.
 
-At the bottom of the retrievers folder: a question-level retriever gathers for a `Question`, and the
-agents answer the same value, so neither imports the other's machinery."""
+At the bottom of the retrievers folder, importing no machinery: question-level retrievers gather
+for a `Question`, primitive retrievers return `Evidence`, and the agents' readers and policies read
+both, so neither side imports the other's machinery. `Trace` is where a retriever records its steps
+(a policy's Run satisfies it)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, Literal, Protocol
 
 from ..foundation.errors import MovieMemError
-from .base import Evidence
 
 Kind = Literal["mcq", "claim", "open"]
 LETTERS = "ABCDEFGHIJ"
@@ -51,6 +52,38 @@ class Question:
 
     def to_dict(self) -> dict[str, Any]:
         return {"text": self.text, "options": list(self.options), "kind": self.kind}
+
+
+
+@dataclass
+class Evidence:
+    """One piece of film memory offered to (or cited by) a policy.
+
+    kind: utterance | caption | onscreen | event | passage | frame | relation | character; start/end: seconds on the
+    film's clock; text: what the model reads; frame: image path for frames; score: the
+    retriever's score (higher is better, comparable only within one retriever); retriever:
+    which retriever produced it; id: stable within the film (`kind:row`), used for citations.
+    """
+
+    kind: str
+    film_id: str
+    start: float
+    end: float
+    text: str = ""
+    frame: str | None = None
+    score: float = 0.0
+    retriever: str = ""
+    id: str = ""
+    rows: tuple[str, int, int] | None = None  # passages: (source kind, first row idx, last row idx)
+    cited: bool = False  # the model named it as support for its answer
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @property
+    def key(self) -> str:
+        """Identity for de-duplication across retrievers."""
+        return self.id or f"{self.kind}:{self.start:.3f}:{self.text[:80]}"
 
 
 class Trace(Protocol):

@@ -22,17 +22,18 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Literal
 
-from ..foundation.timefmt import hms
-from ..memory.view import FilmMemory
-from ..retrievers.base import Evidence
-from ..retrievers.text import TextRetriever
-from .base import Run
+from ...foundation.timefmt import hms
+from ...memory.view import FilmMemory
+from ...retrievers.best_line import KINDS
+from ...retrievers.packing import Lines
+from ...retrievers.registry import get_retriever
+from ...retrievers.types import Evidence
+from ..base import Run
+from ..parsing import Parsed
+from ..types import Question, Step
 from .claims import ordered_events
-from .parsing import Parsed
-from .reader import done
-from .types import Question, Step
+from .letters import done
 
-LOCATE_KINDS = ("utterance", "caption")  # single rows: a passage spans half a minute and blurs the order
 _WHICH = r"^\s*(?:which|what)\b"
 _VERB = r"\b(?:happens?|happened|comes?|came|occurs?|occurred|takes? place|took place|is shown|are shown)\b"
 _EXTREME = re.compile(_WHICH + r".*" + _VERB + r".*\b(?P<word>first|earliest|last|latest|final)\b", re.I)
@@ -113,10 +114,12 @@ def _apart(a: Evidence, b: Evidence, clock: _StoryClock | None) -> bool:
 
 def locate(run: Run, film: FilmMemory, texts: list[str]) -> list[Evidence | None]:
     """Each text's best single line or caption in the film (None where nothing matches), said in the trace."""
-    retriever = TextRetriever("hybrid", LOCATE_KINDS, pool=True)  # the one best line of any kind
+    retriever = get_retriever("best-line")
+    lines = Lines(film)
     hits: list[Evidence | None] = []
     for text in texts:
-        found = run.retrieved(f"locate:{'+'.join(LOCATE_KINDS)}", text, retriever.retrieve(film, text, k=1))
+        found = retriever.retrieve(film, Question.make(text), lines=lines) if text.strip() else []
+        run.retrieved(f"locate:{'+'.join(KINDS)}", text, found)
         hits.append(found[0] if found else None)
     return hits
 
@@ -176,3 +179,12 @@ def read_order(run: Run, film: FilmMemory, q: Question, order: OrderQuestion) ->
     run.note(f"order read by locating each option ({order.clock} order): {best} is {order.want}"
              + (f" {order.ref!r}" if order.ref else ""))
     return done(run, Parsed(best, q.options[q.letters.index(best)], None, False, how="located"))
+
+
+class OrderLocate:
+    """The order reader: an order question answered by locating each option in the film, before any
+    retrieval; None (said in the trace) where the question asks no order or the located order does not decide."""
+
+    def read(self, run: Run, film: FilmMemory, question: Question) -> Parsed | None:
+        asked = parse_order(question)
+        return read_order(run, film, question, asked) if asked else None

@@ -17,14 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .foundation.errors import MovieMemError
-from .foundation.numbers import numbers_in
-from .memory.catalog import saved  # answers saved while the library is unchanged (no LanceDB imports)
+from ..foundation.errors import MovieMemError
+from ..foundation.numbers import numbers_in
+from ..memory.catalog import saved  # answers saved while the library is unchanged (no LanceDB imports)
 
 if TYPE_CHECKING:
-    from .library import Film, Library
-    from .memory.view import FilmMemory
-    from .retrievers.base import Evidence
+    from ..library import Film, Library
+    from ..memory.view import FilmMemory
+    from ..retrievers.types import Evidence
 
 T = TypeVar("T")
 MAX_K = 100  # evidence items per search
@@ -56,8 +56,8 @@ def film(lib: Library, film_id: Any) -> Film:
     the film's runs as saved while the library is unchanged (memory/catalog.py): reading them from
     LanceDB costs ~20 ms a call in a library of 1,000 films, and `moviemem search` then needs no
     LanceDB at all (the rows come from the film's search packs)."""
-    from .library import Film
-    from .memory.schema import check_film_id
+    from ..library import Film
+    from ..memory.schema import check_film_id
 
     if not isinstance(film_id, str):
         raise MovieMemError(f"film_id must be a string, not {type(film_id).__name__}")
@@ -178,7 +178,7 @@ def film_overview(lib: Library, film_id: str) -> dict[str, Any]:
 
 
 def _overview(f: Film) -> dict[str, Any]:
-    from .retrievers.base import visible_filter
+    from ..retrievers.base import visible_filter
 
     counts = {}
     for table in ("frames", "shots", "segments", "utterances", "passages", "captions", "onscreen", "events", "relations"):
@@ -203,7 +203,7 @@ def scenes(lib: Library, film_id: str, start: float | None = None, end: float | 
     """The film's scenes in screen order, a table of contents to browse before searching: each
     one's span, characters and summary (`how`: extractive, or the model that wrote it); start/end
     keep the scenes overlapping that window, `until` those already over at that time (no spoilers)."""
-    from .memory.overview import overlapping
+    from ..memory.overview import overlapping
 
     f = film(lib, film_id)
     t0, t1 = window(f, start, end)
@@ -238,8 +238,8 @@ def search(lib: Library, film_id: str, query: str, k: int = 10, kinds: Sequence[
     of `k` (of two that rank alike, the shorter stays: the line itself). `empty_kinds` names the
     kinds asked for that the film has no rows of, and why. `until` hides everything not yet shown
     at that time; start/end restrict to a window."""
-    from .memory.bm25 import analyze
-    from .retrievers.text import TextRetriever
+    from ..memory.bm25 import analyze
+    from ..retrievers.text import TextRetriever
 
     f, query, k, view, t0, t1 = _query_view(lib, film_id, query, k, start, end, until)
     chosen = kinds_of(kinds, SEARCH_KINDS, DEFAULT_SEARCH_KINDS)
@@ -266,8 +266,8 @@ def retrieve(lib: Library, film_id: str, query: str, retriever: str, k: int = 10
              end: float | None = None, until: float | None = None) -> dict[str, Any]:
     """The evidence a registered question-level retriever (the hybrid policy's gathering, or a plug-in's)
     ranks for `query` asked as an open question, best first, cut to k: what a policy would be offered."""
-    from .retrievers.query import Question
-    from .retrievers.registry import get_retriever
+    from ..retrievers.registry import get_retriever
+    from ..retrievers.types import Question
 
     _, query, k, view, t0, t1 = _query_view(lib, film_id, query, k, start, end, until)
     r = get_retriever(retriever)
@@ -295,8 +295,8 @@ def _repeats(e: Evidence, kept: Evidence) -> bool:
 def empty_kinds(f: Film, kinds: Sequence[str]) -> list[dict[str, str]]:
     """The kinds of `kinds` the film holds no rows of, each with why: its stage has not run, was
     skipped (no captioner, no video) or found none (no speech, no on-screen text)."""
-    from .memory.schema import TABLE_OWNER
-    from .retrievers.text import SOURCES
+    from ..memory.schema import TABLE_OWNER
+    from ..retrievers.text import SOURCES
 
     runs = {r.stage: r for r in f.stages()}
     out = []
@@ -315,7 +315,7 @@ def read_range(lib: Library, film_id: str, start: float, end: float,
                kinds: Sequence[str] | str | None = None) -> dict[str, Any]:
     """Everything the memory holds about [start, end): transcript, captions, on-screen text (and
     events when asked), in time order, at most MAX_RANGE_ROWS rows."""
-    from .retrievers.window import rows_as_evidence
+    from ..retrievers.window import rows_as_evidence
 
     f = film(lib, film_id)
     if start is None or end is None:
@@ -371,7 +371,7 @@ def graph(lib: Library, film_id: str, op: str = "events", event: str | None = No
     an event, the causal chain from `event` to `target`, the neighborhood of an event."""
     import warnings
 
-    from .graph import NarrativeGraph, NarrativeGraphWarning
+    from ..graph import NarrativeGraph, NarrativeGraphWarning
 
     f = film(lib, film_id)
     if op not in GRAPH_OPS:
@@ -420,7 +420,7 @@ def graph(lib: Library, film_id: str, op: str = "events", event: str | None = No
 def ask(lib: Library, film_id: str, question: str, *, backbone: str, options: Sequence[str] | None = None,
         kind: str | None = None, policy: str = "hybrid", until: float | None = None) -> dict[str, Any]:
     """Answer with a named policy on a backbone spec (callers decide which specs are allowed)."""
-    from .agents import list_policies
+    from ..agents import list_policies
 
     f = film(lib, film_id)
     question = text(question, "question", MAX_QUESTION_CHARS)
@@ -448,7 +448,7 @@ def ask(lib: Library, film_id: str, question: str, *, backbone: str, options: Se
 def ingest_text(lib: Library, root: Path, path: str, *, film_id: str | None = None, title: str | None = None,
                 as_: str = "utterances") -> dict[str, Any]:
     """Add a film without video from a text track under `root` (the only tool that writes)."""
-    from .memory.schema import check_film_id
+    from ..memory.schema import check_film_id
 
     if "\0" in text(path, "path", 4096):  # no file name holds one, and the OS refuses it with a ValueError
         raise MovieMemError("path holds a NUL byte; no file is named so")

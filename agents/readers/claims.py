@@ -37,16 +37,18 @@ from typing import Any
 
 from text_to_num import alpha2digit
 
-from ..backbones import system, user
-from ..backbones.base import parse_json_reply
-from ..backbones.prompt import Prompt
-from ..foundation.errors import MovieMemError
-from ..foundation.words import dialogue_stop_words
-from .base import Run
-from .parsing import Parsed
-from .prompts import CLAIM_ANSWERS, CLAIM_CLOZE, CLAIM_QUESTIONS
-from .reader import calibrated, check_rotations, choose, done
-from .types import LETTERS, Question, Step
+from ...backbones import system, user
+from ...backbones.base import parse_json_reply
+from ...backbones.prompt import Prompt
+from ...foundation.errors import MovieMemError
+from ...foundation.words import dialogue_stop_words
+from ...memory.view import FilmMemory
+from ..base import Run
+from ..parsing import Parsed
+from ..prompts import CLAIM_ANSWERS, CLAIM_CLOZE, CLAIM_QUESTIONS
+from ..types import LETTERS, Question, Step
+from .base import ReaderSettings, Reading
+from .letters import calibrated, check_rotations, choose, done, shown_for_logprobs
 
 CLAIM_READERS = ("calibrated", "foils", "qa")
 MAX_FOILS = 4
@@ -64,7 +66,7 @@ def read_claim(run: Run, q: Question, context: str, how: str = "calibrated", com
     writes in lower case, which are no names where a claim capitalises them ("Waiting at the inn, Tom ...");
     `located`: whether the claim's order of two events agrees with where the film shows them (foils asks
     it only when the evidence's own lines do not place both events); `rotations`: the orders in which
-    foils and qa show the statements they choose between (`reader.orders`); `form`: whether foils shows its
+    foils and qa show the statements they choose between (`letters.orders`); `form`: whether foils shows its
     versions as whole statements or, where a version changes one stretch of words, as the words that fill
     that blank in the claim (`_groups`)."""
     check_reading(rotations, form)
@@ -515,3 +517,24 @@ def _read_qa(run: Run, q: Question, context: str, rotations: str = "two") -> Par
     run.trace.append(Step("scores", {"how": "claim as questions, answered from the evidence", "details": details}))
     return Parsed(verdict, verdict, round(min(support) if verdict == "TRUE" else 1 - min(support), 4), False,
                   how="logprobs")
+
+
+class ClaimsReader:
+    """A claim judged TRUE or FALSE from log-probabilities, the way `claims` names (foils by default);
+    `locate_order`, where given, places a claim's two ordered events at their lines in the film."""
+
+    def __init__(self, settings: ReaderSettings,
+                 locate_order: Callable[[Run, FilmMemory, str], bool | None] | None = None):
+        self.settings = settings
+        self.locate_order = locate_order
+
+    def budget(self, question: Question, default: int) -> int:
+        return default
+
+    def read(self, run: Run, reading: Reading) -> Parsed:
+        s, q, locate = self.settings, reading.question, self.locate_order
+        shown_for_logprobs(run, reading)
+        common = lowercase_words(reading.lines.text()) if s.claims == "foils" else frozenset()  # only foils reads it
+        in_film = (lambda: locate(run, reading.film, q.text)) if locate is not None else None
+        return read_claim(run, q, reading.text, s.claims, common=common, located=in_film, rotations=s.rotations,
+                          form=s.foil_form)

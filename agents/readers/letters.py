@@ -7,7 +7,7 @@ generation, and can be calibrated: a claim's yes/no probabilities are divided by
 gives a content-free statement ("N/A") over the same evidence (contextual calibration, Zhao et
 al., ICML 2021), which removes the yes-bias the evidence and the prompt induce. The evidence is a
 shared prefix of the two calls, so the calibration call re-reads only the statement.
-Claims are judged in agents/claims.py (calibrated yes/no is one of its readers).
+Claims are judged in readers/claims.py (calibrated yes/no is one of its readers).
 """
 
 from __future__ import annotations
@@ -15,14 +15,15 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from ..backbones import system, user
-from ..backbones.prompt import Prompt
-from ..foundation.errors import MovieMemError
-from .base import Run
-from .calls import parse_step
-from .parsing import Parsed
-from .prompts import READ_CLAIM, READ_LETTER, READ_WORD, question_head
-from .types import Question, Step
+from ...backbones import system, user
+from ...backbones.prompt import Prompt
+from ...foundation.errors import MovieMemError
+from ..base import Run
+from ..calls import parse_step
+from ..parsing import Parsed
+from ..prompts import READ_CLAIM, READ_LETTER, READ_WORD, question_head
+from ..types import Question, Step
+from .base import ReaderSettings, Reading
 
 ROTATIONS = ("one", "two", "all")
 TOP = 20  # alternatives asked for: option letters and yes/no are always among them when the prompt asks for one
@@ -184,3 +185,26 @@ def calibrated(run: Run, q: Question, context: str) -> Parsed:
 def done(run: Run, parsed: Parsed) -> Parsed:
     run.trace.append(parse_step(parsed))
     return parsed
+
+
+def shown_for_logprobs(run: Run, reading: Reading) -> None:
+    """Said in the trace: the answer is read from log-probabilities, over every block shown."""
+    run.note("reader: answer-token log-probabilities")
+    run.show(reading.shown)
+
+
+class LettersReader:
+    """Multiple choice by the option letters' log-probabilities, in the orders `letter_rotations` names
+    (or by each short option's first word, option_words); several orders read a smaller budget each."""
+
+    def __init__(self, settings: ReaderSettings):
+        self.settings = settings
+
+    def budget(self, question: Question, default: int) -> int:
+        rereads = question.kind == "mcq" and self.settings.letter_rotations != "one"
+        return self.settings.letter_budget_tokens if rereads else default
+
+    def read(self, run: Run, reading: Reading) -> Parsed:
+        shown_for_logprobs(run, reading)
+        return read_letter(run, reading.question, reading.text, words=self.settings.option_words,
+                           rotations=self.settings.letter_rotations)

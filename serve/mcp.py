@@ -33,13 +33,13 @@ from mcp.types import TextContent, ToolAnnotations
 from pydantic import Field
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ..foundation._version import __version__
+from ..foundation.errors import MovieMemError
+from ..foundation.loopback import LOOPBACK, foreign
+from ..foundation.slowclients import DeadlineProtocol
+from ..foundation.urls import redact_urls
+from ..library import Library
 from . import film_tools
-from .foundation._version import __version__
-from .foundation.errors import MovieMemError
-from .foundation.loopback import LOOPBACK, foreign
-from .foundation.slowclients import DeadlineProtocol
-from .foundation.urls import redact_urls
-from .library import Library
 
 log = logging.getLogger("moviemem.mcp")
 T = TypeVar("T")
@@ -118,7 +118,7 @@ async def _with_progress(ctx: Context, work: Callable[[], T]) -> T:
     PROGRESS_EVERY_S, so a client that restarts its time limit on progress keeps waiting (a local
     model reading a few thousand tokens outlasts a 60 s default). Nothing is sent to a client that
     asked for no progress."""
-    from .agents.base import watching
+    from ..agents.base import watching
 
     lines: queue.SimpleQueue[str] = queue.SimpleQueue()
     done = anyio.Event()
@@ -172,6 +172,17 @@ def build_server(lib: Library, *, backbones: Sequence[str] = (), allow_ingest: b
     offered: dict[str, str] = {}  # the name clients see and pass (no URL credentials) -> the spec
     for spec in backbones:
         offered.setdefault(redact_urls(spec), spec)
+    _add_read_tools(mcp, lib)
+    _add_resources_and_prompts(mcp, lib)
+    if offered:
+        _add_ask(mcp, lib, offered)
+    if allow_ingest:
+        _add_ingest_text(mcp, lib, (ingest_dir or Path.cwd()).resolve())
+    return mcp
+
+
+def _add_read_tools(mcp: MCPServer, lib: Library) -> None:
+    """The read-only tools over the memory: list_films, film_overview, scenes, search, read_range, frames, graph."""
 
     @mcp.tool(annotations=READ_ONLY)
     @_tool
@@ -258,6 +269,10 @@ def build_server(lib: Library, *, backbones: Sequence[str] = (), allow_ingest: b
         flashbacks, story order."""
         return film_tools.graph(lib, film_id, op, event=event, target=target, hops=hops, until=until)
 
+
+def _add_resources_and_prompts(mcp: MCPServer, lib: Library) -> None:
+    """The film list and overviews as resources, and one prompt per benchmark format."""
+
     @mcp.resource("moviemem://films", mime_type="application/json", description="The films in the library.")
     @_resource
     def films_resource() -> str:
@@ -285,53 +300,55 @@ def build_server(lib: Library, *, backbones: Sequence[str] = (), allow_ingest: b
     def open_question(film_id: str, question: str) -> str:
         return PROMPTS["open"].format(film_id=film_id, question=question)
 
-    if offered:
-        @mcp.tool(annotations=ToolAnnotations(read_only_hint=True, open_world_hint=True))
-        @_tool
-        async def ask(
-            film_id: FilmId,
-            question: Annotated[str, Field(description="The question (or the claim, with kind 'claim').")],
-            options: Annotated[list[str] | None, Field(description="Answer options for a multiple-choice question.")] = None,
-            kind: Annotated[Literal["mcq", "claim", "open"] | None, Field(description="Default: mcq with options, else open.")] = None,
-            policy: Annotated[str, Field(description="An answering policy (moviemem policies).")] = "hybrid",
-            backbone: Annotated[str | None, Field(description="One of: " + ", ".join(offered))] = None,
-            until: Annotated[float | None, Field(description="Show the policy only what is on screen by then.")] = None,
-            *, ctx: Context,
-        ) -> dict[str, Any]:
-            """Answer a question about a film with a policy and a backbone model; returns the answer,
-            the evidence shown (cited items marked), tokens, latency and whether it was replayed.
-            An answer takes seconds to minutes (a local model reads a few thousand tokens; an open
-            question takes longest): ask with a progress token to get each step as a progress
-            notification, at least every 5 s, and let the time limit restart on progress, or allow
-            several minutes."""
-            spec = offered.get(backbone) if backbone is not None else next(iter(offered.values()))
-            if spec is None:
-                raise MovieMemError(f"backbone {redact_urls(str(backbone))!r} is not offered by this server; "
-                                    f"use {', '.join(offered)}")
 
-            def work() -> dict[str, Any]:
-                return film_tools.ask(lib, film_id, question, backbone=spec, options=options, kind=kind, policy=policy,
-                                      until=until)
+def _add_ask(mcp: MCPServer, lib: Library, offered: dict[str, str]) -> None:
+    """The ask tool, answering with the `offered` backbones (name clients see -> spec)."""
 
-            return await _with_progress(ctx, work)
+    @mcp.tool(annotations=ToolAnnotations(read_only_hint=True, open_world_hint=True))
+    @_tool
+    async def ask(
+        film_id: FilmId,
+        question: Annotated[str, Field(description="The question (or the claim, with kind 'claim').")],
+        options: Annotated[list[str] | None, Field(description="Answer options for a multiple-choice question.")] = None,
+        kind: Annotated[Literal["mcq", "claim", "open"] | None, Field(description="Default: mcq with options, else open.")] = None,
+        policy: Annotated[str, Field(description="An answering policy (moviemem policies).")] = "hybrid",
+        backbone: Annotated[str | None, Field(description="One of: " + ", ".join(offered))] = None,
+        until: Annotated[float | None, Field(description="Show the policy only what is on screen by then.")] = None,
+        *, ctx: Context,
+    ) -> dict[str, Any]:
+        """Answer a question about a film with a policy and a backbone model; returns the answer,
+        the evidence shown (cited items marked), tokens, latency and whether it was replayed.
+        An answer takes seconds to minutes (a local model reads a few thousand tokens; an open
+        question takes longest): ask with a progress token to get each step as a progress
+        notification, at least every 5 s, and let the time limit restart on progress, or allow
+        several minutes."""
+        spec = offered.get(backbone) if backbone is not None else next(iter(offered.values()))
+        if spec is None:
+            raise MovieMemError(f"backbone {redact_urls(str(backbone))!r} is not offered by this server; "
+                                f"use {', '.join(offered)}")
 
-    if allow_ingest:
-        root = (ingest_dir or Path.cwd()).resolve()
+        def work() -> dict[str, Any]:
+            return film_tools.ask(lib, film_id, question, backbone=spec, options=options, kind=kind, policy=policy,
+                                  until=until)
 
-        @mcp.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False))
-        @_tool
-        def ingest_text(
-            path: Annotated[str, Field(description=f"A subtitle/script/description file under {root}.")],
-            film_id: Annotated[str | None, Field(description="Film id (default: from the file name).")] = None,
-            title: str | None = None,
-            track: Annotated[Literal["utterances", "captions"],
-                             Field(description="utterances (dialogue) or captions (description).")] = "utterances",
-        ) -> dict[str, Any]:
-            """Add a film without video to the library from a text track (SRT, WebVTT, Movie101
-            narration, JSON cues). Refuses to replace a film that is already there."""
-            return film_tools.ingest_text(lib, root, path, film_id=film_id, title=title, as_=track)
+        return await _with_progress(ctx, work)
 
-    return mcp
+
+def _add_ingest_text(mcp: MCPServer, lib: Library, root: Path) -> None:
+    """ingest_text, the one tool that writes, reading files under `root` only."""
+
+    @mcp.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False))
+    @_tool
+    def ingest_text(
+        path: Annotated[str, Field(description=f"A subtitle/script/description file under {root}.")],
+        film_id: Annotated[str | None, Field(description="Film id (default: from the file name).")] = None,
+        title: str | None = None,
+        track: Annotated[Literal["utterances", "captions"],
+                         Field(description="utterances (dialogue) or captions (description).")] = "utterances",
+    ) -> dict[str, Any]:
+        """Add a film without video to the library from a text track (SRT, WebVTT, Movie101
+        narration, JSON cues). Refuses to replace a film that is already there."""
+        return film_tools.ingest_text(lib, root, path, film_id=film_id, title=title, as_=track)
 
 
 # ----------------------------------------------------------------------------- transports
@@ -371,7 +388,7 @@ def bind(port: int) -> socket.socket:
     """A listening socket on 127.0.0.1 (port 0 picks a free one)."""
     if not isinstance(port, int) or not 0 <= port <= 65535:
         raise MovieMemError(f"--http takes a port number 0-65535, not {port!r}")
-    from .backbones.gateway import listen
+    from ..backbones.gateway import listen
 
     return listen(HOST, port)
 
@@ -433,7 +450,7 @@ def command(library: str | Path | None, *, http_port: int | None, backbones: Seq
             no_ask: bool, allow_ingest: bool, ingest_dir: Path | None, announce: Callable[[str], None]) -> None:
     """`moviemem mcp`: refuse a library directory that does not exist (a typo would otherwise
     serve a new, empty library), then serve."""
-    from .foundation.config import get_settings
+    from ..foundation.config import get_settings
 
     settings = get_settings(library=library)
     path = settings.library_dir
