@@ -22,8 +22,9 @@ from ..foundation.files import atomic_path, atomic_write_text
 from ..foundation.timefmt import hms
 from . import evidence, metrics, provenance
 from .formats import LETTERS, Item, item_category
+from .log import log_grid, read_header
 from .records import AnswerRecord, Config, Grid, ResultRecord
-from .runner import log_grid, read_header, summarise
+from .summary import summarise
 
 if TYPE_CHECKING:
     from jinja2 import Environment

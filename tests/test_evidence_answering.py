@@ -21,7 +21,8 @@ from moviemem.backbones import Reply, ScriptedBackbone
 from moviemem.eval import evidence as ev
 from moviemem.eval.formats import load_benchmark
 from moviemem.eval.retrieval_eval import retrieval_eval
-from moviemem.eval.runner import run_bench, summarise
+from moviemem.eval.runner import run_bench
+from moviemem.eval.summary import summarise
 from moviemem.foundation.errors import MovieMemError
 from moviemem.foundation.words import estimate_tokens
 from moviemem.ingest.passages import Line, PassageParams, build_passages

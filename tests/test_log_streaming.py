@@ -10,7 +10,8 @@ from typing import Any
 
 from moviemem.bench.log_memory import write_run
 from moviemem.eval.compare import Side, compare
-from moviemem.eval.runner import log_grid, summarise
+from moviemem.eval.log import log_grid
+from moviemem.eval.summary import summarise
 
 
 def _peak(fn: Callable[[], Any]) -> int:

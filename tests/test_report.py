@@ -154,7 +154,7 @@ def test_library_answerer_through_film_ask(text_film: tuple[Path, Path], tmp_pat
     """The runner's default answerer: Film.ask with real policies; unknown policies refused up front."""
     from moviemem import Library
     from moviemem.eval.formats import load_benchmark
-    from moviemem.eval.runner import read_log
+    from moviemem.eval.log import read_log
     from moviemem.foundation.errors import MovieMemError
 
     lib_path, root = text_film

@@ -16,8 +16,10 @@ from moviemem.agents.types import Answer
 from moviemem.backbones import ScriptedBackbone, user
 from moviemem.eval import report
 from moviemem.eval.formats import Benchmark, validate_rows
+from moviemem.eval.log import RESULTS, read_header, read_log
 from moviemem.eval.records import LOG_VERSION, ResultRecord, RunHeader, parse
-from moviemem.eval.runner import RESULTS, read_header, read_log, run_bench, summarise
+from moviemem.eval.runner import run_bench
+from moviemem.eval.summary import summarise
 from moviemem.foundation.errors import MovieMemError
 
 V1 = Path(__file__).parent / "data" / "run_v1"

@@ -21,7 +21,8 @@ import ray  # noqa: E402
 from moviemem import Library  # noqa: E402
 from moviemem.backbones.testing import FakeOpenAI, FakeResponse, Recorded  # noqa: E402
 from moviemem.eval.formats import Benchmark, validate_rows  # noqa: E402
-from moviemem.eval.runner import read_log, run_bench  # noqa: E402
+from moviemem.eval.log import read_log  # noqa: E402
+from moviemem.eval.runner import run_bench
 from moviemem.foundation.config import get_settings  # noqa: E402
 from moviemem.foundation.errors import MovieMemError  # noqa: E402
 from moviemem.memory.store import MemoryStore  # noqa: E402
