@@ -13,7 +13,8 @@ import pytest
 from moviemem.agents.types import Answer, Step
 from moviemem.backbones import user
 from moviemem.eval.formats import Benchmark, validate_rows
-from moviemem.eval.report import write_inspector, write_report
+from moviemem.eval.inspector import write_inspector
+from moviemem.eval.report import write_report
 from moviemem.eval.runner import run_bench
 from moviemem.retrievers.base import Evidence
 

@@ -14,7 +14,7 @@ import pytest
 
 from moviemem.agents.types import Answer
 from moviemem.backbones import ScriptedBackbone, user
-from moviemem.eval import report
+from moviemem.eval import inspector, report
 from moviemem.eval.formats import Benchmark, validate_rows
 from moviemem.eval.log import RESULTS, read_header, read_log
 from moviemem.eval.records import LOG_VERSION, ResultRecord, RunHeader, parse
@@ -122,9 +122,9 @@ def test_the_inspector_templates_ship_inside_the_package() -> None:
     import moviemem
 
     pkg = Path(moviemem.__file__).parent
-    assert report.TEMPLATES == pkg / "eval" / "templates"
-    names = sorted(p.name for p in report.TEMPLATES.iterdir())
+    assert inspector.TEMPLATES == pkg / "eval" / "templates"
+    names = sorted(p.name for p in inspector.TEMPLATES.iterdir())
     assert names == ["base.html.j2", "film.html.j2", "index.html.j2", "item.html.j2"]
-    assert sorted(report._env().list_templates()) == names
+    assert sorted(inspector._env().list_templates()) == names
     shipped = tomllib.loads((pkg / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["moviemem.eval"]
     assert all(any(fnmatch.fnmatch(f"templates/{n}", glob) for glob in shipped) for n in names)

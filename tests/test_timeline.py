@@ -13,7 +13,7 @@ from moviemem import Library
 from moviemem.agents.base import Answer
 from moviemem.backbones import ScriptedBackbone, user
 from moviemem.eval.formats import Benchmark, validate_rows
-from moviemem.eval.report import write_inspector
+from moviemem.eval.inspector import write_inspector
 from moviemem.eval.runner import run_bench
 from moviemem.eval.timeline import FilmFacts, timeline
 from moviemem.retrievers.base import Evidence
