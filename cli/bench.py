@@ -184,7 +184,7 @@ def inspect(
     """Build the static HTML inspector of a run and serve (or open) it."""
     import webbrowser
 
-    from ..eval.report import write_inspector
+    from ..eval.inspector import write_inspector
 
     index = write_inspector(run_dir)
     if not serve_:

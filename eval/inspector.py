@@ -16,7 +16,8 @@ from ..foundation.timefmt import hms
 from . import evidence
 from .formats import LETTERS, Item, item_category
 from .log import log_grid, read_header
-from .records import AnswerRecord, Config, ResultRecord
+from .markdown import money
+from .records import AnswerRecord, Config, EvidenceRecord, ResultRecord
 
 if TYPE_CHECKING:
     from jinja2 import Environment
@@ -105,16 +106,15 @@ def _category_table(items: list[Item], configs: list[Config],
     return [{"category": k, "cells": cells[k]} for k in sorted(cells, key=lambda k: (k == "all items", k))]
 
 
-def _still(e: dict[str, Any], film: FilmFacts | None, library: str | None, out_dir: Path) -> dict[str, Any]:
+def _still(e: EvidenceRecord, film: FilmFacts | None, library: str | None, out_dir: Path) -> dict[str, Any]:
     """The evidence's own frame, else (text evidence) the film's stored strip frame nearest to its
     middle: {"thumb": file name or None, "thumb_t": that frame's time when it is the nearest one}."""
-    if e.get("frame"):
-        return {"thumb": _thumb(e.get("frame"), library, out_dir), "thumb_t": None}
-    try:
-        mid = (float(e["start"]) + float(e["end"])) / 2
-    except (KeyError, TypeError, ValueError):
+    if e.frame:
+        return {"thumb": _thumb(e.frame, library, out_dir), "thumb_t": None}
+    span = e.span
+    if span is None:
         return {"thumb": None, "thumb_t": None}
-    near = film.nearest_frame(mid) if film is not None else None
+    near = film.nearest_frame((span[0] + span[1]) / 2) if film is not None else None
     if near is None:
         return {"thumb": None, "thumb_t": None}
     return {"thumb": _thumb(near[0], library, out_dir), "thumb_t": _hms(near[1])}
@@ -190,15 +190,13 @@ def _query(key: str, a: AnswerRecord, film: FilmFacts | None, library: str | Non
     """One answer on its item page: choice, text, evidence (with stills, gold marked), timeline, trace and usage."""
     from .timeline import timeline
 
-    ev = [{"kind": e.get("kind"), "time": f"{_hms(e.get('start'))}–{_hms(e.get('end'))}",
-           "text": e.get("text") or "", "frame": e.get("frame"), **_still(e, film, library, thumbs),
-           "score": f"{e['score']:.3f}" if isinstance(e.get("score"), (int, float)) else "",
-           "retriever": e.get("retriever") or "", "cited": bool(e.get("cited")),
-           "gold": any(evidence.overlaps((e["start"], e["end"]), (g[0], g[1])) for g in gold)}
+    ev = [{"kind": e.kind, "time": f"{_hms(e.start)}–{_hms(e.end)}", "text": e.text or "", "frame": e.frame,
+           **_still(e, film, library, thumbs), "score": f"{e.score:.3f}" if e.score is not None else "",
+           "retriever": e.retriever or "", "cited": bool(e.cited),
+           "gold": e.span is not None and any(evidence.overlaps(e.span, (g[0], g[1])) for g in gold)}
           for e in a.evidence]
-    trace = [{"kind": s.get("kind", "?"), "body": json.dumps({k: v for k, v in s.items() if k != "kind"},
-                                                             ensure_ascii=False, indent=1)}
-             for s in a.trace]
+    trace = [{"kind": s.kind if "kind" in s.model_fields_set else "?",
+              "body": json.dumps(s.data, ensure_ascii=False, indent=1)} for s in a.trace]
     u = a.usage
     return {"timeline": timeline(film.duration if film else None, a.evidence, gold),
             "key": key, "choice": a.choice, "confidence": a.confidence, "text": a.text, "error": a.error,
@@ -274,7 +272,3 @@ def _replay_note(answer: AnswerRecord) -> str:
         return ""
     return " (replayed from the cache: the original calls' latency)" if replayed == calls else \
         f" ({replayed} of {calls} calls replayed from the cache)"
-
-
-def money(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:.4f}"

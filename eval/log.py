@@ -209,7 +209,7 @@ def lean(rec: ResultRecord) -> ResultRecord:
     summaries of a large run hold little; never written back."""
     for a in rec.answers.values():
         a.evidence = []
-        a.trace = [s for s in a.trace if s.get("kind") == "parse"]
+        a.trace = [s for s in a.trace if s.kind == "parse"]
     return rec
 
 

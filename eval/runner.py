@@ -450,20 +450,19 @@ def run_bench(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any
             except Exception as exc:  # noqa: BLE001 - recorded with its reason, never dropped
                 failure = f"{q.key}: {type(exc).__name__}: {exc}"
                 break
-        written = {k: a.line() for k, a in answers.items()}  # as tasks (plug-ins among them) and metrics read answers
         reason: str | None
         if failure is not None:
             scored_correct, detail, reason = None, {}, failure
         else:
-            sc = task.score(item, written)
+            sc = task.score(item, answers)
             scored_correct, detail, reason = sc.correct, sc.detail, sc.invalid_reason
         measures: dict[str, Any] = {}  # written only when measured: a line without them reads as before
         unfit = any(a.reason == CONTEXT for a in answers.values())  # a prompt the model never read
         gold = getattr(item, "evidence", None) or []
         if gold and answers and not unfit:  # nothing was sent: no evidence to measure
-            measures["evidence"] = evidence.record_evidence([list(g) for g in gold], written, scored_correct)
+            measures["evidence"] = evidence.record_evidence([list(g) for g in gold], answers, scored_correct)
         fault = bool(item_spend.transient) or unreachable
-        n_search = evidence.searches(written)
+        n_search = evidence.searches(answers)
         if n_search is not None:
             measures["searches"] = n_search
         status: Status = ("transient" if fault else "unfit" if unfit else "invalid") if reason else "answered"

@@ -7,11 +7,11 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import cast
 
 from . import evidence, metrics
 from .log import read_header, scored_log
-from .records import ResultRecord
+from .records import ResultRecord, SummaryRow
 from .tasks import task_for
 
 
@@ -21,13 +21,13 @@ def fallback_parsed(records: Sequence[ResultRecord]) -> metrics.Estimate:
     hows = []
     for rec in records:
         for ans in rec.answers.values():
-            parses = [s for s in ans.trace if s.get("kind") == "parse" and not s.get("invalid")]
+            parses = [s for s in ans.trace if s.kind == "parse" and not s.data.get("invalid")]
             if parses:
-                hows.append(parses[-1].get("how") == "fallback")
+                hows.append(parses[-1].data.get("how") == "fallback")
     return metrics.wilson(sum(hows), len(hows))
 
 
-def summarise(run_dir: str | Path) -> list[dict[str, Any]]:
+def summarise(run_dir: str | Path) -> list[SummaryRow]:
     """One row per (policy, backbone): the task's scores over the items it has records for. Records are
     read `lean`: a task summarises scores, details, choices and the record's evidence scores, not the
     spans each answer was shown."""
@@ -36,8 +36,7 @@ def summarise(run_dir: str | Path) -> list[dict[str, Any]]:
     by_id = {it.id: it for it in items}
     rows = []
     for (policy, backbone), recs in sorted(grid.items()):
-        its = [by_id[r.item_id] for r in recs]
-        s = task.summarise(its, [r.line() for r in recs])  # tasks (plug-ins among them) read records as JSON
+        s = cast(SummaryRow, task.summarise([by_id[r.item_id] for r in recs], recs))
         usage = [r.usage for r in recs]
         tokens = [u.input_tokens for u in usage]
         priced = [u.cost_usd for u in usage if u.cost_usd is not None]
@@ -47,7 +46,7 @@ def summarise(run_dir: str | Path) -> list[dict[str, Any]]:
                   "unfit_n": unfit.get((policy, backbone), 0),
                   # answers the model gave while shown no evidence from the film: guesses (closed-book's by design)
                   "guesses": metrics.wilson(sum(r.status == "answered" and not r.grounded for r in recs),
-                                            sum(r.status == "answered" for r in recs)).to_dict(),
+                                                  sum(r.status == "answered" for r in recs)).to_dict(),
                   "fallback_parsed": fallback_parsed(recs).to_dict(),
                   "median_input_tokens": statistics.median(tokens) if tokens else None,
                   "total_input_tokens": sum(tokens),
@@ -56,7 +55,7 @@ def summarise(run_dir: str | Path) -> list[dict[str, Any]]:
                   "total_output_tokens": sum(u.output_tokens for u in usage),
                   "cost_usd": sum(priced) if priced else None,
                   "compute_s": round(sum(r.wall_s for r in recs), 3),
-                  "latency_s": round(sum(u.latency_s or 0 for u in usage), 3),
-                  **evidence.summary(recs)})
+                  "latency_s": round(sum(u.latency_s or 0 for u in usage), 3)})
+        s.update(evidence.summary(recs))
         rows.append(s)
     return rows
