@@ -31,13 +31,12 @@ from pathlib import Path
 from typing import Any, Protocol, cast
 
 from ..agents.registry import parse_policy_spec
-from ..backbones import Backbone, Reply, Request
-from ..backbones.base import Wrapper
 from ..backbones.types import CONTEXT
 from ..foundation.errors import BackboneCrashed, MovieMemError, UnreachableError
 from ..foundation.files import atomic_write_text
 from ..foundation.urls import url_secrets
 from . import evidence
+from .budget import Budget, BudgetExceeded, MeteredBackbone
 from .formats import Benchmark, Item, formats, item_category
 from .log import (
     ITEMS,
@@ -56,17 +55,11 @@ from .log import (
     record_key,
     write_json,
 )
-from .records import LOG_VERSION, AnswerRecord, RecordUsage, ResultRecord, RunHeader, Status
-from .records import Spend as Spend  # the runner's budget counts in it (scale/ray_bench.py imports it from here)
+from .records import LOG_VERSION, AnswerRecord, RecordUsage, ResultRecord, RunHeader, Spend, Status
 from .summary import summarise
-from .tasks import Query, task_for
+from .tasks import Query, Task, task_for
 
 MAX_CONCURRENCY = 1024  # items answered at once: the driver's threads, and requests in flight
-
-
-class BudgetExceeded(BaseException):
-    """A cap was reached: the call was not made. A BaseException, like KeyboardInterrupt, so a
-    policy that turns its backbone's errors into invalid answers cannot swallow the stop."""
 
 
 # ----------------------------------------------------------------------------- answerer protocol
@@ -107,104 +100,6 @@ def check_policies(policies: Sequence[str]) -> None:
 
     for p in policies:
         get_policy(p)
-
-
-# ----------------------------------------------------------------------------- budget and metering
-
-
-class Budget:
-    """Spending of a run directory against its caps; thread-safe."""
-
-    def __init__(self, max_cost_usd: float | None = None, max_tokens: int | None = None, spent: Spend | None = None):
-        self.max_cost_usd = max_cost_usd
-        self.max_tokens = max_tokens
-        self.before = spent or Spend()  # what earlier invocations spent
-        self.now = Spend()  # this invocation
-        self.exceeded: str | None = None
-        self.reserved = 0  # output tokens that calls in flight may still spend
-        self._lock = threading.Lock()
-
-    def check(self, reserve: int = 0) -> None:
-        """Before a call: refuse it unless what is spent, what calls in flight may still spend
-        and this call's output limit (`reserve`, its max_tokens) fit under the token cap; then
-        hold `reserve` until `charge`. Input tokens are known only when a call returns."""
-        with self._lock:
-            if self.exceeded:
-                raise BudgetExceeded(self.exceeded)
-            cost = self.before.cost_usd + self.now.cost_usd
-            tokens = self.before.tokens + self.now.tokens
-            if self.max_cost_usd is not None and cost >= self.max_cost_usd:
-                self.exceeded = f"cost cap ${self.max_cost_usd:.2f} reached (${cost:.4f} spent)"
-            elif self.max_tokens is not None and tokens + self.reserved + reserve > self.max_tokens:
-                self.exceeded = (f"token cap {self.max_tokens} reached ({tokens} tokens spent; the next call may "
-                                 f"produce {reserve} more)")
-            if self.exceeded:
-                raise BudgetExceeded(self.exceeded)
-            self.reserved += reserve
-
-    def release(self, reserved: int) -> None:
-        with self._lock:
-            self.reserved -= reserved
-
-    def charge(self, reply: Any, item_spend: Spend | None, reserved: int = 0) -> None:
-        self.release(reserved)
-        fresh = Spend(transient=int(bool(getattr(reply, "transient", False))))
-        if getattr(reply, "cached", False):
-            fresh.cache_hits = 1
-        else:
-            u = reply.usage
-            fresh.calls = 1
-            fresh.tokens = int(u.input_tokens) + int(u.output_tokens)
-            if u.cost_usd is None:
-                fresh.unpriced_calls = 1
-            else:
-                fresh.cost_usd = float(u.cost_usd)
-        self.add(fresh, item_spend)
-
-    def add(self, fresh: Spend, item_spend: Spend | None = None) -> None:
-        """Count spending measured elsewhere (a Ray worker's calls) against the run and the item."""
-        with self._lock:
-            self.now.add(fresh)
-            if item_spend is not None:
-                item_spend.add(fresh)
-
-
-class MeteredBackbone(Wrapper):
-    """Wraps a backbone: checks the budget before each call and charges what came back,
-    both to the run and to the item being answered on this thread."""
-
-    def __init__(self, inner: Backbone, budget: Budget, spec: str):
-        super().__init__(inner, name=spec)
-        self.budget = budget
-        self._local = threading.local()
-
-    def begin_item(self) -> Spend:
-        self._local.spend = Spend()
-        return self._local.spend
-
-    def _item(self) -> Spend | None:
-        return getattr(self._local, "spend", None)
-
-    def charge_spend(self, spend: Spend) -> None:
-        """Charge calls made with this backbone's spec in another process to the run and the
-        item being answered on this thread (scale/ray_bench.py answers items in Ray workers)."""
-        self.budget.add(spend, self._item())
-
-    def _metered(self, call: Callable[[], Any], reserves: list[int]) -> list[Any]:
-        """Check the caps with the calls' output limits held, call, then charge what came back."""
-        self.budget.check(sum(reserves))
-        try:
-            replies: list[Any] = call()
-        except BaseException:
-            self.budget.release(sum(reserves))
-            raise
-        for reply, reserve in zip(replies, reserves):
-            self.budget.charge(reply, self._item(), reserve)
-        return replies
-
-    def send(self, request: Request) -> Reply:
-        reply: Reply = self._metered(lambda: [self.inner.send(request)], [request.max_tokens])[0]
-        return reply
 
 
 # ----------------------------------------------------------------------------- records
@@ -335,6 +230,141 @@ def _one_writer(fn: Callable[..., BenchResult]) -> Callable[..., BenchResult]:
     return locked
 
 
+def _retire(run_dir: Path, records: list[ResultRecord], changed: set[str], retry_invalid: bool, retired: Spend,
+            warnings: list[str]) -> list[ResultRecord]:
+    """The records a rerun keeps; those it asks again leave results.jsonl, their spend added to `retired`.
+    Transport faults are no answer: always asked again; invalid answers and prompts that did not fit the
+    context (a larger context may take them) only when asked to."""
+    again = {"transient"} | ({"invalid", "unfit"} if retry_invalid else set())
+    keep = [r for r in records if r.status not in again and r.key not in changed]
+    for r in records:
+        if r.status in again or r.key in changed:
+            retired.add(r.spend)
+    if len(keep) != len(records):
+        atomic_write_text(run_dir / RESULTS, "".join(json.dumps(r.line(), ensure_ascii=False) + "\n" for r in keep))
+        for status, what in (("invalid", "invalid item(s)"), ("unfit", "item(s) whose prompt did not fit the context"),
+                             ("transient", "item(s) that hit transport faults")):
+            n = sum(r.status == status for r in records if status in again and r.key not in changed)
+            if n:
+                warnings.append(f"retrying {n} {what}")
+    return keep
+
+
+def _closing(budget: Budget, counts: dict[str, int], total: int, stopped_at: list[str], max_cost_usd: float | None,
+             warnings: list[str]) -> str | None:
+    """Where a cap stopped the run (None: it did not), and the warnings its counts call for."""
+    stopped = None
+    if budget.exceeded:
+        n_done = counts["answered"] + counts["invalid"] + counts["unfit"]
+        where = sorted(stopped_at)[0] if stopped_at else "before the next item"
+        stopped = (f"{budget.exceeded}: stopped after {n_done}/{total} items, at {where}; "
+                   f"rerun with a higher cap to resume")
+    if counts["transient"]:
+        warnings.append(f"{counts['transient']} item(s) got no reply from the model (transport faults, not scored); "
+                        f"rerun to ask them again")
+    if counts["unfit"]:
+        warnings.append(f"{counts['unfit']} item(s) had a prompt longer than the backbone's context: not sent, "
+                        "not scored and left out of paired tests (a larger context and --retry-invalid ask them again)")
+    if budget.now.unpriced_calls and max_cost_usd is not None:
+        warnings.append(f"{budget.now.unpriced_calls} call(s) had no known price and count $0 against --max-cost")
+    return stopped
+
+
+def _answer_item(task: Task, answerer: Answerer, fmt: str, digests: dict[str, str], stopped_at: list[str],
+                 lock: threading.Lock, policy: str, mb: MeteredBackbone, item: Item) -> ResultRecord | None:
+    """One item asked, scored and measured as its record; None when a cap stopped it (`stopped_at` says where)."""
+    t0 = time.perf_counter()
+    item_spend = mb.begin_item()
+    answers: dict[str, AnswerRecord] = {}
+    failure: str | None = None
+    unreachable = False
+    for q in task.queries(item):
+        try:
+            answers[q.key] = answer_record(answerer(item.film_id, q, policy, mb))
+        except BudgetExceeded:
+            with lock:
+                stopped_at.append(f"policy={policy} backbone={mb.name} item={item.id}")
+            return None
+        except BackboneCrashed:
+            raise  # the model's process died: every later item would fail the same way, so the run stops
+        except MovieMemError as exc:
+            failure = f"{q.key}: {exc}"
+            unreachable = isinstance(exc, UnreachableError)  # a server down, not the item: asked again on rerun
+            break
+        except Exception as exc:  # noqa: BLE001 - recorded with its reason, never dropped
+            failure = f"{q.key}: {type(exc).__name__}: {exc}"
+            break
+    reason: str | None
+    if failure is not None:
+        scored_correct, detail, reason = None, {}, failure
+    else:
+        sc = task.score(item, answers)
+        scored_correct, detail, reason = sc.correct, sc.detail, sc.invalid_reason
+    measures: dict[str, Any] = {}  # written only when measured: a line without them reads as before
+    unfit = any(a.reason == CONTEXT for a in answers.values())  # a prompt the model never read
+    gold = getattr(item, "evidence", None) or []
+    if gold and answers and not unfit:  # nothing was sent: no evidence to measure
+        measures["evidence"] = evidence.record_evidence([list(g) for g in gold], answers, scored_correct)
+    fault = bool(item_spend.transient) or unreachable
+    n_search = evidence.searches(answers)
+    if n_search is not None:
+        measures["searches"] = n_search
+    status: Status = ("transient" if fault else "unfit" if unfit else "invalid") if reason else "answered"
+    return ResultRecord(
+        log_version=LOG_VERSION, key=record_key(policy, mb.name, item.id), policy=policy, backbone=mb.name,
+        item_id=item.id, item_digest=digests[item.id], film_id=item.film_id, format=fmt,
+        category=item_category(item), status=status,
+        reason=f"transport fault: {reason}" if reason and fault else f"context: {reason}" if unfit else reason,
+        correct=None if unfit else scored_correct, detail=jsonable(detail), answers=answers,
+        usage=_usage_sum(answers), grounded=all(a.grounded for a in answers.values()) if answers else False,
+        spend=item_spend, wall_s=round(time.perf_counter() - t0, 4),
+        finished_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **measures)
+
+
+def _drive(one: Callable[[str, MeteredBackbone, Item], ResultRecord | None], todo: list[tuple[str, MeteredBackbone, Item]],
+           metered: list[MeteredBackbone], backbones: Sequence[Any], run_dir: Path, concurrency: int, budget: Budget,
+           counts: dict[str, int], total: int, progress: Callable[[Progress], None] | None) -> None:
+    """Ask `todo` with `concurrency` items in flight, appending each record as it comes; no new item starts once
+    a cap is reached, and Ctrl-C or a crash stops the items in flight unrecorded."""
+    # the specs' own URL credentials too: a backbone answering elsewhere (Ray workers) names no secrets here
+    secrets = [v for mb in metered for v in mb.secrets()] + [v for b in backbones if isinstance(b, str) for v in url_secrets(b)]
+    writer = JsonlWriter(run_dir / RESULTS, secrets)
+    pool = ThreadPoolExecutor(max_workers=concurrency)
+    try:
+        pending: set[Future[Any]] = set()
+        queue = iter(todo)
+        exhausted = False
+        while True:
+            while not exhausted and not budget.exceeded and len(pending) < concurrency:
+                nxt = next(queue, None)
+                if nxt is None:
+                    exhausted = True
+                    break
+                pending.add(pool.submit(one, *nxt))
+            if not pending:
+                break
+            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in finished:
+                try:
+                    rec = fut.result()
+                except BackboneCrashed as exc:
+                    kept = counts["answered"] + counts["invalid"] + counts["unfit"]
+                    raise BackboneCrashed(f"{exc}; the {kept} answer(s) recorded in {run_dir} stay: rerun to resume") from None
+                if rec is None:
+                    continue
+                writer.write(rec.line())
+                counts[rec.status] += 1
+                if progress is not None:
+                    progress(Progress(counts["answered"] + counts["invalid"] + counts["unfit"], total, budget.now, rec))
+    except BaseException:
+        # Ctrl-C or a crash: items in flight stop at their next backbone call and are not recorded
+        budget.exceeded = budget.exceeded or "interrupted"
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        writer.close()
+
+
 @_one_writer
 def run_bench(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any], out: str | Path, *,
               answerer: Answerer | None = None, library: Any = None, concurrency: int = 1,
@@ -374,21 +404,7 @@ def run_bench(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any
     digests = {it.id: item_digest(it) for it in items}
     changed = _changed(records, digests, run_dir, reask_changed, warnings)
     retired = old.retired_spend if old is not None else Spend()  # spend of records dropped by --retry-invalid
-    # transport faults are no answer: always asked again; invalid answers and prompts that did not fit
-    # the context (a larger context may take them) only when asked to
-    again = {"transient"} | ({"invalid", "unfit"} if retry_invalid else set())
-    keep = [r for r in records if r.status not in again and r.key not in changed]
-    for r in records:
-        if r.status in again or r.key in changed:
-            retired.add(r.spend)
-    if len(keep) != len(records):
-        atomic_write_text(run_dir / RESULTS, "".join(json.dumps(r.line(), ensure_ascii=False) + "\n" for r in keep))
-        for status, what in (("invalid", "invalid item(s)"), ("unfit", "item(s) whose prompt did not fit the context"),
-                             ("transient", "item(s) that hit transport faults")):
-            n = sum(r.status == status for r in records if status in again and r.key not in changed)
-            if n:
-                warnings.append(f"retrying {n} {what}")
-    records = keep
+    records = _retire(run_dir, records, changed, retry_invalid, retired, warnings)
     done = {r.key for r in records}
 
     # items.jsonl: the union of what earlier runs and this one asked, this run's version winning
@@ -428,106 +444,12 @@ def run_bench(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any
     lock = threading.Lock()
     stopped_at: list[str] = []
 
-    def one(policy: str, mb: MeteredBackbone, item: Item) -> ResultRecord | None:
-        t0 = time.perf_counter()
-        item_spend = mb.begin_item()
-        answers: dict[str, AnswerRecord] = {}
-        failure: str | None = None
-        unreachable = False
-        for q in task.queries(item):
-            try:
-                answers[q.key] = answer_record(answerer(item.film_id, q, policy, mb))
-            except BudgetExceeded:
-                with lock:
-                    stopped_at.append(f"policy={policy} backbone={mb.name} item={item.id}")
-                return None
-            except BackboneCrashed:
-                raise  # the model's process died: every later item would fail the same way, so the run stops
-            except MovieMemError as exc:
-                failure = f"{q.key}: {exc}"
-                unreachable = isinstance(exc, UnreachableError)  # a server down, not the item: asked again on rerun
-                break
-            except Exception as exc:  # noqa: BLE001 - recorded with its reason, never dropped
-                failure = f"{q.key}: {type(exc).__name__}: {exc}"
-                break
-        reason: str | None
-        if failure is not None:
-            scored_correct, detail, reason = None, {}, failure
-        else:
-            sc = task.score(item, answers)
-            scored_correct, detail, reason = sc.correct, sc.detail, sc.invalid_reason
-        measures: dict[str, Any] = {}  # written only when measured: a line without them reads as before
-        unfit = any(a.reason == CONTEXT for a in answers.values())  # a prompt the model never read
-        gold = getattr(item, "evidence", None) or []
-        if gold and answers and not unfit:  # nothing was sent: no evidence to measure
-            measures["evidence"] = evidence.record_evidence([list(g) for g in gold], answers, scored_correct)
-        fault = bool(item_spend.transient) or unreachable
-        n_search = evidence.searches(answers)
-        if n_search is not None:
-            measures["searches"] = n_search
-        status: Status = ("transient" if fault else "unfit" if unfit else "invalid") if reason else "answered"
-        return ResultRecord(
-            log_version=LOG_VERSION, key=record_key(policy, mb.name, item.id), policy=policy, backbone=mb.name,
-            item_id=item.id, item_digest=digests[item.id], film_id=item.film_id, format=bench.format, category=item_category(item), status=status,
-            reason=f"transport fault: {reason}" if reason and fault else f"context: {reason}" if unfit else reason,
-            correct=None if unfit else scored_correct, detail=jsonable(detail), answers=answers,
-            usage=_usage_sum(answers), grounded=all(a.grounded for a in answers.values()) if answers else False,
-            spend=item_spend, wall_s=round(time.perf_counter() - t0, 4),
-            finished_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **measures)
+    one = functools.partial(_answer_item, task, answerer, bench.format, digests, stopped_at, lock)
 
-    # the specs' own URL credentials too: a backbone answering elsewhere (Ray workers) names no secrets here
-    secrets = [v for mb in metered for v in mb.secrets()] + [v for b in backbones if isinstance(b, str) for v in url_secrets(b)]
-    writer = JsonlWriter(run_dir / RESULTS, secrets)
-    pool = ThreadPoolExecutor(max_workers=concurrency)
-    try:
-        pending: set[Future[Any]] = set()
-        queue = iter(todo)
-        exhausted = False
-        while True:
-            while not exhausted and not budget.exceeded and len(pending) < concurrency:
-                nxt = next(queue, None)
-                if nxt is None:
-                    exhausted = True
-                    break
-                pending.add(pool.submit(one, *nxt))
-            if not pending:
-                break
-            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-            for fut in finished:
-                try:
-                    rec = fut.result()
-                except BackboneCrashed as exc:
-                    kept = counts["answered"] + counts["invalid"] + counts["unfit"]
-                    raise BackboneCrashed(f"{exc}; the {kept} answer(s) recorded in {run_dir} stay: rerun to resume") from None
-                if rec is None:
-                    continue
-                writer.write(rec.line())
-                counts[rec.status] += 1
-                if progress is not None:
-                    progress(Progress(counts["answered"] + counts["invalid"] + counts["unfit"], total, budget.now, rec))
-    except BaseException:
-        # Ctrl-C or a crash: items in flight stop at their next backbone call and are not recorded
-        budget.exceeded = budget.exceeded or "interrupted"
-        raise
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-        writer.close()
+    _drive(one, todo, metered, backbones, run_dir, concurrency, budget, counts, total, progress)
     _record_prompts(manifest_path, header, run_dir)
 
-    stopped = None
-    if budget.exceeded:
-        n_done = counts["answered"] + counts["invalid"] + counts["unfit"]
-        where = sorted(stopped_at)[0] if stopped_at else "before the next item"
-        stopped = (f"{budget.exceeded}: stopped after {n_done}/{total} items, at {where}; "
-                   f"rerun with a higher cap to resume")
-    if counts["transient"]:
-        warnings.append(f"{counts['transient']} item(s) got no reply from the model (transport faults, not scored); "
-                        f"rerun to ask them again")
-    if counts["unfit"]:
-        warnings.append(f"{counts['unfit']} item(s) had a prompt longer than the backbone's context: not sent, "
-                        "not scored and left out of paired tests (a larger context and --retry-invalid ask them again)")
-    if budget.now.unpriced_calls and max_cost_usd is not None:
-        warnings.append(f"{budget.now.unpriced_calls} call(s) had no known price and count $0 against --max-cost")
+    stopped = _closing(budget, counts, total, stopped_at, max_cost_usd, warnings)
     return BenchResult(run_dir, len(items), total, counts["answered"], counts["invalid"], budget.now, stopped,
                        warnings, round(time.perf_counter() - started, 3), counts["unfit"])
 

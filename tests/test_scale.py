@@ -312,7 +312,7 @@ def test_a_server_a_worker_could_not_reach_comes_back_as_one_so_the_item_is_aske
     """A worker returns errors as values; an UnreachableError (Letta down) must not come back as a
     plain error, which the runner would record as invalid instead of a transport fault."""
     from moviemem.backbones import ScriptedBackbone
-    from moviemem.eval.runner import Budget, MeteredBackbone
+    from moviemem.eval.budget import Budget, MeteredBackbone
     from moviemem.foundation.errors import UnreachableError
     from moviemem.scale.ray_bench import AnswerWorker
 
