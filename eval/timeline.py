@@ -81,7 +81,7 @@ def timeline(duration: float | None, evidence: list[EvidenceRecord], gold: list[
         x, w = place(a, b)
         marks.append({"x": x, "w": w, "cited": bool(e.cited), "kind": e.kind or "?",
                       "label": f"{e.kind or '?'} {e.id or ''} {a:.1f}-{b:.1f} s" + (" (cited)" if e.cited else "")})
-    marks.sort(key=lambda m: m["cited"])  # cited marks drawn last, on top
+    marks.sort(key=lambda m: bool(m["cited"]))  # cited marks drawn last, on top
     return {"known": known, "duration": length, "marks": marks,
             "gold": [{"x": place(a, b)[0], "w": place(a, b)[1], "label": f"gold {a:.1f}-{b:.1f} s"} for a, b in golds]}
 
