@@ -117,7 +117,7 @@ def test_evidence_metrics() -> None:
     assert [ev.outcome(1.0, True), ev.outcome(0.0, True), ev.outcome(0.5, False), ev.outcome(0.0, False)] == \
         ["found", "lucky", "misread", "not found"]
     rec = ev.record_evidence(gold, {"q": AnswerRecord.model_validate({"evidence": [{"start": 15, "end": 16, "cited": True}]})}, False)
-    assert rec == {"recall": 0.5, "coverage": 0.05, "cited_precision": 1.0, "outcome": "misread"}
+    assert rec is not None and rec.line() == {"recall": 0.5, "coverage": 0.05, "cited_precision": 1.0, "outcome": "misread"}
 
 
 def test_bare_lines_go_last_and_fusion_rewards_agreement() -> None:

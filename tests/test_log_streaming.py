@@ -37,7 +37,7 @@ def test_compare_and_summaries_hold_a_fraction_of_the_log(tmp_path: Path) -> Non
     assert _peak(lambda: summarise(a)) < 3 * size
     _, grid = log_grid(a, slim=True)
     [recs] = grid.values()
-    assert all(not ans.evidence and all(s["kind"] == "parse" for s in ans.trace)
+    assert all(not ans.evidence and all(s.kind == "parse" for s in ans.trace)
                for r in recs for ans in r.answers.values())
     _, full = log_grid(a)
     assert all(ans.evidence for r in next(iter(full.values())) for ans in r.answers.values())  # the inspector's
