@@ -21,7 +21,7 @@ from pathlib import Path
 from moviemem.agents.base import Answer
 from moviemem.backbones import ScriptedBackbone, user
 from moviemem.eval.formats import Benchmark, validate_rows
-from moviemem.eval.report import write_inspector
+from moviemem.eval.inspector import write_inspector
 from moviemem.eval.runner import run_bench
 from moviemem.retrievers.types import Evidence
 

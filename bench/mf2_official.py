@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 from moviemem.eval import metrics
-from moviemem.eval.runner import scored_log
+from moviemem.eval.log import scored_log
 
 HALVES = {"A": {"mf2-5", "mf2-6", "mf2-8", "mf2-11", "mf2-22"}, "B": {"mf2-29", "mf2-35", "mf2-48", "mf2-51", "mf2-54"}}
 # published pairwise accuracy on the whole benchmark (video + transcript), from the dev set's README

@@ -67,8 +67,10 @@ def retrieval(lib, dev: Path, formats: list[str]) -> None:
 
 def answering(lib, dev: Path, out: Path, formats: list[str], policies: list[str], backbone: str) -> None:
     from moviemem.eval.formats import load_benchmark
+    from moviemem.eval.log import read_log
     from moviemem.eval.report import write_report
-    from moviemem.eval.runner import read_log, run_bench, summarise
+    from moviemem.eval.runner import run_bench
+    from moviemem.eval.summary import summarise
 
     for fmt in formats:
         run_dir = out / fmt

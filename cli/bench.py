@@ -187,7 +187,7 @@ def inspect(
     """Build the static HTML inspector of a run and serve (or open) it."""
     import webbrowser
 
-    from ..eval.report import write_inspector
+    from ..eval.inspector import write_inspector
 
     index = write_inspector(run_dir)
     if not serve_:
@@ -218,12 +218,12 @@ def judge(
 ) -> None:
     """Score open answers (MovieCORE criteria) or narrations (Movie101v2 L1/L2) with an LLM judge."""
     from ..eval.judge import judge_run, judge_summary
-    from ..eval.runner import _jsonable
+    from ..eval.log import jsonable
 
     counts = judge_run(run_dir, backbone, repeats=repeats, cache=cache)
     rows = judge_summary(run_dir)
     if as_json:
-        _print_json(_jsonable({"run_dir": str(run_dir), **counts, "results": rows}))
+        _print_json(jsonable({"run_dir": str(run_dir), **counts, "results": rows}))
         return
     err.print(f"{counts['judged']} judged, {counts['failed']} failed judge calls, "
               f"{counts['skipped_invalid']} invalid answers not judged; `moviemem report {run_dir}` shows the scores")

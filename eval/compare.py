@@ -26,8 +26,8 @@ from typing import Any
 from ..foundation.errors import MovieMemError
 from . import metrics
 from .formats import validate_rows
+from .log import ITEMS, item_digest, iter_log, read_header, read_items
 from .records import Config, ResultRecord
-from .runner import ITEMS, item_digest, iter_log, read_header, read_items
 
 ALL = "all"
 

@@ -10,9 +10,9 @@ evidence was never found ("not found"), and the two call for different fixes.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any, get_args
+from typing import get_args
 
-from .records import Outcome, ResultRecord
+from .records import AnswerRecord, EvidenceScores, EvidenceSummary, Outcome, ResultRecord
 
 Span = tuple[float, float]
 
@@ -68,7 +68,7 @@ def precision(gold: Iterable[Sequence[float]], cited: Iterable[Sequence[float]])
     return sum(any(overlaps(x, y) for y in g) for x in c) / len(c)
 
 
-def outcome(evidence_recall: float | None, correct: bool | None) -> str | None:
+def outcome(evidence_recall: float | None, correct: bool | None) -> Outcome | None:
     """found (right, gold shown) | lucky (right, gold never shown) | misread (wrong, gold shown) |
     not found (wrong, gold never shown); None without gold or without a verdict."""
     if evidence_recall is None or correct is None:
@@ -79,12 +79,12 @@ def outcome(evidence_recall: float | None, correct: bool | None) -> str | None:
     return "misread" if seen else "not found"
 
 
-def answer_evidence(gold: Sequence[Sequence[float]], answer: dict[str, Any]) -> dict[str, Any]:
-    """The evidence fields of one answer record: recall, coverage and cited precision."""
-    shown = [(e["start"], e["end"]) for e in answer.get("evidence") or []]
-    cited = [(e["start"], e["end"]) for e in answer.get("evidence") or [] if e.get("cited")]
-    return {"evidence_recall": recall(gold, shown), "evidence_coverage": coverage(gold, shown),
-            "cited_precision": precision(gold, cited)}
+def answer_evidence(gold: Sequence[Sequence[float]], answer: AnswerRecord) -> EvidenceScores:
+    """The evidence measures of one answer: recall, coverage and cited precision (`outcome` left unset)."""
+    shown = [e.span for e in answer.evidence if e.span is not None]
+    cited = [e.span for e in answer.evidence if e.span is not None and e.cited]
+    return EvidenceScores(recall=recall(gold, shown), coverage=coverage(gold, shown),
+                          cited_precision=precision(gold, cited))
 
 
 def mean(values: Sequence[float | None]) -> float | None:
@@ -92,31 +92,31 @@ def mean(values: Sequence[float | None]) -> float | None:
     return round(sum(xs) / len(xs), 4) if xs else None
 
 
-def record_evidence(gold: Sequence[Sequence[float]], answers: dict[str, dict[str, Any]],
-                    correct: bool | None) -> dict[str, Any] | None:
+def record_evidence(gold: Sequence[Sequence[float]], answers: dict[str, AnswerRecord],
+                    correct: bool | None) -> EvidenceScores | None:
     """An item's evidence measures over its answers (a claim pair has two), or None without gold."""
     if not gold:
         return None
     per = [answer_evidence(gold, a) for a in answers.values()]
-    rec = mean([p["evidence_recall"] for p in per])
-    return {"recall": rec, "coverage": mean([p["evidence_coverage"] for p in per]),
-            "cited_precision": mean([p["cited_precision"] for p in per]), "outcome": outcome(rec, correct)}
+    rec = mean([p.recall for p in per])
+    return EvidenceScores(recall=rec, coverage=mean([p.coverage for p in per]),
+                          cited_precision=mean([p.cited_precision for p in per]), outcome=outcome(rec, correct))
 
 
-def searches(answers: dict[str, dict[str, Any]]) -> int | None:
+def searches(answers: dict[str, AnswerRecord]) -> int | None:
     """Searches the item's answers made (agentic policies record them in the trace), or None."""
-    counts = [s.get("n", 0) for a in answers.values() for s in a.get("trace") or [] if s.get("kind") == "searches"]
+    counts = [s.data.get("n", 0) for a in answers.values() for s in a.trace if s.kind == "searches"]
     return sum(counts) if counts else None
 
 
 OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
 
 
-def summary(records: Sequence[ResultRecord]) -> dict[str, Any]:
+def summary(records: Sequence[ResultRecord]) -> EvidenceSummary:
     """Per configuration: mean evidence recall and coverage, outcome counts, and how often agentic
     answers searched (None where records carry no such field)."""
     measured = [(r.category or "all", r.evidence) for r in records if r.evidence is not None]
-    out: dict[str, Any] = {"evidence_n": len(measured)}
+    out: EvidenceSummary = {"evidence_n": len(measured)}
     if measured:
         ev = [e for _, e in measured]
         out["evidence_recall"] = mean([e.recall for e in ev])

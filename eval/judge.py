@@ -24,7 +24,7 @@ import numpy as np
 from ..foundation.errors import MovieMemError
 from . import metrics
 from .formats import text_lines
-from .runner import JsonlWriter, backbone_spec, log_grid, only_writer, read_header
+from .log import JsonlWriter, backbone_spec, log_grid, only_writer, read_header
 
 JUDGE = "judge.jsonl"
 

@@ -24,12 +24,13 @@ import math
 from collections import defaultdict
 from collections.abc import Hashable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from scipy import stats
 
 from ..foundation.errors import MovieMemError
+from .records import EstimateLine
 
 
 def _z(level: float) -> float:
@@ -49,8 +50,8 @@ class Estimate:
     se: float
     k: float | None = None  # successes, for proportions
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_dict(self) -> EstimateLine:
+        return cast(EstimateLine, asdict(self))
 
     def fmt(self, pct: bool = True) -> str:
         if self.n == 0 or math.isnan(self.value):

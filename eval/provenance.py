@@ -62,9 +62,9 @@ def prompts(records: Iterable[ResultRecord]) -> dict[str, list[str]]:
     out: dict[str, set[str]] = {}
     for rec in records:
         for ans in rec.answers.values():
-            for step in ans.trace:  # a step is a JSON object: each kind has its own keys (records.py)
-                if step.get("kind") == "prompt":
-                    out.setdefault(rec.policy, set()).add(f"{step.get('prompt')}@v{step.get('version')}")
+            for step in ans.trace:
+                if step.kind == "prompt":
+                    out.setdefault(rec.policy, set()).add(f"{step.data.get('prompt')}@v{step.data.get('version')}")
     return {k: sorted(v) for k, v in sorted(out.items())}
 
 

@@ -15,15 +15,20 @@ Items: a record names its item by id and, since records carry `item_digest`, by 
 a comparison never takes an answer to one question for an answer to another that reuses its id. A record
 without the digest (written before it) is matched by id alone, and the runner says so.
 
-Evidence spans and trace steps stay JSON objects: each retriever and policy adds its own keys, and
-evidence.py and timeline.py read them with their own checks.
+Evidence spans and trace steps are typed (`EvidenceRecord`, `StepRecord`) on the keys moviemem reads; each
+retriever and policy may add its own keys, kept as they were written. Numbers keep the type they were written
+with (an int start stays an int), so a line rewritten by a resumed run keeps its bytes.
+
+A task scores an item's answers into a `Score` and summarises a configuration's records into `Metrics`; the
+summary adds what every run measures (`SummaryRow`). Both stay the JSON objects they always were (TypedDicts),
+so bench --json, bench scripts and a plug-in task read them as before.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypedDict, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 
@@ -73,6 +78,39 @@ class RecordUsage(_Value):
     cost_usd: float | None = Field(default=None, ge=0)  # None: no call was priced
 
 
+Number = int | float  # as written: JSON 60 stays 60, 60.0 stays 60.0
+
+
+class EvidenceRecord(_Value):
+    """One piece of evidence an answer was shown (retrievers.base.Evidence as JSON, its fields in that order)."""
+
+    kind: str | None = None
+    film_id: str | None = None
+    start: Number | None = None  # seconds on the film's clock
+    end: Number | None = None
+    text: str | None = None
+    frame: str | None = None  # an image path, for frames
+    score: Number | None = None
+    retriever: str | None = None
+    id: str | None = None
+    rows: list[Any] | None = None  # passages: (source kind, first row, last row)
+    cited: bool | int | None = None  # the model named it as support
+
+    @property
+    def span(self) -> tuple[float, float] | None:
+        return None if self.start is None or self.end is None else (float(self.start), float(self.end))
+
+
+class StepRecord(_Value):
+    """One step of an answer's trace (agents.types.Step as JSON): its kind, and the kind's own keys (`data`)."""
+
+    kind: str | None = None
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return self.model_extra or {}
+
+
 class AnswerRecord(_Value):
     """One answer in full, as the policy gave it (agents.types.Answer as JSON)."""
 
@@ -85,8 +123,8 @@ class AnswerRecord(_Value):
     grounded: bool = True  # False: the model was shown no evidence from the film
     policy: str | None = None
     backbone: str | None = None
-    evidence: list[dict[str, Any]] = []  # every field of each piece shown (retrievers.base.Evidence)
-    trace: list[dict[str, Any]] = []  # the steps: {"kind": ..., and the kind's own keys}
+    evidence: list[EvidenceRecord] = []  # every field of each piece shown
+    trace: list[StepRecord] = []
     usage: RecordUsage = RecordUsage()
     calls: int = Field(default=0, ge=0)  # model calls made for this answer
     replayed_calls: int = Field(default=0, ge=0)  # of which answered from the replay cache (their latency is the original's)
@@ -116,7 +154,7 @@ class ResultRecord(_Value):
     status: Status
     reason: str | None = None
     correct: StrictBool | None = None  # None: not scored (invalid, unfit, or an open answer waiting for a judge)
-    detail: dict[str, Any] = {}  # the task's scoring detail (tasks.Scored.detail)
+    detail: dict[str, Any] = {}  # the task's scoring detail (Score.detail): each task's own keys
     answers: dict[str, AnswerRecord] = {}  # by query key ("answer"; a claim pair's "true" and "false")
     usage: RecordUsage = RecordUsage()
     grounded: bool = True
@@ -149,6 +187,70 @@ class RunHeader(_Value):
     retired_spend: Spend = Spend()  # spend of records dropped by --retry-invalid
     task_description: str | None = None
     provenance: dict[str, Any] | None = None  # provenance.collect, with the prompts the answers sent
+
+
+@dataclass(frozen=True)
+class Score:
+    """The score of one item (Task.score): `correct` None when the task has no right/wrong (open answers)
+    or the answer was invalid; `invalid_reason` set when any answer could not be used."""
+
+    correct: bool | None
+    detail: dict[str, Any]
+    invalid_reason: str | None = None
+
+
+class EstimateLine(TypedDict):
+    """metrics.Estimate as JSON: a proportion or mean with its interval (NaN where there is nothing to estimate)."""
+
+    n: int
+    value: float
+    ci_low: float
+    ci_high: float
+    se: float
+    k: float | None
+
+
+class Metrics(TypedDict, total=False):
+    """What a task measures over one configuration's records (Task.summarise); a task adds its own keys."""
+
+    n: int
+    accuracy: EstimateLine | None  # None: the task has no right/wrong (open answers, before a judge)
+    accuracy_clustered: EstimateLine
+    invalid: EstimateLine
+    per_category: dict[str, EstimateLine]
+    note: str
+
+
+class EvidenceSummary(TypedDict, total=False):
+    """A configuration's evidence measures (evidence.summary); the fields after evidence_n only where measured."""
+
+    evidence_n: int
+    evidence_recall: float | None
+    evidence_coverage: float | None
+    cited_precision: float | None
+    outcomes: dict[str, int]
+    evidence_recall_by_category: dict[str, float | None]
+    searched_share: float
+    mean_searches: float
+
+
+class SummaryRow(Metrics, EvidenceSummary, total=False):
+    """One row of a run's summary (summary.summarise): the task's metrics and what every run measures."""
+
+    policy: str
+    backbone: str
+    answered: int
+    invalid_n: int
+    unfit_n: int
+    guesses: EstimateLine  # answers given while shown no evidence from the film
+    fallback_parsed: EstimateLine
+    median_input_tokens: float | None
+    total_input_tokens: int
+    total_processed_tokens: int
+    total_output_tokens: int
+    cost_usd: float | None
+    compute_s: float
+    latency_s: float
 
 
 Grid = dict[Config, list[ResultRecord]]  # the records of each configuration, in item order (runner.log_grid)

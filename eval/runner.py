@@ -1,14 +1,7 @@
 """The benchmark runner: a grid of policies x backbones x items, resumable item by item.
 
-Run directory layout (plain JSON, readable without moviemem):
-- run.json       what was asked: benchmark, format, policies, backbones, library, caps (records.RunHeader)
-- items.jsonl    the validated benchmark items (so reports need no other file)
-- results.jsonl  one line per (policy, backbone, item): status answered | invalid (with the
-                 reason), the score, and every Answer in full (evidence, trace, usage) (records.ResultRecord)
-
-Resuming: a rerun reads results.jsonl and skips the keys it holds; a line cut short by a kill
-is dropped (its item runs again), so nothing is lost or duplicated. Lines are appended under a
-lock and flushed one by one.
+The run directory's files are written and read through log.py (which describes them); nothing but the
+CLI and scale/ calls into this module. Resuming: a rerun reads results.jsonl and skips the keys it holds.
 
 Changed items: each record carries its item's digest (`item_digest`). A rerun whose benchmark holds other
 content under an id the directory already answered is refused before anything is written: the old answer
@@ -26,48 +19,47 @@ can be sharded or run elsewhere without knowing moviemem's internals.
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
 import functools
-import hashlib
 import json
 import math
-import os
-import statistics
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, cast
 
-from filelock import FileLock, Timeout
-
 from ..agents.registry import parse_policy_spec
-from ..backbones import Backbone, Reply, Request
-from ..backbones.base import Wrapper
-from ..backbones.retry import redact
 from ..backbones.types import CONTEXT
 from ..foundation.errors import BackboneCrashed, MovieMemError, UnreachableError
 from ..foundation.files import atomic_write_text
-from ..foundation.urls import redact_urls, url_secrets
-from . import evidence, metrics
-from .formats import Benchmark, Item, formats, item_category, text_lines
-from .records import LOG_VERSION, AnswerRecord, Config, Grid, RecordUsage, ResultRecord, RunHeader, Status, parse
-from .records import Spend as Spend  # the runner's budget counts in it (scale/ray_bench.py imports it from here)
-from .tasks import Query, task_for
+from ..foundation.urls import url_secrets
+from . import evidence
+from .budget import Budget, BudgetExceeded, MeteredBackbone
+from .formats import Benchmark, Item, formats, item_category
+from .log import (
+    ITEMS,
+    MANIFEST,
+    RESULTS,
+    JsonlWriter,
+    backbone_spec,
+    benchmark_digest,
+    item_digest,
+    iter_log,
+    jsonable,
+    only_writer,
+    read_header,
+    read_items,
+    read_log,
+    record_key,
+    write_json,
+)
+from .records import LOG_VERSION, AnswerRecord, RecordUsage, ResultRecord, RunHeader, Spend, Status
+from .summary import summarise
+from .tasks import Query, Task, task_for
 
-RESULTS = "results.jsonl"
 MAX_CONCURRENCY = 1024  # items answered at once: the driver's threads, and requests in flight
-ITEMS = "items.jsonl"
-MANIFEST = "run.json"
-LOCK = ".writer.lock"
-
-
-class BudgetExceeded(BaseException):
-    """A cap was reached: the call was not made. A BaseException, like KeyboardInterrupt, so a
-    policy that turns its backbone's errors into invalid answers cannot swallow the stop."""
 
 
 # ----------------------------------------------------------------------------- answerer protocol
@@ -110,125 +102,7 @@ def check_policies(policies: Sequence[str]) -> None:
         get_policy(p)
 
 
-# ----------------------------------------------------------------------------- budget and metering
-
-
-class Budget:
-    """Spending of a run directory against its caps; thread-safe."""
-
-    def __init__(self, max_cost_usd: float | None = None, max_tokens: int | None = None, spent: Spend | None = None):
-        self.max_cost_usd = max_cost_usd
-        self.max_tokens = max_tokens
-        self.before = spent or Spend()  # what earlier invocations spent
-        self.now = Spend()  # this invocation
-        self.exceeded: str | None = None
-        self.reserved = 0  # output tokens that calls in flight may still spend
-        self._lock = threading.Lock()
-
-    def check(self, reserve: int = 0) -> None:
-        """Before a call: refuse it unless what is spent, what calls in flight may still spend
-        and this call's output limit (`reserve`, its max_tokens) fit under the token cap; then
-        hold `reserve` until `charge`. Input tokens are known only when a call returns."""
-        with self._lock:
-            if self.exceeded:
-                raise BudgetExceeded(self.exceeded)
-            cost = self.before.cost_usd + self.now.cost_usd
-            tokens = self.before.tokens + self.now.tokens
-            if self.max_cost_usd is not None and cost >= self.max_cost_usd:
-                self.exceeded = f"cost cap ${self.max_cost_usd:.2f} reached (${cost:.4f} spent)"
-            elif self.max_tokens is not None and tokens + self.reserved + reserve > self.max_tokens:
-                self.exceeded = (f"token cap {self.max_tokens} reached ({tokens} tokens spent; the next call may "
-                                 f"produce {reserve} more)")
-            if self.exceeded:
-                raise BudgetExceeded(self.exceeded)
-            self.reserved += reserve
-
-    def release(self, reserved: int) -> None:
-        with self._lock:
-            self.reserved -= reserved
-
-    def charge(self, reply: Any, item_spend: Spend | None, reserved: int = 0) -> None:
-        self.release(reserved)
-        fresh = Spend(transient=int(bool(getattr(reply, "transient", False))))
-        if getattr(reply, "cached", False):
-            fresh.cache_hits = 1
-        else:
-            u = reply.usage
-            fresh.calls = 1
-            fresh.tokens = int(u.input_tokens) + int(u.output_tokens)
-            if u.cost_usd is None:
-                fresh.unpriced_calls = 1
-            else:
-                fresh.cost_usd = float(u.cost_usd)
-        self.add(fresh, item_spend)
-
-    def add(self, fresh: Spend, item_spend: Spend | None = None) -> None:
-        """Count spending measured elsewhere (a Ray worker's calls) against the run and the item."""
-        with self._lock:
-            self.now.add(fresh)
-            if item_spend is not None:
-                item_spend.add(fresh)
-
-
-class MeteredBackbone(Wrapper):
-    """Wraps a backbone: checks the budget before each call and charges what came back,
-    both to the run and to the item being answered on this thread."""
-
-    def __init__(self, inner: Backbone, budget: Budget, spec: str):
-        super().__init__(inner, name=spec)
-        self.budget = budget
-        self._local = threading.local()
-
-    def begin_item(self) -> Spend:
-        self._local.spend = Spend()
-        return self._local.spend
-
-    def _item(self) -> Spend | None:
-        return getattr(self._local, "spend", None)
-
-    def charge_spend(self, spend: Spend) -> None:
-        """Charge calls made with this backbone's spec in another process to the run and the
-        item being answered on this thread (scale/ray_bench.py answers items in Ray workers)."""
-        self.budget.add(spend, self._item())
-
-    def _metered(self, call: Callable[[], Any], reserves: list[int]) -> list[Any]:
-        """Check the caps with the calls' output limits held, call, then charge what came back."""
-        self.budget.check(sum(reserves))
-        try:
-            replies: list[Any] = call()
-        except BaseException:
-            self.budget.release(sum(reserves))
-            raise
-        for reply, reserve in zip(replies, reserves):
-            self.budget.charge(reply, self._item(), reserve)
-        return replies
-
-    def send(self, request: Request) -> Reply:
-        reply: Reply = self._metered(lambda: [self.inner.send(request)], [request.max_tokens])[0]
-        return reply
-
-
 # ----------------------------------------------------------------------------- records
-
-
-def _jsonable(obj: Any) -> Any:
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        to_dict = getattr(obj, "to_dict", None)
-        data = to_dict() if callable(to_dict) else {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
-        return {k: _jsonable(v) for k, v in data.items()}
-    if hasattr(obj, "model_dump"):
-        return obj.model_dump(mode="json")
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple, set)):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, Path):
-        return str(obj)
-    if isinstance(obj, float) and obj != obj:
-        return None
-    if obj is None or isinstance(obj, (str, int, float, bool)):
-        return obj
-    return str(obj)
 
 
 def answer_record(ans: Any) -> AnswerRecord:
@@ -240,15 +114,11 @@ def answer_record(ans: Any) -> AnswerRecord:
         error=getattr(ans, "error", None), reason=getattr(ans, "reason", None),
         grounded=bool(getattr(ans, "grounded", True)), policy=getattr(ans, "policy", None),
         backbone=getattr(ans, "backbone", None),
-        evidence=[_jsonable(e) for e in getattr(ans, "evidence", []) or []],
-        trace=[_jsonable(s.to_dict() if hasattr(s, "to_dict") else s) for s in getattr(ans, "trace", []) or []],
-        usage=RecordUsage.model_validate(_jsonable(u)) if u is not None else RecordUsage(),
+        evidence=[jsonable(e) for e in getattr(ans, "evidence", []) or []],
+        trace=[jsonable(s.to_dict() if hasattr(s, "to_dict") else s) for s in getattr(ans, "trace", []) or []],
+        usage=RecordUsage.model_validate(jsonable(u)) if u is not None else RecordUsage(),
         calls=int(getattr(ans, "calls", 0) or 0), replayed_calls=int(getattr(ans, "replayed_calls", 0) or 0),
     )
-
-
-def record_key(policy: str, backbone: str, item_id: str) -> str:
-    return f"{policy}\t{backbone}\t{item_id}"
 
 
 def _usage_sum(answers: dict[str, AnswerRecord]) -> RecordUsage:
@@ -257,111 +127,6 @@ def _usage_sum(answers: dict[str, AnswerRecord]) -> RecordUsage:
     return RecordUsage(input_tokens=sum(u.input_tokens for u in us), output_tokens=sum(u.output_tokens for u in us),
                        cached_input_tokens=sum(u.cached_input_tokens for u in us), images=sum(u.images for u in us),
                        latency_s=sum(u.latency_s or 0 for u in us), cost_usd=sum(priced) if priced else None)
-
-
-def iter_log(run_dir: str | Path) -> Iterator[ResultRecord]:
-    """Records of a run directory, one line read at a time, so a caller that keeps only what it needs holds
-    no more than that of a large log. A last line cut short by a kill is ignored; a repeated key keeps its
-    first record."""
-    path = Path(run_dir) / RESULTS
-    if not path.exists():
-        return
-    seen: set[str] = set()
-    with path.open("rb") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.endswith(b"\n"):
-                break  # an unterminated last line: written when the process died
-            rec = parse(ResultRecord, line, f"{path}: line {lineno}")
-            if rec.key not in seen:
-                seen.add(rec.key)
-                yield rec
-
-
-def read_log(run_dir: str | Path, repair: bool = False) -> list[ResultRecord]:
-    """Records of a run directory (`iter_log`), in a list. A last line cut short by a kill is cut off the
-    file when `repair`."""
-    records = list(iter_log(run_dir))
-    path = Path(run_dir) / RESULTS
-    if repair and path.exists():
-        _cut_torn_tail(path)
-    return records
-
-
-def _cut_torn_tail(path: Path) -> None:
-    """Cut an unterminated last line (a write a kill cut short) off the file."""
-    with path.open("r+b") as f:
-        end = f.seek(0, os.SEEK_END)
-        pos, chunk = end, 1 << 16
-        while pos > 0:
-            start = max(0, pos - chunk)
-            f.seek(start)
-            block = f.read(pos - start)
-            nl = block.rfind(b"\n")
-            if nl >= 0:
-                good = start + nl + 1
-                break
-            pos = start
-        else:
-            good = 0
-        if good < end:
-            f.truncate(good)
-
-
-def read_items(run_dir: str | Path) -> list[dict[str, Any]]:
-    """The rows of a run directory's items.jsonl; a damaged line is a one-line error naming the file and line."""
-    path = Path(run_dir) / ITEMS
-    if not path.exists():
-        raise MovieMemError(f"{run_dir} is not a run directory: no {ITEMS}")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise MovieMemError(f"{path} is not UTF-8 text; the file was edited or is damaged") from None
-    rows = []
-    for n, line in text_lines(text):
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError as exc:
-            raise MovieMemError(f"{path}: line {n} is not JSON ({exc.msg}); the file was edited or is damaged") from None
-        if not isinstance(rows[-1], dict) or "id" not in rows[-1]:
-            raise MovieMemError(f"{path}: line {n} is not an item (a JSON object with an id); the file was edited "
-                                "or is damaged")
-    return rows
-
-
-def read_header(run_dir: str | Path) -> RunHeader:
-    path = Path(run_dir) / MANIFEST
-    if not path.exists():
-        raise MovieMemError(f"{run_dir} is not a run directory: no {MANIFEST}")
-    return parse(RunHeader, path.read_bytes(), str(path))
-
-
-class JsonlWriter:
-    """Appends records to a run directory's JSONL file (results.jsonl, judge.jsonl), each line flushed
-    and synced, and redacted first: a reply may echo a key or the user:password its server was sent
-    (`secrets`: the backbones' credential values, backbones.retry.redact)."""
-
-    def __init__(self, path: Path, secrets: Iterable[str] = ()):
-        self.path = path
-        self.secrets = list(secrets)
-        self._lock = threading.Lock()
-        self._f = path.open("a", encoding="utf-8")
-
-    def redact(self, text: str) -> str:
-        return redact(text, self.secrets)
-
-    def write(self, rec: dict[str, Any]) -> None:
-        line = self.redact(json.dumps(rec, ensure_ascii=False, allow_nan=False)) + "\n"
-        with self._lock:
-            self._f.write(line)
-            self._f.flush()
-            os.fsync(self._f.fileno())
-
-    def close(self) -> None:
-        self._f.close()
-
-
-def _write_json(path: Path, obj: Any) -> None:
-    atomic_write_text(path, redact(json.dumps(obj, ensure_ascii=False, indent=1, default=str)) + "\n")
 
 
 # ----------------------------------------------------------------------------- the run
@@ -391,11 +156,6 @@ class BenchResult:
     @property
     def complete(self) -> bool:
         return self.answered + self.invalid + self.unfit == self.total
-
-
-def backbone_spec(b: Any) -> str:
-    """The name a backbone goes by in records, run.json and reports: never with URL credentials."""
-    return redact_urls(b if isinstance(b, str) else str(getattr(b, "name", type(b).__name__)))
 
 
 def _load_backbone(b: Any, cache: Path | None, cache_mode: str | None) -> Any:
@@ -430,13 +190,6 @@ def _check_sizes(limit: int | None, concurrency: int, max_cost_usd: float | None
             raise MovieMemError(f"{name} must be a finite number >= 0, not {cap}")
 
 
-def item_digest(item: Item) -> str:
-    """An item's content (question, options, answer, film, every key): what its answer was given to."""
-    # as items.jsonl holds it (None left out), so an item read back from there has the digest it was answered with
-    text = json.dumps(item.model_dump(mode="json", exclude_none=True), sort_keys=True, ensure_ascii=False)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
 def _changed(records: Sequence[ResultRecord], digests: dict[str, str], run_dir: Path, reask: bool,
              warnings: list[str]) -> set[str]:
     """Keys of the records answered for other content under an id of this benchmark (`digests`: by id), every
@@ -457,23 +210,6 @@ def _changed(records: Sequence[ResultRecord], digests: dict[str, str], run_dir: 
     return {r.key for r in stale}
 
 
-@contextlib.contextmanager
-def only_writer(run_dir: Path) -> Iterator[None]:
-    """A run directory has one writer at a time (bench or judge): a second bench on the same --out
-    would ask and pay for every item again, a --retry-invalid rewrite would drop the other's
-    appends, and two judges would each judge every answer."""
-    lock = FileLock(str(run_dir / LOCK))
-    try:
-        lock.acquire(timeout=0)
-    except Timeout:
-        raise MovieMemError(f"another bench or judge is writing to {run_dir}; wait for it to finish or use another "
-                            "--out") from None
-    try:
-        yield
-    finally:
-        lock.release()
-
-
 def _one_writer(fn: Callable[..., BenchResult]) -> Callable[..., BenchResult]:
     """A bench creates its run directory and holds it as `only_writer`."""
 
@@ -492,6 +228,141 @@ def _one_writer(fn: Callable[..., BenchResult]) -> Callable[..., BenchResult]:
             return fn(bench, policies, backbones, out, **kw)
 
     return locked
+
+
+def _retire(run_dir: Path, records: list[ResultRecord], changed: set[str], retry_invalid: bool, retired: Spend,
+            warnings: list[str]) -> list[ResultRecord]:
+    """The records a rerun keeps; those it asks again leave results.jsonl, their spend added to `retired`.
+    Transport faults are no answer: always asked again; invalid answers and prompts that did not fit the
+    context (a larger context may take them) only when asked to."""
+    again = {"transient"} | ({"invalid", "unfit"} if retry_invalid else set())
+    keep = [r for r in records if r.status not in again and r.key not in changed]
+    for r in records:
+        if r.status in again or r.key in changed:
+            retired.add(r.spend)
+    if len(keep) != len(records):
+        atomic_write_text(run_dir / RESULTS, "".join(json.dumps(r.line(), ensure_ascii=False) + "\n" for r in keep))
+        for status, what in (("invalid", "invalid item(s)"), ("unfit", "item(s) whose prompt did not fit the context"),
+                             ("transient", "item(s) that hit transport faults")):
+            n = sum(r.status == status for r in records if status in again and r.key not in changed)
+            if n:
+                warnings.append(f"retrying {n} {what}")
+    return keep
+
+
+def _closing(budget: Budget, counts: dict[str, int], total: int, stopped_at: list[str], max_cost_usd: float | None,
+             warnings: list[str]) -> str | None:
+    """Where a cap stopped the run (None: it did not), and the warnings its counts call for."""
+    stopped = None
+    if budget.exceeded:
+        n_done = counts["answered"] + counts["invalid"] + counts["unfit"]
+        where = sorted(stopped_at)[0] if stopped_at else "before the next item"
+        stopped = (f"{budget.exceeded}: stopped after {n_done}/{total} items, at {where}; "
+                   f"rerun with a higher cap to resume")
+    if counts["transient"]:
+        warnings.append(f"{counts['transient']} item(s) got no reply from the model (transport faults, not scored); "
+                        f"rerun to ask them again")
+    if counts["unfit"]:
+        warnings.append(f"{counts['unfit']} item(s) had a prompt longer than the backbone's context: not sent, "
+                        "not scored and left out of paired tests (a larger context and --retry-invalid ask them again)")
+    if budget.now.unpriced_calls and max_cost_usd is not None:
+        warnings.append(f"{budget.now.unpriced_calls} call(s) had no known price and count $0 against --max-cost")
+    return stopped
+
+
+def _answer_item(task: Task, answerer: Answerer, fmt: str, digests: dict[str, str], stopped_at: list[str],
+                 lock: threading.Lock, policy: str, mb: MeteredBackbone, item: Item) -> ResultRecord | None:
+    """One item asked, scored and measured as its record; None when a cap stopped it (`stopped_at` says where)."""
+    t0 = time.perf_counter()
+    item_spend = mb.begin_item()
+    answers: dict[str, AnswerRecord] = {}
+    failure: str | None = None
+    unreachable = False
+    for q in task.queries(item):
+        try:
+            answers[q.key] = answer_record(answerer(item.film_id, q, policy, mb))
+        except BudgetExceeded:
+            with lock:
+                stopped_at.append(f"policy={policy} backbone={mb.name} item={item.id}")
+            return None
+        except BackboneCrashed:
+            raise  # the model's process died: every later item would fail the same way, so the run stops
+        except MovieMemError as exc:
+            failure = f"{q.key}: {exc}"
+            unreachable = isinstance(exc, UnreachableError)  # a server down, not the item: asked again on rerun
+            break
+        except Exception as exc:  # noqa: BLE001 - recorded with its reason, never dropped
+            failure = f"{q.key}: {type(exc).__name__}: {exc}"
+            break
+    reason: str | None
+    if failure is not None:
+        scored_correct, detail, reason = None, {}, failure
+    else:
+        sc = task.score(item, answers)
+        scored_correct, detail, reason = sc.correct, sc.detail, sc.invalid_reason
+    measures: dict[str, Any] = {}  # written only when measured: a line without them reads as before
+    unfit = any(a.reason == CONTEXT for a in answers.values())  # a prompt the model never read
+    gold = getattr(item, "evidence", None) or []
+    if gold and answers and not unfit:  # nothing was sent: no evidence to measure
+        measures["evidence"] = evidence.record_evidence([list(g) for g in gold], answers, scored_correct)
+    fault = bool(item_spend.transient) or unreachable
+    n_search = evidence.searches(answers)
+    if n_search is not None:
+        measures["searches"] = n_search
+    status: Status = ("transient" if fault else "unfit" if unfit else "invalid") if reason else "answered"
+    return ResultRecord(
+        log_version=LOG_VERSION, key=record_key(policy, mb.name, item.id), policy=policy, backbone=mb.name,
+        item_id=item.id, item_digest=digests[item.id], film_id=item.film_id, format=fmt,
+        category=item_category(item), status=status,
+        reason=f"transport fault: {reason}" if reason and fault else f"context: {reason}" if unfit else reason,
+        correct=None if unfit else scored_correct, detail=jsonable(detail), answers=answers,
+        usage=_usage_sum(answers), grounded=all(a.grounded for a in answers.values()) if answers else False,
+        spend=item_spend, wall_s=round(time.perf_counter() - t0, 4),
+        finished_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **measures)
+
+
+def _drive(one: Callable[[str, MeteredBackbone, Item], ResultRecord | None], todo: list[tuple[str, MeteredBackbone, Item]],
+           metered: list[MeteredBackbone], backbones: Sequence[Any], run_dir: Path, concurrency: int, budget: Budget,
+           counts: dict[str, int], total: int, progress: Callable[[Progress], None] | None) -> None:
+    """Ask `todo` with `concurrency` items in flight, appending each record as it comes; no new item starts once
+    a cap is reached, and Ctrl-C or a crash stops the items in flight unrecorded."""
+    # the specs' own URL credentials too: a backbone answering elsewhere (Ray workers) names no secrets here
+    secrets = [v for mb in metered for v in mb.secrets()] + [v for b in backbones if isinstance(b, str) for v in url_secrets(b)]
+    writer = JsonlWriter(run_dir / RESULTS, secrets)
+    pool = ThreadPoolExecutor(max_workers=concurrency)
+    try:
+        pending: set[Future[Any]] = set()
+        queue = iter(todo)
+        exhausted = False
+        while True:
+            while not exhausted and not budget.exceeded and len(pending) < concurrency:
+                nxt = next(queue, None)
+                if nxt is None:
+                    exhausted = True
+                    break
+                pending.add(pool.submit(one, *nxt))
+            if not pending:
+                break
+            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in finished:
+                try:
+                    rec = fut.result()
+                except BackboneCrashed as exc:
+                    kept = counts["answered"] + counts["invalid"] + counts["unfit"]
+                    raise BackboneCrashed(f"{exc}; the {kept} answer(s) recorded in {run_dir} stay: rerun to resume") from None
+                if rec is None:
+                    continue
+                writer.write(rec.line())
+                counts[rec.status] += 1
+                if progress is not None:
+                    progress(Progress(counts["answered"] + counts["invalid"] + counts["unfit"], total, budget.now, rec))
+    except BaseException:
+        # Ctrl-C or a crash: items in flight stop at their next backbone call and are not recorded
+        budget.exceeded = budget.exceeded or "interrupted"
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        writer.close()
 
 
 @_one_writer
@@ -533,21 +404,7 @@ def run_bench(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any
     digests = {it.id: item_digest(it) for it in items}
     changed = _changed(records, digests, run_dir, reask_changed, warnings)
     retired = old.retired_spend if old is not None else Spend()  # spend of records dropped by --retry-invalid
-    # transport faults are no answer: always asked again; invalid answers and prompts that did not fit
-    # the context (a larger context may take them) only when asked to
-    again = {"transient"} | ({"invalid", "unfit"} if retry_invalid else set())
-    keep = [r for r in records if r.status not in again and r.key not in changed]
-    for r in records:
-        if r.status in again or r.key in changed:
-            retired.add(r.spend)
-    if len(keep) != len(records):
-        atomic_write_text(run_dir / RESULTS, "".join(json.dumps(r.line(), ensure_ascii=False) + "\n" for r in keep))
-        for status, what in (("invalid", "invalid item(s)"), ("unfit", "item(s) whose prompt did not fit the context"),
-                             ("transient", "item(s) that hit transport faults")):
-            n = sum(r.status == status for r in records if status in again and r.key not in changed)
-            if n:
-                warnings.append(f"retrying {n} {what}")
-    records = keep
+    records = _retire(run_dir, records, changed, retry_invalid, retired, warnings)
     done = {r.key for r in records}
 
     # items.jsonl: the union of what earlier runs and this one asked, this run's version winning
@@ -565,7 +422,7 @@ def run_bench(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any
         created=(old.created if old else None) or now, updated=now,
         max_cost_usd=max_cost_usd, max_tokens=max_tokens, items_digest=benchmark_digest(items),
         retired_spend=retired, task_description=formats()[bench.format].description)
-    _write_json(manifest_path, header.line())
+    write_json(manifest_path, header.line())
 
     spent = Spend()
     spent.add(retired)
@@ -587,107 +444,12 @@ def run_bench(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any
     lock = threading.Lock()
     stopped_at: list[str] = []
 
-    def one(policy: str, mb: MeteredBackbone, item: Item) -> ResultRecord | None:
-        t0 = time.perf_counter()
-        item_spend = mb.begin_item()
-        answers: dict[str, AnswerRecord] = {}
-        failure: str | None = None
-        unreachable = False
-        for q in task.queries(item):
-            try:
-                answers[q.key] = answer_record(answerer(item.film_id, q, policy, mb))
-            except BudgetExceeded:
-                with lock:
-                    stopped_at.append(f"policy={policy} backbone={mb.name} item={item.id}")
-                return None
-            except BackboneCrashed:
-                raise  # the model's process died: every later item would fail the same way, so the run stops
-            except MovieMemError as exc:
-                failure = f"{q.key}: {exc}"
-                unreachable = isinstance(exc, UnreachableError)  # a server down, not the item: asked again on rerun
-                break
-            except Exception as exc:  # noqa: BLE001 - recorded with its reason, never dropped
-                failure = f"{q.key}: {type(exc).__name__}: {exc}"
-                break
-        written = {k: a.line() for k, a in answers.items()}  # as tasks (plug-ins among them) and metrics read answers
-        reason: str | None
-        if failure is not None:
-            scored_correct, detail, reason = None, {}, failure
-        else:
-            sc = task.score(item, written)
-            scored_correct, detail, reason = sc.correct, sc.detail, sc.invalid_reason
-        measures: dict[str, Any] = {}  # written only when measured: a line without them reads as before
-        unfit = any(a.reason == CONTEXT for a in answers.values())  # a prompt the model never read
-        gold = getattr(item, "evidence", None) or []
-        if gold and answers and not unfit:  # nothing was sent: no evidence to measure
-            measures["evidence"] = evidence.record_evidence([list(g) for g in gold], written, scored_correct)
-        fault = bool(item_spend.transient) or unreachable
-        n_search = evidence.searches(written)
-        if n_search is not None:
-            measures["searches"] = n_search
-        status: Status = ("transient" if fault else "unfit" if unfit else "invalid") if reason else "answered"
-        return ResultRecord(
-            log_version=LOG_VERSION, key=record_key(policy, mb.name, item.id), policy=policy, backbone=mb.name,
-            item_id=item.id, item_digest=digests[item.id], film_id=item.film_id, format=bench.format, category=item_category(item), status=status,
-            reason=f"transport fault: {reason}" if reason and fault else f"context: {reason}" if unfit else reason,
-            correct=None if unfit else scored_correct, detail=_jsonable(detail), answers=answers,
-            usage=_usage_sum(answers), grounded=all(a.grounded for a in answers.values()) if answers else False,
-            spend=item_spend, wall_s=round(time.perf_counter() - t0, 4),
-            finished_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **measures)
+    one = functools.partial(_answer_item, task, answerer, bench.format, digests, stopped_at, lock)
 
-    # the specs' own URL credentials too: a backbone answering elsewhere (Ray workers) names no secrets here
-    secrets = [v for mb in metered for v in mb.secrets()] + [v for b in backbones if isinstance(b, str) for v in url_secrets(b)]
-    writer = JsonlWriter(run_dir / RESULTS, secrets)
-    pool = ThreadPoolExecutor(max_workers=concurrency)
-    try:
-        pending: set[Future[Any]] = set()
-        queue = iter(todo)
-        exhausted = False
-        while True:
-            while not exhausted and not budget.exceeded and len(pending) < concurrency:
-                nxt = next(queue, None)
-                if nxt is None:
-                    exhausted = True
-                    break
-                pending.add(pool.submit(one, *nxt))
-            if not pending:
-                break
-            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-            for fut in finished:
-                try:
-                    rec = fut.result()
-                except BackboneCrashed as exc:
-                    kept = counts["answered"] + counts["invalid"] + counts["unfit"]
-                    raise BackboneCrashed(f"{exc}; the {kept} answer(s) recorded in {run_dir} stay: rerun to resume") from None
-                if rec is None:
-                    continue
-                writer.write(rec.line())
-                counts[rec.status] += 1
-                if progress is not None:
-                    progress(Progress(counts["answered"] + counts["invalid"] + counts["unfit"], total, budget.now, rec))
-    except BaseException:
-        # Ctrl-C or a crash: items in flight stop at their next backbone call and are not recorded
-        budget.exceeded = budget.exceeded or "interrupted"
-        raise
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-        writer.close()
+    _drive(one, todo, metered, backbones, run_dir, concurrency, budget, counts, total, progress)
     _record_prompts(manifest_path, header, run_dir)
 
-    stopped = None
-    if budget.exceeded:
-        n_done = counts["answered"] + counts["invalid"] + counts["unfit"]
-        where = sorted(stopped_at)[0] if stopped_at else "before the next item"
-        stopped = (f"{budget.exceeded}: stopped after {n_done}/{total} items, at {where}; "
-                   f"rerun with a higher cap to resume")
-    if counts["transient"]:
-        warnings.append(f"{counts['transient']} item(s) got no reply from the model (transport faults, not scored); "
-                        f"rerun to ask them again")
-    if counts["unfit"]:
-        warnings.append(f"{counts['unfit']} item(s) had a prompt longer than the backbone's context: not sent, "
-                        "not scored and left out of paired tests (a larger context and --retry-invalid ask them again)")
-    if budget.now.unpriced_calls and max_cost_usd is not None:
-        warnings.append(f"{budget.now.unpriced_calls} call(s) had no known price and count $0 against --max-cost")
+    stopped = _closing(budget, counts, total, stopped_at, max_cost_usd, warnings)
     return BenchResult(run_dir, len(items), total, counts["answered"], counts["invalid"], budget.now, stopped,
                        warnings, round(time.perf_counter() - started, 3), counts["unfit"])
 
@@ -701,7 +463,7 @@ def _resolved_settings(spec: str) -> dict[str, Any]:
 
     name, overrides = parse_policy_spec(spec)
     try:
-        return cast("dict[str, Any]", _jsonable(cast(Any, get_policy(name, **overrides)).settings))
+        return cast("dict[str, Any]", jsonable(cast(Any, get_policy(name, **overrides)).settings))
     except MovieMemError:
         return overrides
 
@@ -721,7 +483,7 @@ def _record_provenance(path: Path, header: RunHeader, old: dict[str, Any] | None
         prov[group] = {**((old or {}).get(group) or {}), **prov[group]}
     prov["changes"] = [*((old or {}).get("changes") or []), *changes]
     header.provenance = prov
-    _write_json(path, header.line())
+    write_json(path, header.line())
 
 
 def _record_prompts(path: Path, header: RunHeader, run_dir: Path) -> None:
@@ -729,92 +491,7 @@ def _record_prompts(path: Path, header: RunHeader, run_dir: Path) -> None:
     from . import provenance
 
     header.provenance = {**(header.provenance or {}), "prompts": provenance.prompts(iter_log(run_dir))}
-    _write_json(path, header.line())
-
-
-def lean(rec: ResultRecord) -> ResultRecord:
-    """A record without what only the inspector shows: each answer's evidence spans and its trace steps other
-    than parses (`fallback_parsed` reads those). The record's evidence scores stay. Most of a log's bytes, so
-    summaries of a large run hold little; never written back."""
-    for a in rec.answers.values():
-        a.evidence = []
-        a.trace = [s for s in a.trace if s.get("kind") == "parse"]
-    return rec
-
-
-def log_grid(run_dir: str | Path, unfit: bool = False, slim: bool = False) -> tuple[list[Item], Grid]:
-    """Items (validated again) and the records of each (policy, backbone), in item order. Records of prompts
-    that did not fit the context are left out (never scored, never paired) unless `unfit` asks for them.
-    The log is read a line at a time; `slim` keeps each record `lean`."""
-    from .formats import validate_rows
-
-    header = read_header(run_dir)
-    rows = read_items(run_dir)
-    items = validate_rows(((i + 1, r) for i, r in enumerate(rows)), header.format, str(Path(run_dir) / ITEMS))
-    by_key: dict[Config, dict[str, ResultRecord]] = {}
-    for r in iter_log(run_dir):
-        if r.status == "transient" or (r.status == "unfit" and not unfit):
-            continue  # no answer to score: the configuration shows as incomplete until a rerun asks again
-        by_key.setdefault(r.config, {})[r.item_id] = lean(r) if slim else r
-    order = {it.id: i for i, it in enumerate(items)}
-    out = {k: sorted((r for iid, r in v.items() if iid in order), key=lambda r: order[r.item_id])
-           for k, v in by_key.items()}
-    return items, out
-
-
-def fallback_parsed(records: Sequence[ResultRecord]) -> metrics.Estimate:
-    """Share of a configuration's valid answers that were read from free text by a fallback
-    parser rather than from the model's JSON (each answer's last parse step in its trace)."""
-    hows = []
-    for rec in records:
-        for ans in rec.answers.values():
-            parses = [s for s in ans.trace if s.get("kind") == "parse" and not s.get("invalid")]
-            if parses:
-                hows.append(parses[-1].get("how") == "fallback")
-    return metrics.wilson(sum(hows), len(hows))
-
-
-def scored_log(run_dir: str | Path, slim: bool = False) -> tuple[list[Item], Grid, dict[Config, int]]:
-    """`log_grid` read once, split: the records that can be scored (every configuration a key, even one
-    whose every prompt was too long), and per configuration the items whose prompt did not fit the context."""
-    items, grid = log_grid(run_dir, unfit=True, slim=slim)
-    unfit = {key: sum(r.status == "unfit" for r in recs) for key, recs in grid.items()}
-    return items, {key: [r for r in recs if r.status != "unfit"] for key, recs in grid.items()}, unfit
-
-
-def summarise(run_dir: str | Path) -> list[dict[str, Any]]:
-    """One row per (policy, backbone): the task's scores over the items it has records for. Records are
-    read `lean`: a task summarises scores, details, choices and the record's evidence scores, not the
-    spans each answer was shown."""
-    task = task_for(read_header(run_dir).format)
-    items, grid, unfit = scored_log(run_dir, slim=True)
-    by_id = {it.id: it for it in items}
-    rows = []
-    for (policy, backbone), recs in sorted(grid.items()):
-        its = [by_id[r.item_id] for r in recs]
-        s = task.summarise(its, [r.line() for r in recs])  # tasks (plug-ins among them) read records as JSON
-        usage = [r.usage for r in recs]
-        tokens = [u.input_tokens for u in usage]
-        priced = [u.cost_usd for u in usage if u.cost_usd is not None]
-        s.update({"policy": policy, "backbone": backbone, "n": len(recs),
-                  "answered": sum(r.status == "answered" for r in recs),
-                  "invalid_n": sum(r.status == "invalid" for r in recs),
-                  "unfit_n": unfit.get((policy, backbone), 0),
-                  # answers the model gave while shown no evidence from the film: guesses (closed-book's by design)
-                  "guesses": metrics.wilson(sum(r.status == "answered" and not r.grounded for r in recs),
-                                            sum(r.status == "answered" for r in recs)).to_dict(),
-                  "fallback_parsed": fallback_parsed(recs).to_dict(),
-                  "median_input_tokens": statistics.median(tokens) if tokens else None,
-                  "total_input_tokens": sum(tokens),
-                  # what the model really read: billed input less the prefix it reused from its prompt cache
-                  "total_processed_tokens": sum(tokens) - sum(u.cached_input_tokens for u in usage),
-                  "total_output_tokens": sum(u.output_tokens for u in usage),
-                  "cost_usd": sum(priced) if priced else None,
-                  "compute_s": round(sum(r.wall_s for r in recs), 3),
-                  "latency_s": round(sum(u.latency_s or 0 for u in usage), 3),
-                  **evidence.summary(recs)})
-        rows.append(s)
-    return rows
+    write_json(path, header.line())
 
 
 def bench_json(result: BenchResult) -> dict[str, Any]:
@@ -825,14 +502,8 @@ def bench_json(result: BenchResult) -> dict[str, Any]:
         rows.append({"policy": s["policy"], "backbone": s["backbone"], "n": s["n"],
                      "accuracy": acc["value"] if acc else None, "ci_low": acc["ci_low"] if acc else None,
                      "ci_high": acc["ci_high"] if acc else None, "median_input_tokens": s["median_input_tokens"]})
-    return cast("dict[str, Any]", _jsonable({"run_dir": str(result.run_dir), "items": result.items, "answered": result.answered,
+    return cast("dict[str, Any]", jsonable({"run_dir": str(result.run_dir), "items": result.items, "answered": result.answered,
             "invalid": result.invalid, "backbone_calls": result.spend.calls, "cache_hits": result.spend.cache_hits,
             "cost_usd": round(result.spend.cost_usd, 6), "stopped": result.stopped, "warnings": result.warnings,
             "wall_s": result.wall_s, "results": rows}))
 
-
-def benchmark_digest(items: Iterable[Item]) -> str:
-    h = hashlib.sha256()
-    for it in items:
-        h.update(json.dumps(it.model_dump(mode="json"), sort_keys=True).encode())
-    return h.hexdigest()[:16]

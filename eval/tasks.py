@@ -1,9 +1,11 @@
 """How each benchmark format is asked and scored.
 
 A task turns an item into the questions a policy answers (`queries`), scores the answers of
-one item (`score`), and aggregates the scored records of one policy x backbone (`summarise`).
-The runner knows nothing about formats beyond this module; `TASKS.register(format, task)` (or
-`moviemem.register("task", ...)`) adds one.
+one item (`score`: AnswerRecords in, a Score out), aggregates the scored records of one policy x
+backbone (`summarise`: Metrics), and writes its own section of report.md (`report_section`: MF²'s
+claim pairs, NEST's relations). The runner, the summary and the report know nothing about formats
+beyond this module; `TASKS.register(format, task)` (or `moviemem.register("task", ...)`) adds one,
+report section and all.
 """
 
 from __future__ import annotations
@@ -11,13 +13,15 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from ..foundation.errors import MovieMemError
 from ..foundation.plugins import Registry
 from ..foundation.timefmt import hms
+from . import markdown as md
 from . import metrics
 from .formats import LETTERS, MCQ, RELATION_TYPES, ClaimPair, Item, Localization, Narration, OpenQuestion, Relation, item_category
+from .records import AnswerRecord, EstimateLine, Metrics, ResultRecord, Score, SummaryRow
 
 
 @dataclass(frozen=True)
@@ -50,17 +54,17 @@ def parse_time(text: str) -> float | None:
     return float(m[1]) if m else None
 
 
-def _verdict(answer: dict[str, Any] | None) -> bool | None:
-    if not answer or answer.get("invalid"):
+def _verdict(answer: AnswerRecord | None) -> bool | None:
+    if not answer or answer.invalid:
         return None
-    choice = str(answer.get("choice") or "").strip().upper()
+    choice = str(answer.choice or "").strip().upper()
     return {"TRUE": True, "FALSE": False}.get(choice)
 
 
-def _reason(answer: dict[str, Any] | None, default: str) -> str:
+def _reason(answer: AnswerRecord | None, default: str) -> str:
     if not answer:
         return "no answer"
-    return str(answer.get("error") or default)
+    return str(answer.error or default)
 
 
 RELATION_OPTIONS = {
@@ -78,14 +82,25 @@ RELATION_OPTIONS = {
 # ----------------------------------------------------------------------------- tasks
 
 
-@dataclass(frozen=True)
-class Scored:
-    """The score of one item: `correct` None when the task has no right/wrong (open answers)
-    or the answer was invalid; `invalid_reason` set when any answer could not be used."""
+class ClaimScoresLine(TypedDict):
+    """metrics.ClaimScores as JSON: MF²'s scores of a configuration."""
 
-    correct: bool | None
-    detail: dict[str, Any]
-    invalid_reason: str | None = None
+    pairs: int
+    pairwise: EstimateLine
+    tpr: EstimateLine
+    tnr: EstimateLine
+    unparseable: EstimateLine
+
+
+class ClaimRow(SummaryRow, total=False):
+    """A claims run's summary row: MF²'s scores, and its per-granularity breakdown."""
+
+    mf2: ClaimScoresLine
+    per_granularity: dict[str, EstimateLine]
+
+
+class RelationRow(SummaryRow, total=False):
+    nest: dict[str, Any]  # metrics.relation_scores
 
 
 class Task:
@@ -95,18 +110,23 @@ class Task:
     def queries(self, item: Any) -> list[Query]:
         raise NotImplementedError
 
-    def score(self, item: Any, answers: dict[str, dict[str, Any]]) -> Scored:
+    def score(self, item: Any, answers: dict[str, AnswerRecord]) -> Score:
         raise NotImplementedError
 
-    def summarise(self, items: Sequence[Any], records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    def summarise(self, items: Sequence[Any], records: Sequence[ResultRecord]) -> Metrics:
         """Scores of one policy x backbone: records[i] belongs to items[i]."""
-        correct = [r.get("correct") for r in records]
-        acc = metrics.accuracy(correct)
-        return {"n": len(records), "accuracy": acc.to_dict(),
+        correct = [r.correct for r in records]
+        return {"n": len(records), "accuracy": metrics.accuracy(correct).to_dict(),
                 "accuracy_clustered": metrics.clustered_accuracy(correct, [it.film_id for it in items]).to_dict(),
-                "invalid": metrics.invalid_rate([r["status"] == "invalid" for r in records]).to_dict(),
+                "invalid": metrics.invalid_rate([r.status == "invalid" for r in records]).to_dict(),
                 "per_category": {k: v.to_dict() for k, v in
                                  metrics.per_category(correct, [item_category(it) for it in items]).items()}}
+
+    breakdowns: tuple[tuple[str, str], ...] = (("per_category", "Per category"),)  # summary keys: report.md's per-group tables
+
+    def report_section(self, rows: Sequence[SummaryRow]) -> list[str]:
+        """The format's own tables in report.md (after the results table); none by default."""
+        return []
 
 
 class MCQTask(Task):
@@ -115,14 +135,14 @@ class MCQTask(Task):
     def queries(self, item: MCQ) -> list[Query]:
         return [Query("answer", item.question, "mcq", tuple(item.options))]
 
-    def score(self, item: MCQ, answers: dict[str, dict[str, Any]]) -> Scored:
+    def score(self, item: MCQ, answers: dict[str, AnswerRecord]) -> Score:
         a = answers.get("answer")
-        if not a or a.get("invalid"):
-            return Scored(None, {"pred": None, "gold": item.answer}, _reason(a, "unparseable reply"))
-        pred: Any = a.get("choice")
-        if pred not in LETTERS[: len(item.options)]:
-            return Scored(None, {"pred": pred, "gold": item.answer}, f"choice {pred!r} is not an option letter")
-        return Scored(pred == item.answer, {"pred": pred, "gold": item.answer})
+        if not a or a.invalid:
+            return Score(None, {"pred": None, "gold": item.answer}, _reason(a, "unparseable reply"))
+        pred = a.choice
+        if pred is None or pred not in LETTERS[: len(item.options)]:
+            return Score(None, {"pred": pred, "gold": item.answer}, f"choice {pred!r} is not an option letter")
+        return Score(pred == item.answer, {"pred": pred, "gold": item.answer})
 
 
 class ClaimsTask(Task):
@@ -131,23 +151,32 @@ class ClaimsTask(Task):
     def queries(self, item: ClaimPair) -> list[Query]:
         return [Query("true", item.true_claim, "claim"), Query("false", item.false_claim, "claim")]
 
-    def score(self, item: ClaimPair, answers: dict[str, dict[str, Any]]) -> Scored:
+    def score(self, item: ClaimPair, answers: dict[str, AnswerRecord]) -> Score:
         on_true, on_false = _verdict(answers.get("true")), _verdict(answers.get("false"))
         detail = {"on_true": on_true, "on_false": on_false}
         bad = [k for k, v in (("true", on_true), ("false", on_false)) if v is None]
         if bad:
-            return Scored(None, detail, "; ".join(f"{k} claim: {_reason(answers.get(k), 'no TRUE/FALSE verdict')}"
+            return Score(None, detail, "; ".join(f"{k} claim: {_reason(answers.get(k), 'no TRUE/FALSE verdict')}"
                                                   for k in bad))
-        return Scored(on_true is True and on_false is False, detail)
+        return Score(on_true is True and on_false is False, detail)
 
-    def summarise(self, items: Sequence[ClaimPair], records: Sequence[dict[str, Any]]) -> dict[str, Any]:
-        out = super().summarise(items, records)
-        cs = metrics.claim_pairs([r["detail"].get("on_true") for r in records], [r["detail"].get("on_false") for r in records])
-        out["mf2"] = cs.to_dict()
+    breakdowns = (("per_granularity", "Per granularity (MF²: Single, Multi, Global)"), *Task.breakdowns)
+
+    def summarise(self, items: Sequence[ClaimPair], records: Sequence[ResultRecord]) -> Metrics:
+        out = cast(ClaimRow, super().summarise(items, records))
+        cs = metrics.claim_pairs([r.detail.get("on_true") for r in records], [r.detail.get("on_false") for r in records])
+        out["mf2"] = cast(ClaimScoresLine, cs.to_dict())
         if any(it.granularity for it in items):  # MF²'s own breakdown: a pair right when both claims are
             out["per_granularity"] = {k: v.to_dict() for k, v in metrics.per_category(
-                [r.get("correct") for r in records], [it.granularity for it in items]).items()}
+                [r.correct for r in records], [it.granularity for it in items]).items()}
         return out
+
+    def report_section(self, rows: Sequence[SummaryRow]) -> list[str]:
+        mf2 = [cast(ClaimRow, r)["mf2"] for r in rows]
+        return ["", "## MF² claim pairs", "", md.table(
+            ["paradigm", "backbone", "pairs", "pairwise accuracy", "TPR", "TNR", "unparseable %"],
+            [[r["policy"], r["backbone"], m["pairs"], md.pct(m["pairwise"]), md.pct(m["tpr"]), md.pct(m["tnr"]),
+              md.pct(m["unparseable"])] for r, m in zip(rows, mf2)])]
 
 
 class RelationsTask(Task):
@@ -157,21 +186,30 @@ class RelationsTask(Task):
         q = (f"How is event A related to event B in the film?\nEvent A: {item.event_a}\nEvent B: {item.event_b}")
         return [Query("answer", q, "mcq", tuple(f"{t}: {RELATION_OPTIONS[t]}" for t in RELATION_TYPES))]
 
-    def score(self, item: Relation, answers: dict[str, dict[str, Any]]) -> Scored:
+    def score(self, item: Relation, answers: dict[str, AnswerRecord]) -> Score:
         a = answers.get("answer")
-        if not a or a.get("invalid"):
-            return Scored(None, {"pred": None, "gold": item.label}, _reason(a, "unparseable reply"))
-        letter: Any = a.get("choice")
-        if letter not in LETTERS[: len(RELATION_TYPES)]:
-            return Scored(None, {"pred": None, "gold": item.label}, f"choice {letter!r} is not an option letter")
+        if not a or a.invalid:
+            return Score(None, {"pred": None, "gold": item.label}, _reason(a, "unparseable reply"))
+        letter = a.choice
+        if letter is None or letter not in LETTERS[: len(RELATION_TYPES)]:
+            return Score(None, {"pred": None, "gold": item.label}, f"choice {letter!r} is not an option letter")
         pred = RELATION_TYPES[LETTERS.index(letter)]
-        return Scored(pred == item.label, {"pred": pred, "gold": item.label, "flashback": item.in_flashback_subset})
+        return Score(pred == item.label, {"pred": pred, "gold": item.label, "flashback": item.in_flashback_subset})
 
-    def summarise(self, items: Sequence[Relation], records: Sequence[dict[str, Any]]) -> dict[str, Any]:
-        out = super().summarise(items, records)
-        out["nest"] = metrics.relation_scores([it.label for it in items], [r["detail"].get("pred") for r in records],
+    def summarise(self, items: Sequence[Relation], records: Sequence[ResultRecord]) -> Metrics:
+        out = cast(RelationRow, super().summarise(items, records))
+        out["nest"] = metrics.relation_scores([it.label for it in items], [r.detail.get("pred") for r in records],
                                               labels=RELATION_TYPES, flashback=[it.in_flashback_subset for it in items])
         return out
+
+    def report_section(self, rows: Sequence[SummaryRow]) -> list[str]:
+        nest = [cast(RelationRow, r)["nest"] for r in rows]
+        types = [t for t in nest[0]["per_type"] if any(n["per_type"][t]["support"] for n in nest)]
+        return ["", "## NEST relations (F1 per type)", "", md.table(
+            ["paradigm", "backbone", "micro F1", "macro F1", *types, "flashback subset acc."],
+            [[r["policy"], r["backbone"], f"{n['micro']['f1']:.2f}", f"{n['macro']['f1']:.2f}",
+              *(f"{n['per_type'][t]['f1']:.2f}" for t in types), md.pct(n["flashback"]["accuracy"])]
+             for r, n in zip(rows, nest)])]
 
 
 class LocalizationTask(Task):
@@ -182,15 +220,15 @@ class LocalizationTask(Task):
              "Answer with the time as h:mm:ss.")
         return [Query("answer", q, "open")]
 
-    def score(self, item: Localization, answers: dict[str, dict[str, Any]]) -> Scored:
+    def score(self, item: Localization, answers: dict[str, AnswerRecord]) -> Score:
         a = answers.get("answer")
         gold = [item.start, item.end]
-        if not a or a.get("invalid"):
-            return Scored(None, {"pred_t": None, "gold": gold}, _reason(a, "unparseable reply"))
-        t = parse_time(str(a.get("text") or ""))
+        if not a or a.invalid:
+            return Score(None, {"pred_t": None, "gold": gold}, _reason(a, "unparseable reply"))
+        t = parse_time(a.text or "")
         if t is None:
-            return Scored(None, {"pred_t": None, "gold": gold}, "no time (h:mm:ss) in the answer")
-        return Scored(item.start <= t <= item.end, {"pred_t": t, "gold": gold})
+            return Score(None, {"pred_t": None, "gold": gold}, "no time (h:mm:ss) in the answer")
+        return Score(item.start <= t <= item.end, {"pred_t": t, "gold": gold})
 
 
 class OpenTask(Task):
@@ -200,15 +238,15 @@ class OpenTask(Task):
     def queries(self, item: OpenQuestion) -> list[Query]:
         return [Query("answer", item.question, "open")]
 
-    def score(self, item: OpenQuestion, answers: dict[str, dict[str, Any]]) -> Scored:
+    def score(self, item: OpenQuestion, answers: dict[str, AnswerRecord]) -> Score:
         a = answers.get("answer")
-        if not a or a.get("invalid"):
-            return Scored(None, {}, _reason(a, "unparseable reply"))
-        return Scored(None, {"judged": False})
+        if not a or a.invalid:
+            return Score(None, {}, _reason(a, "unparseable reply"))
+        return Score(None, {"judged": False})
 
-    def summarise(self, items: Sequence[Any], records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    def summarise(self, items: Sequence[Any], records: Sequence[ResultRecord]) -> Metrics:
         return {"n": len(records), "accuracy": None,
-                "invalid": metrics.invalid_rate([r["status"] == "invalid" for r in records]).to_dict(),
+                "invalid": metrics.invalid_rate([r.status == "invalid" for r in records]).to_dict(),
                 "note": "open answers are scored by a judge; none has been run"}
 
 
@@ -241,4 +279,4 @@ for _t in (MCQTask(), ClaimsTask(), RelationsTask(), LocalizationTask(), OpenTas
     TASKS.register(_t.format, _t)
 
 TaskFactory = Callable[[], Task]
-__all__ = ["Query", "Scored", "Task", "parse_time", "TASKS", "task_for", "Item"]
+__all__ = ["Query", "Score", "Task", "parse_time", "TASKS", "task_for", "Item"]

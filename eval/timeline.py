@@ -12,6 +12,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from .records import EvidenceRecord
+
 MIN_WIDTH = 2.0  # per mille: a point (a frame, a one-second line) stays visible
 
 
@@ -61,10 +63,10 @@ def _span(start: Any, end: Any) -> tuple[float, float] | None:
     return (a, max(a, b)) if math.isfinite(a) and math.isfinite(b) else None
 
 
-def timeline(duration: float | None, evidence: list[dict[str, Any]], gold: list[tuple[float, float]]) -> dict[str, Any]:
+def timeline(duration: float | None, evidence: list[EvidenceRecord], gold: list[tuple[float, float]]) -> dict[str, Any]:
     """Marks for the bar: {"known": whether `duration` is the film's length (else the bar ends at
     the last span), "duration", "marks": [{"x", "w", "cited", "kind", "label"}], "gold": [{"x", "w", "label"}]}."""
-    spans = [(e, s) for e in evidence if (s := _span(e.get("start"), e.get("end"))) is not None]
+    spans = [(e, s) for e in evidence if (s := _span(e.start, e.end)) is not None]
     golds = [s for g in gold if (s := _span(g[0], g[1])) is not None]
     known = duration is not None and duration > 0
     length = duration if duration is not None and known else max([b for _, (_, b) in spans] + [b for _, b in golds] + [1.0])
@@ -77,10 +79,9 @@ def timeline(duration: float | None, evidence: list[dict[str, Any]], gold: list[
     marks = []
     for e, (a, b) in spans:
         x, w = place(a, b)
-        marks.append({"x": x, "w": w, "cited": bool(e.get("cited")), "kind": e.get("kind") or "?",
-                      "label": f"{e.get('kind') or '?'} {e.get('id') or ''} {a:.1f}-{b:.1f} s"
-                               + (" (cited)" if e.get("cited") else "")})
-    marks.sort(key=lambda m: m["cited"])  # cited marks drawn last, on top
+        marks.append({"x": x, "w": w, "cited": bool(e.cited), "kind": e.kind or "?",
+                      "label": f"{e.kind or '?'} {e.id or ''} {a:.1f}-{b:.1f} s" + (" (cited)" if e.cited else "")})
+    marks.sort(key=lambda m: bool(m["cited"]))  # cited marks drawn last, on top
     return {"known": known, "duration": length, "marks": marks,
             "gold": [{"x": place(a, b)[0], "w": place(a, b)[1], "label": f"gold {a:.1f}-{b:.1f} s"} for a, b in golds]}
 

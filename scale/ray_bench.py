@@ -29,17 +29,10 @@ from typing import Any
 
 from ..backbones import Reply, Request
 from ..backbones.base import SendBackbone
+from ..eval.budget import Budget, MeteredBackbone
 from ..eval.formats import Benchmark
-from ..eval.runner import (
-    MAX_CONCURRENCY,
-    BenchResult,
-    Budget,
-    MeteredBackbone,
-    Progress,
-    Spend,
-    check_policies,
-    run_bench,
-)
+from ..eval.records import Spend
+from ..eval.runner import MAX_CONCURRENCY, BenchResult, Progress, check_policies, run_bench
 from ..eval.tasks import Query
 from ..foundation.config import Settings, get_settings
 from ..foundation.errors import MovieMemError, UnreachableError

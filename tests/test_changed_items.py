@@ -10,7 +10,9 @@ from test_runner import FakeAnswerer, letter_for
 
 from moviemem.backbones import ScriptedBackbone
 from moviemem.eval.formats import Benchmark, validate_rows
-from moviemem.eval.runner import read_header, read_log, run_bench, summarise
+from moviemem.eval.log import read_header, read_log
+from moviemem.eval.runner import run_bench
+from moviemem.eval.summary import summarise
 from moviemem.foundation.errors import MovieMemError
 
 

@@ -20,8 +20,10 @@ from moviemem.agents.types import Question
 from moviemem.backbones import Reply, ScriptedBackbone
 from moviemem.eval import evidence as ev
 from moviemem.eval.formats import load_benchmark
+from moviemem.eval.records import AnswerRecord
 from moviemem.eval.retrieval_eval import retrieval_eval
-from moviemem.eval.runner import run_bench, summarise
+from moviemem.eval.runner import run_bench
+from moviemem.eval.summary import summarise
 from moviemem.foundation.errors import MovieMemError
 from moviemem.foundation.words import estimate_tokens
 from moviemem.ingest.passages import Line, PassageParams, build_passages
@@ -115,8 +117,8 @@ def test_evidence_metrics() -> None:
     assert ev.precision(gold, [(15, 16), (30, 31)]) == 0.5 and ev.precision(gold, []) is None
     assert [ev.outcome(1.0, True), ev.outcome(0.0, True), ev.outcome(0.5, False), ev.outcome(0.0, False)] == \
         ["found", "lucky", "misread", "not found"]
-    rec = ev.record_evidence(gold, {"q": {"evidence": [{"start": 15, "end": 16, "cited": True}]}}, False)
-    assert rec == {"recall": 0.5, "coverage": 0.05, "cited_precision": 1.0, "outcome": "misread"}
+    rec = ev.record_evidence(gold, {"q": AnswerRecord.model_validate({"evidence": [{"start": 15, "end": 16, "cited": True}]})}, False)
+    assert rec is not None and rec.line() == {"recall": 0.5, "coverage": 0.05, "cited_precision": 1.0, "outcome": "misread"}
 
 
 def test_bare_lines_go_last_and_fusion_rewards_agreement() -> None:

@@ -18,7 +18,8 @@ from moviemem.backbones import Reply, Request, ScriptedBackbone
 from moviemem.backbones.types import CONTEXT
 from moviemem.eval.formats import load_benchmark
 from moviemem.eval.report import write_report
-from moviemem.eval.runner import run_bench, summarise
+from moviemem.eval.runner import run_bench
+from moviemem.eval.summary import summarise
 from moviemem.retrievers.types import Evidence
 
 CUES = [(float(8 * i), float(8 * i + 3), f"Line {i} about the harbour and the {['boat', 'key', 'map'][i % 3]}.")

@@ -14,7 +14,8 @@ from moviemem.backbones import ScriptedBackbone, user
 from moviemem.eval import metrics
 from moviemem.eval.formats import Benchmark, validate_rows
 from moviemem.eval.report import write_report
-from moviemem.eval.runner import run_bench, summarise
+from moviemem.eval.runner import run_bench
+from moviemem.eval.summary import summarise
 
 Q = Question.make("Which colour is the car?", ["red", "blue", "green", "gold"])
 

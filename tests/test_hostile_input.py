@@ -435,7 +435,7 @@ def test_a_member_over_the_size_bound_is_refused_before_it_is_read(tmp_path: Pat
 
 
 def test_an_edited_results_line_fails_in_one_line(tmp_path: Path, cli) -> None:
-    from moviemem.eval.runner import RESULTS, read_log
+    from moviemem.eval.log import RESULTS, read_log
 
     srt = tmp_path / "a.srt"
     srt.write_text(SRT)

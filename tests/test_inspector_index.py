@@ -13,7 +13,7 @@ import pytest
 from moviemem.agents.base import Answer
 from moviemem.backbones import ScriptedBackbone, user
 from moviemem.eval.formats import Benchmark, validate_rows
-from moviemem.eval.report import write_inspector
+from moviemem.eval.inspector import write_inspector
 from moviemem.eval.runner import run_bench
 from moviemem.retrievers.types import Evidence
 
@@ -72,9 +72,9 @@ def test_index_script_filters_in_chromium(run_dir: Path, tmp_path: Path) -> None
 
 def test_index_shows_one_page_of_rows_at_first(run_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Rows past the first page are hidden in the HTML itself, so a 5,000-item table is never laid out whole."""
-    from moviemem.eval import report
+    from moviemem.eval import inspector
 
-    monkeypatch.setattr(report, "INDEX_PAGE", 4)
+    monkeypatch.setattr(inspector, "INDEX_PAGE", 4)
     html = write_inspector(run_dir).read_text()
     heads = [line.split(">", 1)[0] for line in html.split("<tbody>", 1)[1].split("<tr")[1:]]
     assert [h.startswith(" hidden") for h in heads] == [False] * 4 + [True] * 2

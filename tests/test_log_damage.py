@@ -9,7 +9,8 @@ import pytest
 from test_compare import ROWS, _bench, _run
 
 from moviemem.backbones import ScriptedBackbone
-from moviemem.eval.runner import read_header, read_log, run_bench
+from moviemem.eval.log import read_header, read_log
+from moviemem.eval.runner import run_bench
 from moviemem.foundation.errors import MovieMemError
 
 

@@ -10,7 +10,8 @@ from typing import Any
 
 from moviemem.bench.log_memory import write_run
 from moviemem.eval.compare import Side, compare
-from moviemem.eval.runner import log_grid, summarise
+from moviemem.eval.log import log_grid
+from moviemem.eval.summary import summarise
 
 
 def _peak(fn: Callable[[], Any]) -> int:
@@ -36,7 +37,7 @@ def test_compare_and_summaries_hold_a_fraction_of_the_log(tmp_path: Path) -> Non
     assert _peak(lambda: summarise(a)) < 3 * size
     _, grid = log_grid(a, slim=True)
     [recs] = grid.values()
-    assert all(not ans.evidence and all(s["kind"] == "parse" for s in ans.trace)
+    assert all(not ans.evidence and all(s.kind == "parse" for s in ans.trace)
                for r in recs for ans in r.answers.values())
     _, full = log_grid(a)
     assert all(ans.evidence for r in next(iter(full.values())) for ans in r.answers.values())  # the inspector's

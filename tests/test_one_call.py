@@ -14,7 +14,7 @@ import pytest
 from moviemem.agents.policies.ace import SampledBackbone
 from moviemem.backbones import Backbone, Capabilities, ReplayCache, Reply, Request, send_all, user
 from moviemem.backbones.structured import Ask, ask_json
-from moviemem.eval.runner import Budget, MeteredBackbone
+from moviemem.eval.budget import Budget, MeteredBackbone
 
 
 @dataclass

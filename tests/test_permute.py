@@ -10,9 +10,11 @@ from moviemem import MovieMemError
 from moviemem.agents.types import Answer
 from moviemem.backbones import ScriptedBackbone, user
 from moviemem.eval.formats import Benchmark, validate_rows
+from moviemem.eval.log import log_grid
 from moviemem.eval.permute import position_bias, rotated
 from moviemem.eval.report import write_report
-from moviemem.eval.runner import log_grid, run_bench, summarise
+from moviemem.eval.runner import run_bench
+from moviemem.eval.summary import summarise
 
 
 def _bench() -> Benchmark:

@@ -365,3 +365,63 @@ def test_a_plugin_stage_keeps_its_own_table_through_register_table(tmp_path: Pat
         schema.ROW_MODELS.pop("line_words")
         schema.TABLE_OWNER.pop("line_words")
         schema.TIMED_TABLES.discard("line_words")
+
+
+def test_a_new_format_with_its_own_task_gets_its_report_section(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    """A format registered with its own Task is asked, scored (AnswerRecords in, a Score out), summarised and
+    given its own section of report.md, with no edit to report.py."""
+    from collections.abc import Sequence
+    from typing import ClassVar
+
+    import moviemem
+    from moviemem.agents.types import Answer
+    from moviemem.backbones import ScriptedBackbone
+    from moviemem.eval.formats import Benchmark, Item, validate_rows
+    from moviemem.eval.records import AnswerRecord, Metrics, ResultRecord, Score, SummaryRow
+    from moviemem.eval.report import write_report
+    from moviemem.eval.runner import run_bench
+    from moviemem.eval.tasks import TASKS, Query, Task
+
+    class Count(Item):
+        """How many times something happens."""
+
+        format: ClassVar[str] = "count"
+        question: str
+        count: int
+
+    class CountTask(Task):
+        format = "count"
+
+        def queries(self, item: Count) -> list[Query]:  # type: ignore[override]  # handed items of its own format
+            return [Query("answer", item.question, "open")]
+
+        def score(self, item: Count, answers: dict[str, AnswerRecord]) -> Score:  # type: ignore[override]
+            a = answers["answer"]
+            guess = int(a.text) if a.text.isdigit() else None
+            return Score(None if guess is None else guess == item.count, {"off_by": None if guess is None else guess - item.count},
+                         None if guess is not None else "no number")
+
+        def summarise(self, items: Sequence[Count], records: Sequence[ResultRecord]) -> Metrics:  # type: ignore[override]
+            out = super().summarise(items, records)
+            out["mean_abs_error"] = sum(abs(r.detail["off_by"]) for r in records if r.detail.get("off_by") is not None) / len(records)  # type: ignore[typeddict-unknown-key]
+            return out
+
+        def report_section(self, rows: Sequence[SummaryRow]) -> list[str]:
+            return ["", "## Counting error", "", *(f"- {r['policy']}: {r['mean_abs_error']:.2f}" for r in rows)]  # type: ignore[typeddict-item]
+
+    for registry in (FORMATS, TASKS):  # registered for this test only
+        monkeypatch.setattr(registry, "_entries", dict(registry._entries))
+    moviemem.register("format", "count", Count, keys=["question", "count"])
+    moviemem.register("task", "count", CountTask())
+
+    def answer(film_id, query, policy, backbone):
+        return Answer(choice=None, text="3" if policy == "good" else "5", confidence=None, invalid=False, policy=policy,
+                      backbone=backbone.name)
+
+    rows = [(i + 1, {"id": f"c{i}", "film_id": "f", "question": f"How many doors {i}?", "count": 3 + i % 2})
+            for i in range(4)]
+    bench = Benchmark("count", validate_rows(rows, "count", "count.jsonl"), "count.jsonl", "jsonl")
+    run_bench(bench, ["good", "bad"], [ScriptedBackbone(["x"], cycle=True)], tmp_path / "run", answerer=answer)
+    report = write_report(tmp_path / "run", inspector=False)["report"].read_text()
+    assert "## Counting error\n\n- bad: 1.50\n- good: 0.50" in report
+    assert "| good | scripted | 4 |" in report and "50.0 [" in report  # the common tables, from the same records

@@ -13,7 +13,8 @@ import pytest
 from moviemem.agents.types import Answer, Step
 from moviemem.backbones import user
 from moviemem.eval.formats import Benchmark, validate_rows
-from moviemem.eval.report import write_inspector, write_report
+from moviemem.eval.inspector import write_inspector
+from moviemem.eval.report import write_report
 from moviemem.eval.runner import run_bench
 from moviemem.retrievers.types import Evidence
 
@@ -179,7 +180,7 @@ def test_library_answerer_through_film_ask(text_film: tuple[Path, Path], tmp_pat
     """The runner's default answerer: Film.ask with real policies; unknown policies refused up front."""
     from moviemem import Library
     from moviemem.eval.formats import load_benchmark
-    from moviemem.eval.runner import read_log
+    from moviemem.eval.log import read_log
     from moviemem.foundation.errors import MovieMemError
 
     lib_path, root = text_film

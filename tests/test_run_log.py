@@ -14,10 +14,12 @@ import pytest
 
 from moviemem.agents.types import Answer
 from moviemem.backbones import ScriptedBackbone, user
-from moviemem.eval import report
+from moviemem.eval import inspector, report
 from moviemem.eval.formats import Benchmark, validate_rows
+from moviemem.eval.log import RESULTS, read_header, read_log
 from moviemem.eval.records import LOG_VERSION, ResultRecord, RunHeader, parse
-from moviemem.eval.runner import RESULTS, read_header, read_log, run_bench, summarise
+from moviemem.eval.runner import run_bench
+from moviemem.eval.summary import summarise
 from moviemem.foundation.errors import MovieMemError
 
 V1 = Path(__file__).parent / "data" / "run_v1"
@@ -48,9 +50,10 @@ def test_new_lines_and_run_json_carry_the_version_and_todays_keys(tmp_path: Path
     lines, old = _lines(run), _lines(V1)
     assert lines and all(line["log_version"] == LOG_VERSION for line in lines)
     assert all("log_version" not in line for line in old)
-    # the keys written before the version, in their order, and no other: today's readers read new files
-    # (item_digest, the item's content, was added since; a record without it still reads)
-    assert [k for k in lines[0] if k != "item_digest"] == ["log_version", *old[0]] and lines[0]["item_digest"]
+    # the keys written before the version, in their order, and no other but the item digest added since:
+    # today's readers read new files
+    added = {"item_digest"}
+    assert [k for k in lines[0] if k not in added] == ["log_version", *old[0]]
     assert list(lines[0]["answers"]["answer"]) == list(old[0]["answers"]["answer"])
     header = json.loads((run / "run.json").read_text())
     assert header["log_version"] == LOG_VERSION
@@ -91,11 +94,12 @@ def test_a_record_round_trips_with_the_keys_it_was_read_with() -> None:
     assert header.line() == json.loads((V1 / "run.json").read_text()) and header.retired_spend.calls == 0
 
 
-def test_a_later_version_is_refused_and_a_damaged_header_fails_in_one_line(tmp_path: Path) -> None:
-    """A log from a newer moviemem is not read as if this one understood it (the audit of issue 54)."""
-    line = {**_lines(V1)[0], "log_version": LOG_VERSION + 1, "judged_by": {"model": "m"}}
-    with pytest.raises(MovieMemError, match=f"log_version {LOG_VERSION + 1} is newer than this moviemem supports"):
-        parse(ResultRecord, json.dumps(line), "line")
+def test_unknown_keys_are_kept_a_newer_version_refused_and_a_damaged_header_fails_in_one_line(tmp_path: Path) -> None:
+    line = {**_lines(V1)[0], "log_version": LOG_VERSION, "judged_by": {"model": "m"}}
+    rec = parse(ResultRecord, json.dumps(line), "line")
+    assert rec.log_version == LOG_VERSION and rec.line()["judged_by"] == {"model": "m"}
+    with pytest.raises(MovieMemError, match="newer than this moviemem supports"):
+        parse(ResultRecord, json.dumps({**line, "log_version": LOG_VERSION + 1}), "line")
     run = _copy(tmp_path, "run")
     header = json.loads((run / "run.json").read_text())
     del header["format"]
@@ -123,9 +127,9 @@ def test_the_inspector_templates_ship_inside_the_package() -> None:
     import moviemem
 
     pkg = Path(moviemem.__file__).parent
-    assert report.TEMPLATES == pkg / "eval" / "templates"
-    names = sorted(p.name for p in report.TEMPLATES.iterdir())
+    assert inspector.TEMPLATES == pkg / "eval" / "templates"
+    names = sorted(p.name for p in inspector.TEMPLATES.iterdir())
     assert names == ["base.html.j2", "film.html.j2", "index.html.j2", "item.html.j2"]
-    assert sorted(report._env().list_templates()) == names
+    assert sorted(inspector._env().list_templates()) == names
     shipped = tomllib.loads((pkg / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["moviemem.eval"]
     assert all(any(fnmatch.fnmatch(f"templates/{n}", glob) for glob in shipped) for n in names)

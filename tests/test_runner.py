@@ -20,7 +20,8 @@ from moviemem.agents.registry import parse_policy_spec
 from moviemem.agents.types import Answer
 from moviemem.backbones import Capabilities, Reply, ScriptedBackbone, Usage, user
 from moviemem.eval.formats import Benchmark, validate_rows
-from moviemem.eval.runner import bench_json, read_log, run_bench
+from moviemem.eval.log import read_log
+from moviemem.eval.runner import bench_json, run_bench
 from moviemem.foundation.errors import MovieMemError
 
 

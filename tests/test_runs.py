@@ -13,7 +13,9 @@ from moviemem.agents.parsing import parse_answer
 from moviemem.agents.types import Answer, Question
 from moviemem.backbones import user
 from moviemem.eval.formats import Benchmark, validate_rows
-from moviemem.eval.runner import read_log, run_bench, summarise
+from moviemem.eval.log import read_log
+from moviemem.eval.runner import run_bench
+from moviemem.eval.summary import summarise
 
 
 def _bench(n: int) -> Benchmark:

@@ -21,7 +21,8 @@ from fake_servers import FakeOpenAI, FakeResponse, Recorded  # noqa: E402
 
 from moviemem import Library  # noqa: E402
 from moviemem.eval.formats import Benchmark, validate_rows  # noqa: E402
-from moviemem.eval.runner import read_log, run_bench  # noqa: E402
+from moviemem.eval.log import read_log  # noqa: E402
+from moviemem.eval.runner import run_bench
 from moviemem.foundation.config import get_settings  # noqa: E402
 from moviemem.foundation.errors import MovieMemError  # noqa: E402
 from moviemem.memory.store import MemoryStore  # noqa: E402
@@ -311,7 +312,7 @@ def test_a_server_a_worker_could_not_reach_comes_back_as_one_so_the_item_is_aske
     """A worker returns errors as values; an UnreachableError (Letta down) must not come back as a
     plain error, which the runner would record as invalid instead of a transport fault."""
     from moviemem.backbones import ScriptedBackbone
-    from moviemem.eval.runner import Budget, MeteredBackbone
+    from moviemem.eval.budget import Budget, MeteredBackbone
     from moviemem.foundation.errors import UnreachableError
     from moviemem.scale.ray_bench import AnswerWorker
 

@@ -13,16 +13,18 @@ from moviemem import Library
 from moviemem.agents.base import Answer
 from moviemem.backbones import ScriptedBackbone, user
 from moviemem.eval.formats import Benchmark, validate_rows
-from moviemem.eval.report import write_inspector
+from moviemem.eval.inspector import write_inspector
+from moviemem.eval.records import EvidenceRecord
 from moviemem.eval.runner import run_bench
 from moviemem.eval.timeline import FilmFacts, timeline
 from moviemem.retrievers.types import Evidence
 
 
 def test_marks_are_placed_on_the_film() -> None:
-    ev = [{"kind": "utterance", "id": "utterance:3", "start": 10, "end": 20, "cited": True},
-          {"kind": "frame", "id": "frame:9", "start": 50, "end": 50},
-          {"kind": "caption", "start": "bad", "end": 3}]
+    ev = [EvidenceRecord.model_validate(e) for e in
+          ({"kind": "utterance", "id": "utterance:3", "start": 10, "end": 20, "cited": True},
+           {"kind": "frame", "id": "frame:9", "start": 50, "end": 50},
+           {"kind": "caption", "end": 3})]  # no start: no mark (a start that is no number fails reading the log)
     t = timeline(100.0, ev, [(40.0, 60.0)])
     assert t["known"] and t["duration"] == 100.0
     assert [(m["x"], m["w"], m["cited"]) for m in t["marks"]] == [(500.0, 2.0, False), (100.0, 100.0, True)]
@@ -30,7 +32,7 @@ def test_marks_are_placed_on_the_film() -> None:
     assert [(g["x"], g["w"]) for g in t["gold"]] == [(400.0, 200.0)]
     unknown = timeline(None, ev, [(40.0, 80.0)])  # no film length: the bar ends at the last span
     assert not unknown["known"] and unknown["duration"] == 80.0 and unknown["gold"][0]["x"] == 500.0
-    late = timeline(30.0, [{"kind": "event", "start": 29.5, "end": 45}], [])
+    late = timeline(30.0, [EvidenceRecord(kind="event", start=29.5, end=45)], [])
     assert late["marks"][0]["x"] + late["marks"][0]["w"] <= 1000.0
 
 
