@@ -58,6 +58,11 @@ def _money(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.4f}"
 
 
+def _count(x: float | None) -> str:
+    """A count or a median of counts as a whole number (1272, not 1272.0); n/a where there is none."""
+    return "n/a" if x is None else f"{round(x):,}"
+
+
 def _secs(x: float) -> str:
     return f"{x:.1f}" if x < 600 else f"{x / 60:.1f} min"
 
@@ -106,12 +111,35 @@ def _sweeps(rows: list[dict[str, Any]]) -> str:
         if len({v for v, _ in pts}) < 2:
             continue
         for v, r in sorted(pts, key=lambda p: p[0]):
-            table.append([name, key, f"{v:g}", backbone, _pct(r.get("accuracy")), r["median_input_tokens"],
+            table.append([name, key, f"{v:g}", backbone, _pct(r.get("accuracy")), _count(r["median_input_tokens"]),
                           _secs(r["compute_s"])])
     if not table:
         return ""
     return "\n".join(["## Setting sweeps", "", _table(["paradigm", "setting", "value", "backbone", "accuracy",
                                                          "median input tokens", "compute (s)"], table)])
+
+
+def _calls_per_answer(recs: Sequence[ResultRecord]) -> str:
+    """Model calls per answer (a claim pair's record holds two), replayed ones included: what a rerun
+    without the cache would make."""
+    answers = [a for r in recs for a in r.answers.values()]
+    return f"{sum(a.calls for a in answers) / len(answers):.1f}" if answers else "n/a"
+
+
+def _results(rows: list[dict[str, Any]], grid: Grid) -> list[str]:
+    """Accuracy and cost as two tables, each narrow enough for a terminal or a pull request."""
+    return ["## Results", "", _table(
+        ["paradigm", "backbone", "n", "not sent (context)", "accuracy", "accuracy ± (Wald, CHNB)", "clustered 95% CI",
+         "invalid %", "guesses %", "fallback-parsed %"],
+        [[r["policy"], r["backbone"], r["n"], r.get("unfit_n", 0), _pct(r.get("accuracy")), _wald(r.get("accuracy")),
+          _ci(r.get("accuracy_clustered")), _pct(r.get("invalid")), _pct(r.get("guesses")),
+          _pct(r.get("fallback_parsed"))] for r in rows]),
+        "", "## Cost", "", _table(
+        ["paradigm", "backbone", "calls / answer", "median input tokens", "input tokens read", "output tokens",
+         "compute (s)", "cost ($)"],
+        [[r["policy"], r["backbone"], _calls_per_answer(grid.get((r["policy"], r["backbone"]), [])),
+          _count(r["median_input_tokens"]), _count(r.get("total_processed_tokens")), _count(r["total_output_tokens"]),
+          _secs(r["compute_s"]), _money(r["cost_usd"])] for r in rows])]
 
 
 def _per_film(items: list[Item], grid: Grid, baseline: str | None) -> str:
@@ -165,15 +193,9 @@ def write_report(run_dir: str | Path, baseline: str | None = None, inspector: bo
           "the model was shown no evidence from the film (closed-book's, by design); "
           "fallback-parsed is the share of valid answers read from free text rather than JSON. "
           "Compute is the summed wall time of the configuration's items; tokens are input tokens per item; "
+          "calls / answer counts the model calls each answer took (replayed from the cache or not); "
           "cost is the priced cost of every call (cached replies included).", ""]
-    md += ["## Results", "", _table(
-        ["paradigm", "backbone", "n", "not sent (context)", "compute (s)", "accuracy", "accuracy ± (Wald, CHNB)",
-         "clustered 95% CI", "invalid %", "guesses %", "fallback-parsed %", "median input tokens", "input tokens read",
-         "output tokens", "cost ($)"],
-        [[r["policy"], r["backbone"], r["n"], r.get("unfit_n", 0), _secs(r["compute_s"]), _pct(r.get("accuracy")),
-          _wald(r.get("accuracy")), _ci(r.get("accuracy_clustered")), _pct(r.get("invalid")), _pct(r.get("guesses")),
-          _pct(r.get("fallback_parsed")), r["median_input_tokens"], r.get("total_processed_tokens", ""),
-          r["total_output_tokens"], _money(r["cost_usd"])] for r in rows])]
+    md += _results(rows, grid)
     incomplete = [f"{r['policy']} / {r['backbone']} ({r['n'] + r.get('unfit_n', 0)}/{len(items)})" for r in rows
                   if r["n"] + r.get("unfit_n", 0) < len(items)]
     if incomplete:
