@@ -49,6 +49,7 @@ def bench(
     permute: Annotated[bool, typer.Option("--permute", help="MCQ position bias: ask each item once per rotation of its options (ids ID@rK); the report adds consistency and the letter distribution.")] = False,
     ray: RayOpt = None,
     ray_workers: Annotated[Optional[int], typer.Option("--ray-workers", help="With --ray: answering workers (default one per CPU); --concurrency is then per worker.")] = None,
+    plan: Annotated[bool, typer.Option("--plan", help="Call no model: print what the bench would take (calls, tokens, cost, wall time, cache hits) and stop.")] = False,
     library: LibraryOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -80,6 +81,12 @@ def bench(
         b = rotated(b)
     pols, bbs = _csv(policies_), _csv(backbones_)
     run_dir = out_dir or Path("runs") / file.stem
+    if plan:  # issue 57: the spend, before it is spent
+        from ..eval.plan import plan_bench
+        from .plan import print_plan
+
+        print_plan(plan_bench(b, pols, bbs, lib, run_dir=run_dir, cache=cache, limit=limit), as_json)
+        return
     run: Any = functools.partial(run_bench, library=lib)
     with contextlib.ExitStack() as stack:
         if ray is not None:
