@@ -145,6 +145,7 @@ def compare(
     backbone_a: Annotated[Optional[str], typer.Option(help="The first run's backbone, where it holds several.")] = None,
     backbone_b: Annotated[Optional[str], typer.Option(help="The second run's backbone, where it holds several.")] = None,
     group: Annotated[Optional[list[str]], typer.Option("--group", help="NAME=FILM,FILM: also compare on these films' items (repeatable; e.g. the dev set's halves).")] = None,
+    html: Annotated[Optional[Path], typer.Option("--html", help="Also write the two side by side to this HTML page: the items only one got right first, both sides' evidence on one timeline.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Two configurations paired item by item, overall and per group of films: right answers, the items
@@ -152,7 +153,12 @@ def compare(
     from ..eval.compare import Side, parse_groups
     from ..eval.compare import compare as compare_sides
 
-    rows = compare_sides(Side(run_a, policy_a, backbone_a), Side(run_b, policy_b, backbone_b), parse_groups(group or []))
+    sides, groups = (Side(run_a, policy_a, backbone_a), Side(run_b, policy_b, backbone_b)), parse_groups(group or [])
+    rows = compare_sides(*sides, groups)
+    if html is not None:  # issue 57: the items behind the figures
+        from ..eval.compare_page import write_compare_page
+
+        err.print(f"wrote {write_compare_page(*sides, html, groups)}", highlight=False)
     if rows[0].unmatched:
         _styled(err, "yellow", "warning:", f" {rows[0].unmatched} item id(s) name another film or question in each run: "
                                            "counted apart as unmatched, not paired")
