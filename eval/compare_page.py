@@ -112,7 +112,7 @@ def comparison_rows(a: Side, b: Side, groups: Mapping[str, frozenset[str]] | Non
                      "a": {**_side_view(ra), "timeline": timeline(length, _evidence(ra), gold)},
                      "b": {**_side_view(rb), "timeline": timeline(length, _evidence(rb), gold)},
                      "length": hms(length)})
-    rows.sort(key=lambda r: ORDER[r["kind"]])
+    rows.sort(key=lambda r: ORDER[str(r["kind"])])
     return rows, side_a.config, side_b.config
 
 
