@@ -37,6 +37,14 @@ class Film(FilmMemory):
         cut = f", until={self.cutoff}" if self.cutoff is not None else ""
         return f"Film({self.film_id!r}, {self.info.title!r}, {self.info.duration_s:.0f} s{cut})"
 
+    def _repr_html_(self) -> str:
+        """The film in a notebook: title, length, what its memory holds, its stages, a few stills."""
+        from .agents.calls import uniform
+        from .agents.display import film_html
+
+        stills = [f.image for f in uniform([f for f in self.frames(strip=True) if f.image], 6)]
+        return film_html(self.summary(), stills, self.store.root if self.store.is_local else None)
+
     def graph(self, *, break_cycles: bool = True) -> NarrativeGraph:
         """The event graph of what this view shows (empty until the events stage has run)."""
         from .graph import NarrativeGraph

@@ -71,6 +71,17 @@ class Answer:
     reason: str | None = None  # why an invalid answer is not scored at all: "context" (the prompt did not fit)
     grounded: bool = True  # False: the model was shown no evidence from the film, so the answer is a guess
 
+    def __post_init__(self) -> None:
+        from .display import EvidenceList
+
+        self.evidence = EvidenceList(self.evidence)  # shows itself as a table in a notebook
+
+    def _repr_html_(self) -> str:
+        """The answer in a notebook: choice, grounded or not, evidence with times and stills, usage."""
+        from .display import answer_html
+
+        return answer_html(self)
+
     @property
     def replayed(self) -> bool:
         """Every model call came from the replay cache: the latency shown is not this run's."""

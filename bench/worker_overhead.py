@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 def main() -> None:
     from throughput import transcript_text
 
-    from moviemem.backbones import load, system, user
+    from moviemem.backbones import Request, load, system, user
     from moviemem.backbones.llamacpp_backend import LlamaCppBackbone
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -56,6 +56,20 @@ def main() -> None:
         print(f"{label:>11}: median {statistics.median(ws) * 1000:7.1f} ms an answer, mean {statistics.mean(ws) * 1000:7.1f} ms")
     diff = statistics.median(walls["worker"]) - statistics.median(walls["in process"])
     print(f"worker - in process: {diff * 1000:+.1f} ms an answer (median); worker start with model load {start_s:.1f} s, once a process")
+    # the pipe itself, apart from the model: a call that does no work, and one that carries a feature film's
+    # whole transcript (about 120,000 characters) there and its prompt text back
+    worker = isolated.worker()
+    trips = [_timed(lambda: worker.call("n_ctx")) for _ in range(200)]
+    film = Request.build([system("Transcript:\n" + transcript_text(20000)), user(questions[0])], max_tokens=2)
+    big = [_timed(lambda: worker.call("prompt", film)) - _timed(lambda: here.prompt(film)) for _ in range(20)]
+    print(f"the pipe alone: {statistics.median(trips) * 1e6:.0f} us a call that does nothing; a whole transcript's "
+          f"request sent and its prompt text returned: +{statistics.median(big) * 1000:.1f} ms over building it in process")
+
+
+def _timed(fn: object) -> float:
+    t = time.perf_counter()
+    fn()  # type: ignore[operator]
+    return time.perf_counter() - t
 
 
 if __name__ == "__main__":

@@ -49,6 +49,7 @@ def bench(
     permute: Annotated[bool, typer.Option("--permute", help="MCQ position bias: ask each item once per rotation of its options (ids ID@rK); the report adds consistency and the letter distribution.")] = False,
     ray: RayOpt = None,
     ray_workers: Annotated[Optional[int], typer.Option("--ray-workers", help="With --ray: answering workers (default one per CPU); --concurrency is then per worker.")] = None,
+    plan: Annotated[bool, typer.Option("--plan", help="Call no model: print what the bench would take (calls, tokens, cost, wall time, cache hits) and stop.")] = False,
     library: LibraryOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -80,6 +81,12 @@ def bench(
         b = rotated(b)
     pols, bbs = _csv(policies_), _csv(backbones_)
     run_dir = out_dir or Path("runs") / file.stem
+    if plan:  # issue 57: the spend, before it is spent
+        from ..eval.plan import plan_bench
+        from .plan import print_plan
+
+        print_plan(plan_bench(b, pols, bbs, lib, run_dir=run_dir, cache=cache, limit=limit), as_json)
+        return
     run: Any = functools.partial(run_bench, library=lib)
     with contextlib.ExitStack() as stack:
         if ray is not None:
@@ -138,6 +145,7 @@ def compare(
     backbone_a: Annotated[Optional[str], typer.Option(help="The first run's backbone, where it holds several.")] = None,
     backbone_b: Annotated[Optional[str], typer.Option(help="The second run's backbone, where it holds several.")] = None,
     group: Annotated[Optional[list[str]], typer.Option("--group", help="NAME=FILM,FILM: also compare on these films' items (repeatable; e.g. the dev set's halves).")] = None,
+    html: Annotated[Optional[Path], typer.Option("--html", help="Also write the two side by side to this HTML page: the items only one got right first, both sides' evidence on one timeline.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Two configurations paired item by item, overall and per group of films: right answers, the items
@@ -145,7 +153,12 @@ def compare(
     from ..eval.compare import Side, parse_groups
     from ..eval.compare import compare as compare_sides
 
-    rows = compare_sides(Side(run_a, policy_a, backbone_a), Side(run_b, policy_b, backbone_b), parse_groups(group or []))
+    sides, groups = (Side(run_a, policy_a, backbone_a), Side(run_b, policy_b, backbone_b)), parse_groups(group or [])
+    rows = compare_sides(*sides, groups)
+    if html is not None:  # issue 57: the items behind the figures
+        from ..eval.compare_page import write_compare_page
+
+        err.print(f"wrote {write_compare_page(*sides, html, groups)}", highlight=False)
     if rows[0].unmatched:
         _styled(err, "yellow", "warning:", f" {rows[0].unmatched} item id(s) name another film or question in each run: "
                                            "counted apart as unmatched, not paired")

@@ -98,11 +98,24 @@ def pick(side: Side) -> tuple[Config, dict[str, Scored], frozenset[str]]:
                                      r.usage.input_tokens)
     configs = [c for c in grid if (side.policy in (None, c[0])) and (side.backbone in (None, c[1]))]
     if len(configs) != 1:
-        have = ", ".join(f"{p} with {b}" for p, b in sorted(grid)) or "none"
-        what = "matches" if not configs else "is ambiguous"
-        raise MovieMemError(f"{side.run_dir}: the configuration asked for {what} (the run holds: {have}); "
-                            "name a policy and, if needed, a backbone")
+        raise MovieMemError(_not_one(side, configs, sorted(grid)))
     return configs[0], grid[configs[0]], frozenset(films[configs[0]])
+
+
+def _not_one(side: Side, matching: Sequence[Config], held: Sequence[Config]) -> str:
+    """Why a side names no configuration, or several: what was asked, and what the run holds."""
+    def listed(configs: Sequence[Config]) -> str:
+        return "; ".join(f"policy {p!r} with backbone {b!r}" for p, b in configs)
+
+    if not held:
+        return f"{side.run_dir} holds no scored answers yet"
+    asked = " with ".join(f"{what} {name!r}" for what, name in (("policy", side.policy), ("backbone", side.backbone))
+                          if name is not None)
+    if not matching:
+        return f"{side.run_dir} holds no answers of {asked}; it holds {listed(held)}"
+    return (f"{side.run_dir} holds {len(matching)} configurations{' of ' + asked if asked else ''} "
+            f"({listed(matching)}); "
+            "name the policy, and the backbone where two share a policy")
 
 
 def parse_groups(specs: Sequence[str]) -> dict[str, frozenset[str]]:

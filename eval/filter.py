@@ -18,9 +18,10 @@ from typing import Any
 
 from ..foundation.errors import MovieMemError
 from ..foundation.files import atomic_write_text
+from .answerer import Answerer
 from .formats import MCQ, Benchmark, item_category, load_benchmark, write_jsonl
 from .log import log_grid
-from .runner import Answerer, run_bench  # the filter runs a closed-book bench: a caller of the runner, like the CLI
+from .runner import run_bench  # the filter runs a closed-book bench: a caller of the runner, like the CLI
 
 CLOSED_BOOK = "closed-book[with_title=true]"  # title and year only
 

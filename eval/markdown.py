@@ -28,6 +28,11 @@ def wald(e: Mapping[str, Any] | None) -> str:
     return f"{100 * e['value']:.1f} ± {100 * Z95 * e['se']:.1f}"
 
 
+def count(x: float | None) -> str:
+    """A count or a median of counts as a whole number (1,272, not 1272.0); n/a where there is none."""
+    return "n/a" if x is None else f"{round(x):,}"
+
+
 def secs(x: float) -> str:
     return f"{x:.1f}" if x < 600 else f"{x / 60:.1f} min"
 

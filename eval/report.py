@@ -19,7 +19,7 @@ from . import metrics, provenance
 from .formats import Item
 from .inspector import INSPECTOR, write_inspector
 from .log import log_grid, read_header
-from .records import EstimateLine, Grid, SummaryRow
+from .records import EstimateLine, Grid, ResultRecord, SummaryRow
 from .summary import summarise
 from .tasks import task_for
 
@@ -66,12 +66,35 @@ def _sweeps(rows: Sequence[SummaryRow]) -> str:
         if len({v for v, _ in pts}) < 2:
             continue
         for v, r in sorted(pts, key=lambda p: p[0]):
-            table.append([name, key, f"{v:g}", backbone, md.pct(r.get("accuracy")), r["median_input_tokens"],
+            table.append([name, key, f"{v:g}", backbone, md.pct(r.get("accuracy")), md.count(r["median_input_tokens"]),
                           md.secs(r["compute_s"])])
     if not table:
         return ""
     return "\n".join(["## Setting sweeps", "", md.table(["paradigm", "setting", "value", "backbone", "accuracy",
                                                          "median input tokens", "compute (s)"], table)])
+
+
+def _calls_per_answer(recs: Sequence[ResultRecord]) -> str:
+    """Model calls per answer (a claim pair's record holds two), replayed ones included: what a rerun
+    without the cache would make."""
+    answers = [a for r in recs for a in r.answers.values()]
+    return f"{sum(a.calls for a in answers) / len(answers):.1f}" if answers else "n/a"
+
+
+def _results(rows: Sequence[SummaryRow], grid: Grid) -> list[str]:
+    """Accuracy and cost as two tables, each narrow enough for a terminal or a pull request."""
+    return ["## Results", "", md.table(
+        ["paradigm", "backbone", "n", "not sent (context)", "accuracy", "accuracy ± (Wald, CHNB)", "clustered 95% CI",
+         "invalid %", "guesses %", "fallback-parsed %"],
+        [[r["policy"], r["backbone"], r["n"], r.get("unfit_n", 0), md.pct(r.get("accuracy")), md.wald(r.get("accuracy")),
+          md.ci(r.get("accuracy_clustered")), md.pct(r.get("invalid")), md.pct(r.get("guesses")),
+          md.pct(r.get("fallback_parsed"))] for r in rows]),
+        "", "## Cost", "", md.table(
+        ["paradigm", "backbone", "calls / answer", "median input tokens", "input tokens read", "output tokens",
+         "compute (s)", "cost ($)"],
+        [[r["policy"], r["backbone"], _calls_per_answer(grid.get((r["policy"], r["backbone"]), [])),
+          md.count(r["median_input_tokens"]), md.count(r.get("total_processed_tokens")), md.count(r["total_output_tokens"]),
+          md.secs(r["compute_s"]), md.money(r["cost_usd"])] for r in rows])]
 
 
 def _per_film(items: list[Item], grid: Grid, baseline: str | None) -> str:
@@ -126,15 +149,9 @@ def write_report(run_dir: str | Path, baseline: str | None = None, inspector: bo
           "the model was shown no evidence from the film (closed-book's, by design); "
           "fallback-parsed is the share of valid answers read from free text rather than JSON. "
           "Compute is the summed wall time of the configuration's items; tokens are input tokens per item; "
+          "calls / answer counts the model calls each answer took (replayed from the cache or not); "
           "cost is the priced cost of every call (cached replies included).", ""]
-    doc += ["## Results", "", md.table(
-        ["paradigm", "backbone", "n", "not sent (context)", "compute (s)", "accuracy", "accuracy ± (Wald, CHNB)",
-         "clustered 95% CI", "invalid %", "guesses %", "fallback-parsed %", "median input tokens", "input tokens read",
-         "output tokens", "cost ($)"],
-        [[r["policy"], r["backbone"], r["n"], r.get("unfit_n", 0), md.secs(r["compute_s"]), md.pct(r.get("accuracy")),
-          md.wald(r.get("accuracy")), md.ci(r.get("accuracy_clustered")), md.pct(r.get("invalid")), md.pct(r.get("guesses")),
-          md.pct(r.get("fallback_parsed")), r["median_input_tokens"], r.get("total_processed_tokens", ""),
-          r["total_output_tokens"], md.money(r["cost_usd"])] for r in rows])]
+    doc += _results(rows, grid)
     incomplete = [f"{r['policy']} / {r['backbone']} ({r['n'] + r.get('unfit_n', 0)}/{len(items)})" for r in rows
                   if r["n"] + r.get("unfit_n", 0) < len(items)]
     if incomplete:

@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import Any, cast
 
 from ..agents.registry import parse_policy_spec
 from ..backbones.types import CONTEXT
@@ -36,6 +36,7 @@ from ..foundation.errors import BackboneCrashed, MovieMemError, UnreachableError
 from ..foundation.files import atomic_write_text
 from ..foundation.urls import url_secrets
 from . import evidence
+from .answerer import Answerer, LibraryAnswerer
 from .budget import Budget, BudgetExceeded, MeteredBackbone
 from .formats import Benchmark, Item, formats, item_category
 from .log import (
@@ -57,49 +58,9 @@ from .log import (
 )
 from .records import LOG_VERSION, AnswerRecord, RecordUsage, ResultRecord, RunHeader, Spend, Status
 from .summary import summarise
-from .tasks import Query, Task, task_for
+from .tasks import Task, task_for
 
 MAX_CONCURRENCY = 1024  # items answered at once: the driver's threads, and requests in flight
-
-
-# ----------------------------------------------------------------------------- answerer protocol
-
-
-class Answerer(Protocol):
-    """Answers one query about one film with one policy and backbone; returns an Answer
-    (anything with choice, text, confidence, invalid, error, evidence, trace, usage)."""
-
-    def __call__(self, film_id: str, query: Query, policy: str, backbone: Any) -> Any: ...
-
-
-class LibraryAnswerer:
-    """The default Answerer: `library.film(film_id).ask(...)`, one Film object per film."""
-
-    def __init__(self, library: Any):
-        self.library = library
-        self._films: dict[str, Any] = {}
-        self._lock = threading.Lock()
-
-    def film(self, film_id: str) -> Any:
-        with self._lock:
-            if film_id not in self._films:
-                self._films[film_id] = self.library.film(film_id)
-            return self._films[film_id]
-
-    def __call__(self, film_id: str, query: Query, policy: str, backbone: Any) -> Any:
-        return self.film(film_id).ask(query.question, options=list(query.options) or None, kind=query.kind,
-                                      policy=policy, backbone=backbone, until=query.until)  # get_policy reads the spec
-
-    def check_policies(self, policies: Sequence[str]) -> None:
-        check_policies(policies)
-
-
-def check_policies(policies: Sequence[str]) -> None:
-    """Refuse unknown policy names and settings (`name[key=value,...]`) before any call is made."""
-    from ..agents.registry import get_policy
-
-    for p in policies:
-        get_policy(p)
 
 
 # ----------------------------------------------------------------------------- records

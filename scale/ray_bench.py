@@ -29,10 +29,11 @@ from typing import Any
 
 from ..backbones import Reply, Request
 from ..backbones.base import SendBackbone
+from ..eval.answerer import check_policies
 from ..eval.budget import Budget, MeteredBackbone
 from ..eval.formats import Benchmark
 from ..eval.records import Spend
-from ..eval.runner import MAX_CONCURRENCY, BenchResult, Progress, check_policies, run_bench
+from ..eval.runner import MAX_CONCURRENCY, BenchResult, Progress, run_bench
 from ..eval.tasks import Query
 from ..foundation.config import Settings, get_settings
 from ..foundation.errors import MovieMemError, UnreachableError
@@ -65,7 +66,7 @@ class AnswerWorker:
     """Ray actor body: answers questions with the same LibraryAnswerer as a serial run."""
 
     def __init__(self, library: str, settings: Settings, cache_server: Any, cache_mode: str, cpus: float) -> None:
-        from ..eval.runner import LibraryAnswerer
+        from ..eval.answerer import LibraryAnswerer
         from ..library import Library
 
         threads = cap_threads(cpus)

@@ -63,10 +63,16 @@ def test_two_policies_of_one_run_and_the_errors(tmp_path: Path) -> None:
     run = _run(tmp_path / "r", right={0, 1}, policies=("p", "q"))
     [row] = compare(Side(run, policy="p"), Side(run, policy="q"))
     assert (row.n, row.a_only, row.b_only) == (12, 0, 0)
-    with pytest.raises(MovieMemError, match="ambiguous"):
+    with pytest.raises(MovieMemError) as two:
         compare(Side(run), Side(run, policy="q"))
-    with pytest.raises(MovieMemError, match="matches"):
-        compare(Side(run, policy="nope"), Side(run, policy="q"))
+    assert str(two.value) == (f"{run} holds 2 configurations (policy 'p' with backbone 'scripted'; policy 'q' with "
+                              "backbone 'scripted'); name the policy, and the backbone where two share a policy")
+    with pytest.raises(MovieMemError) as none:  # what was asked, and what is there (issue 57)
+        compare(Side(run, policy="closed-book"), Side(run, policy="q"))
+    assert str(none.value) == (f"{run} holds no answers of policy 'closed-book'; it holds policy 'p' with backbone "
+                               "'scripted'; policy 'q' with backbone 'scripted'")
+    with pytest.raises(MovieMemError, match="no answers of policy 'p' with backbone 'gpt'"):
+        compare(Side(run, policy="p", backbone="gpt"), Side(run, policy="q"))
     with pytest.raises(MovieMemError, match="same configuration"):
         compare(Side(run, policy="p"), Side(run, policy="p"))
     with pytest.raises(MovieMemError, match="names no film"):

@@ -46,7 +46,7 @@ def _answerer(frame: Path):
                        id="utterance:3"),
               Evidence("frame", film_id, 62.0, 62.0, "", frame=str(frame), score=0.5, retriever="frames", id="frame:9")]
         return Answer(choice=letter, text=f"It is {letter}", confidence=0.8, invalid=False, policy=policy,
-                      backbone=backbone.name, evidence=ev, usage=reply.usage,
+                      backbone=backbone.name, evidence=ev, usage=reply.usage, calls=1,
                       trace=[Step("retrieve", {"retriever": "text", "query": query.question}),
                              Step("reply", {"text": f"{letter} {PAYLOAD}"})])
     return answer
@@ -109,7 +109,15 @@ def test_a_run_naming_the_root_as_its_library_gets_no_picture(tmp_path: Path) ->
 def test_report_tables_and_plot(run_dir: Path):
     paths = write_report(run_dir, baseline="weak")
     md = paths["report"].read_text()
-    assert "| paradigm | backbone | n | not sent (context) | compute (s) | accuracy |" in md
+    assert "| paradigm | backbone | n | not sent (context) | accuracy |" in md
+    # accuracy and cost in two tables of at most ten columns; counts as whole numbers (issue 57)
+    tables = [line for line in md.splitlines() if line.startswith("| paradigm | backbone |")]
+    assert max(line.count(" | ") + 1 for line in tables[:2]) <= 10
+    assert "## Cost" in md and ("| paradigm | backbone | calls / answer | median input tokens | input tokens read | "
+                                "output tokens | compute (s) | cost ($) |") in md
+    cost = md.split("## Cost", 1)[1].split("\n## ", 1)[0]
+    # the median of eight 5-token prompts is 5.0 in the summary: written 5
+    assert "| good | scripted | 1.0 | 5 | 40 | 8 | " in cost and "| 5.0 |" not in cost
     # good answers A (right on even items), weak answers B on q1 only (right) and C elsewhere
     assert "| good | scripted | 8 | 0 |" in md and "50.0 ± 34.6" in md
     assert "| weak | scripted | 8 | 0 |" in md and "12.5 ± 22.9" in md

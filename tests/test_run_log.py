@@ -72,7 +72,7 @@ def test_a_version_1_run_reads_and_reports_as_the_same_run_written_as_version_2(
     md = [report.write_report(run, baseline="closed-book")["report"].read_text().replace(str(run), "RUN")
           for run in (v1, v2)]
     assert md[0] == md[1]
-    assert "| hybrid | scripted | 6 | 0 | 0.0 | 100.0 [61.0, 100.0] |" in md[0]
+    assert "| hybrid | scripted | 6 | 0 | 100.0 [61.0, 100.0] |" in md[0]
     assert "| agent | scripted | 5 | 1 |" in md[0] and "| hybrid | scripted | 6 | +66.7 [+28.9, +104.4] | 4 / 0 |" in md[0]
     pages = [sorted(p.relative_to(run).as_posix() for p in (run / "inspector").rglob("*.html")) for run in (v1, v2)]
     assert pages[0] == pages[1] and "inspector/items/6.html" in pages[0]
@@ -129,7 +129,7 @@ def test_the_inspector_templates_ship_inside_the_package() -> None:
     pkg = Path(moviemem.__file__).parent
     assert inspector.TEMPLATES == pkg / "eval" / "templates"
     names = sorted(p.name for p in inspector.TEMPLATES.iterdir())
-    assert names == ["base.html.j2", "film.html.j2", "index.html.j2", "item.html.j2"]
+    assert names == ["base.html.j2", "compare.html.j2", "film.html.j2", "index.html.j2", "item.html.j2"]
     assert sorted(inspector._env().list_templates()) == names
     shipped = tomllib.loads((pkg / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["moviemem.eval"]
     assert all(any(fnmatch.fnmatch(f"templates/{n}", glob) for glob in shipped) for n in names)

@@ -1,0 +1,135 @@
+"""Two configurations side by side on one HTML page (`moviemem compare A B --html OUT`, issue 57).
+
+The figures of `compare` say how many items only one side got right; this page shows which, first: each
+item where the sides disagree, then those both got wrong, then those both got right, with both sides'
+evidence on one film timeline (A above, B below, the gold span behind both), their verdicts and tokens.
+Rows carry their group of films and category, and two menus filter by them (a script of a few lines: the
+page opens from disk, and without the script every row shows). Every text from the data is escaped by
+Jinja's autoescaping: questions, subtitles and model replies are data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..foundation.errors import MovieMemError
+from ..foundation.files import atomic_write_text
+from ..foundation.timefmt import hms
+from .compare import ALL, Side, pick
+from .formats import Item, item_category, validate_rows
+from .log import ITEMS, item_digest, iter_log, read_header, read_items
+from .records import AnswerRecord, Config, EvidenceRecord, ResultRecord
+from .timeline import film_facts, timeline
+
+TEMPLATES = Path(__file__).parent / "templates"  # shipped in the wheel beside the inspector's
+TEMPLATE = "compare.html.j2"
+ORDER = {"A only": 0, "B only": 1, "both wrong": 2, "both right": 3}
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """One side as the page shows it: its configuration, its scored records by item id, and its run's library."""
+
+    config: Config
+    records: dict[str, ResultRecord]
+    library: str | None
+
+
+def _load(side: Side) -> tuple[Loaded, dict[str, Item]]:
+    config, _, _ = pick(side)  # the same configuration `compare` pairs, with its errors
+    header = read_header(side.run_dir)
+    items = validate_rows(((i + 1, r) for i, r in enumerate(read_items(side.run_dir))), header.format,
+                          str(side.run_dir / ITEMS))
+    by_id = {it.id: it for it in items}
+    recs = {r.item_id: r for r in iter_log(side.run_dir)
+            if r.config == config and r.item_id in by_id and r.status in ("answered", "invalid")
+            and (r.correct is not None or r.status == "invalid")}
+    return Loaded(config, recs, header.library), by_id
+
+
+def _evidence(rec: ResultRecord) -> list[EvidenceRecord]:
+    return [e for a in rec.answers.values() for e in a.evidence]
+
+
+def _shown(e: EvidenceRecord) -> dict[str, Any]:
+    def t(v: Any) -> str:
+        try:
+            return hms(float(v), tenths=True)
+        except (TypeError, ValueError):
+            return "?"
+
+    return {"kind": e.kind or "?", "time": f"{t(e.start)}–{t(e.end)}", "text": str(e.text or ""), "cited": bool(e.cited)}
+
+
+def _reply(answers: Mapping[str, AnswerRecord]) -> str:
+    return " / ".join(f"{a.choice if a.choice is not None else '—'}" + (f" ({a.error})" if a.error else "")
+                      for a in answers.values())
+
+
+def _side_view(rec: ResultRecord) -> dict[str, Any]:
+    right = bool(rec.correct)
+    return {"verdict": "right" if right else "invalid" if rec.status == "invalid" else "wrong",
+            "css": "ok" if right else "bad", "choice": _reply(rec.answers),
+            "tokens": rec.usage.input_tokens, "output_tokens": rec.usage.output_tokens,
+            "calls": sum(a.calls for a in rec.answers.values()), "evidence": [_shown(e) for e in _evidence(rec)]}
+
+
+def _end(spans: list[EvidenceRecord], gold: list[tuple[float, float]]) -> float:
+    ends = [float(e.end) for e in spans if isinstance(e.end, (int, float))] + [b for _, b in gold]
+    return max(ends + [1.0])
+
+
+def comparison_rows(a: Side, b: Side, groups: Mapping[str, frozenset[str]] | None = None) -> tuple[
+        list[dict[str, Any]], Config, Config]:
+    """The page's rows: paired items (same film, same question), the discordant ones first."""
+    (side_a, items_a), (side_b, items_b) = _load(a), _load(b)
+    if a.run_dir.resolve() == b.run_dir.resolve() and side_a.config == side_b.config:
+        raise MovieMemError("both sides are the same configuration of the same run; name two policies")
+    group_of = {f: name for name, films in (groups or {}).items() for f in films}
+    facts = film_facts(side_a.library, {it.film_id for it in items_a.values()})
+    rows = []
+    for iid, ra in side_a.records.items():
+        rb = side_b.records.get(iid)
+        it = items_a[iid]
+        other = items_b.get(iid)
+        if rb is None or other is None or (it.film_id, item_digest(it)) != (other.film_id, item_digest(other)):
+            continue
+        kind = ("both right" if ra.correct and rb.correct else "A only" if ra.correct else
+                "B only" if rb.correct else "both wrong")
+        gold = [(float(g[0]), float(g[1])) for g in getattr(it, "evidence", None) or []]
+        film = facts.get(it.film_id)
+        length = film.duration if film else max(_end(_evidence(ra), gold), _end(_evidence(rb), gold))
+        d = it.model_dump(mode="json")
+        rows.append({"id": iid, "film": it.film_id, "group": group_of.get(it.film_id, ""),
+                     "category": item_category(it) or "", "kind": kind,
+                     "question": str(d.get("question") or d.get("true_claim") or d.get("event_a") or ""),
+                     "options": [str(o) for o in d.get("options") or []], "answer": d.get("answer"),
+                     "gold": [f"{hms(x, tenths=True)}–{hms(y, tenths=True)}" for x, y in gold],
+                     "a": {**_side_view(ra), "timeline": timeline(length, _evidence(ra), gold)},
+                     "b": {**_side_view(rb), "timeline": timeline(length, _evidence(rb), gold)},
+                     "length": hms(length)})
+    rows.sort(key=lambda r: ORDER[str(r["kind"])])
+    return rows, side_a.config, side_b.config
+
+
+def write_compare_page(a: Side, b: Side, out: str | Path, groups: Mapping[str, frozenset[str]] | None = None) -> Path:
+    """The side-by-side page, written whole or not at all."""
+    from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+    out = Path(out)
+    if not out.parent.is_dir():
+        raise MovieMemError(f"cannot write {out}: no folder {out.parent}")
+    rows, config_a, config_b = comparison_rows(a, b, groups)
+    counts = {k: sum(r["kind"] == k for r in rows) for k in ORDER}
+    env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=True, undefined=StrictUndefined)
+    page = env.get_template(TEMPLATE).render(
+        title=f"moviemem: {config_a[0]} / {config_a[1]} vs {config_b[0]} / {config_b[1]}",
+        a={"run": str(a.run_dir), "policy": config_a[0], "backbone": config_a[1]},
+        b={"run": str(b.run_dir), "policy": config_b[0], "backbone": config_b[1]},
+        rows=rows, counts=counts, groups=[g for g in (groups or {}) if g != ALL],
+        categories=sorted({r["category"] for r in rows if r["category"]}))
+    atomic_write_text(out, page)
+    return out
