@@ -49,6 +49,7 @@ def bench(
     permute: Annotated[bool, typer.Option("--permute", help="MCQ position bias: ask each item once per rotation of its options (ids ID@rK); the report adds consistency and the letter distribution.")] = False,
     ray: RayOpt = None,
     ray_workers: Annotated[Optional[int], typer.Option("--ray-workers", help="With --ray: answering workers (default one per CPU); --concurrency is then per worker.")] = None,
+    protocol: Annotated[Optional[str], typer.Option("--protocol", help="mf2:DIR[:STYLE[:PARSER]]: ask claims with the MF² release's own templates and parser, read from your copy of the release in DIR (default direct_free, first-occurrence); closed-book asks the statement alone, subtitles the transcript, hybrid its evidence in the transcript's place.")] = None,
     library: LibraryOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -79,6 +80,12 @@ def bench(
 
         b = rotated(b)
     pols, bbs = _csv(policies_), _csv(backbones_)
+    if protocol is not None:  # issue 56: each policy becomes mf2-release in its modality, checked before any write
+        from ..eval.mf2_protocol import protocol_policies
+
+        if b.format != "claims":
+            raise MovieMemError(f"--protocol mf2 asks claim pairs; {file} holds {b.format} items")
+        pols = protocol_policies(protocol, pols)
     run_dir = out_dir or Path("runs") / file.stem
     run: Any = functools.partial(run_bench, library=lib)
     with contextlib.ExitStack() as stack:

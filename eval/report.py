@@ -20,7 +20,7 @@ from ..agents.registry import parse_policy_spec
 from ..foundation.errors import MovieMemError
 from ..foundation.files import atomic_path, atomic_write_text
 from ..foundation.timefmt import hms
-from . import evidence, metrics, provenance
+from . import evidence, metrics, mf2_protocol, mf2_scores, provenance
 from .formats import LETTERS, Item, item_category
 from .records import AnswerRecord, Config, Grid, ResultRecord
 from .runner import log_grid, read_header, summarise
@@ -205,6 +205,7 @@ def write_report(run_dir: str | Path, baseline: str | None = None, inspector: bo
         md += ["", "## Invalid answers", "", _table(["paradigm", "backbone", "count", "reason"], reasons)]
     md += _position_bias(items, grid)
     md += [_text(line) for line in provenance.markdown(header.provenance)]
+    md += [_text(line) for line in mf2_protocol.protocol_markdown(header.protocols)]  # issue 56
     paths = {"report": run_dir / REPORT}
     plot = plot_accuracy_vs_tokens(rows, run_dir / PLOT)
     if plot is not None:
@@ -243,7 +244,7 @@ def _format_sections(fmt: str, rows: list[dict[str, Any]]) -> list[str]:
         return ["", "## MF² claim pairs", "", _table(
             ["paradigm", "backbone", "pairs", "pairwise accuracy", "TPR", "TNR", "unparseable %"],
             [[r["policy"], r["backbone"], r["mf2"]["pairs"], _pct(r["mf2"]["pairwise"]), _pct(r["mf2"]["tpr"]),
-              _pct(r["mf2"]["tnr"]), _pct(r["mf2"]["unparseable"])] for r in rows])]
+              _pct(r["mf2"]["tnr"]), _pct(r["mf2"]["unparseable"])] for r in rows])] + mf2_scores.markdown(rows)
     if fmt == "relations":
         out = ["", "## NEST relations (F1 per type)", ""]
         types = [t for t in rows[0]["nest"]["per_type"] if any(r["nest"]["per_type"][t]["support"] for r in rows)]

@@ -54,6 +54,7 @@ from ..foundation.files import atomic_write_text
 from ..foundation.urls import redact_urls, url_secrets
 from . import evidence, metrics
 from .formats import Benchmark, Item, formats, item_category, text_lines
+from .mf2_protocol import policy_protocols
 from .records import LOG_VERSION, AnswerRecord, Config, Grid, RecordUsage, ResultRecord, RunHeader, Status, parse
 from .records import Spend as Spend  # the runner's budget counts in it (scale/ray_bench.py imports it from here)
 from .tasks import Query, task_for
@@ -550,6 +551,7 @@ def run_bench(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any
     records = keep
     done = {r.key for r in records}
 
+    protocols = policy_protocols(policies, old.protocols if old else None)  # issue 56; refused before any write
     # items.jsonl: the union of what earlier runs and this one asked, this run's version winning
     known.update({it.id: it.model_dump(mode="json", exclude_none=True) for it in items})
     atomic_write_text(run_dir / ITEMS, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in known.values()))
@@ -565,6 +567,8 @@ def run_bench(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any
         created=(old.created if old else None) or now, updated=now,
         max_cost_usd=max_cost_usd, max_tokens=max_tokens, items_digest=benchmark_digest(items),
         retired_spend=retired, task_description=formats()[bench.format].description)
+    if protocols:
+        header.protocols = protocols
     _write_json(manifest_path, header.line())
 
     spent = Spend()

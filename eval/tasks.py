@@ -16,7 +16,7 @@ from typing import Any
 from ..foundation.errors import MovieMemError
 from ..foundation.plugins import Registry
 from ..foundation.timefmt import hms
-from . import metrics
+from . import metrics, mf2_scores
 from .formats import LETTERS, MCQ, RELATION_TYPES, ClaimPair, Item, Localization, Narration, OpenQuestion, Relation, item_category
 
 
@@ -144,6 +144,7 @@ class ClaimsTask(Task):
         out = super().summarise(items, records)
         cs = metrics.claim_pairs([r["detail"].get("on_true") for r in records], [r["detail"].get("on_false") for r in records])
         out["mf2"] = cs.to_dict()
+        out["mf2_groups"] = mf2_scores.breakdown(items, records)  # issue 56: TPR, TNR, unparseable per group
         if any(it.granularity for it in items):  # MF²'s own breakdown: a pair right when both claims are
             out["per_granularity"] = {k: v.to_dict() for k, v in metrics.per_category(
                 [r.get("correct") for r in records], [it.granularity for it in items]).items()}
