@@ -14,6 +14,7 @@ SHA-256 (and the release's git commit where the folder is a checkout), so a run 
 from __future__ import annotations
 
 import ast
+import math
 import re
 import string
 import subprocess
@@ -128,6 +129,20 @@ def read_verdict(rules: tuple[Rule, ...], reply: str) -> str | None:
         if verdict is not None:
             return verdict
     return None
+
+
+def p_true(alternatives: Mapping[str, float]) -> float | None:
+    """P(TRUE) against P(FALSE) from a reply's first-token alternatives (log-probabilities): each
+    token that opens "true" or "false" (any case, spaces aside) counts for that verdict; None when
+    neither is among them (a reply that opens with a tag or a sentence)."""
+    mass = {"true": 0.0, "false": 0.0}
+    for token, logprob in alternatives.items():
+        word = token.strip().lower()
+        for verdict in mass:
+            if word and verdict.startswith(word):
+                mass[verdict] += math.exp(logprob)
+    total = mass["true"] + mass["false"]
+    return mass["true"] / total if total > 0 else None
 
 
 def srt_text(path: Path) -> str:

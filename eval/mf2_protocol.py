@@ -21,7 +21,8 @@ DEFAULT_STYLE = "direct_free"  # the release's recommendation for open-weight mo
 DEFAULT_PARSER = "first-occurrence"  # with direct_free the reply is the verdict alone (the release's README)
 CONTEXT_OF = {"closed-book": "statement", "subtitles": "transcript", "hybrid": "evidence"}
 POLICY = "mf2-release"
-CARRIED = {"hybrid": ("budget_tokens", "retriever")}  # settings of a policy that mean the same in mf2-release
+# settings that mean the same in mf2-release (p_true: mf2-release's own, given to any of them)
+CARRIED = {"closed-book": ("p_true",), "subtitles": ("p_true",), "hybrid": ("budget_tokens", "retriever", "p_true")}
 _SPEC_BREAKERS = ",[]="  # a value with one of these cannot sit in a policy spec
 
 

@@ -4,6 +4,7 @@ these tests write themselves (their own invented template text, never the releas
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -263,3 +264,73 @@ def test_a_rerun_with_other_release_files_is_refused(imported: Path, release: Pa
     parser.write_text(parser.read_text() + "\n# edited\n")
     r = cli(*args)
     assert r.code == 2 and "ran here with other release files (files differ)" in r.err
+
+
+# ----------------------------------------------------------------------------- part 2: P(TRUE) and calibrated verdicts
+
+
+def test_p_true_reads_the_first_tokens_that_open_a_verdict() -> None:
+    import math
+
+    from moviemem.agents.mf2_release import p_true
+
+    assert p_true({"TRUE": math.log(0.6), " true": math.log(0.2), "FALSE": math.log(0.2)}) == pytest.approx(0.8)
+    assert p_true({"F": math.log(0.3), "T": math.log(0.1), "The": math.log(0.5)}) == pytest.approx(0.25)
+    assert p_true({"<": 0.0, "Yes": -1.0}) is None
+
+
+def _logprob_backbone(prior: float, with_evidence: dict[str, float], content_free: float):
+    """Replies TRUE to every statement; as log-probabilities, P(TRUE) = `prior` with no transcript in the
+    prompt, else per statement (`with_evidence`) or `content_free` for the content-free one."""
+    import math
+
+    from moviemem.backbones import Reply, ScriptedBackbone
+
+    def reply(request) -> Reply:
+        text = request.messages[-1].text
+        if not request.logprobs:
+            return Reply(text="TRUE")
+        p = (prior if "Dialogue:" not in text else content_free if "Claim under test: N/A" in text else
+             next(v for k, v in with_evidence.items() if f"Claim under test: {k}" in text))
+        return Reply(text="TRUE", logprobs=[{"TRUE": math.log(p), "FALSE": math.log(1 - p)}])
+
+    return ScriptedBackbone(reply, capabilities={"logprobs": True})
+
+
+def test_calibrated_verdicts_are_recomputed_from_two_runs(imported: Path, release: Path, lib_dir: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    from moviemem import Library
+    from moviemem.eval.formats import load_benchmark
+    from moviemem.eval.mf2_protocol import protocol_policies
+    from moviemem.eval.runner import run_bench
+
+    lib = Library(lib_dir)
+    bench = load_benchmark(imported / "pairs.csv", library=lib)
+    evidence = {"Anna rows out at dawn": 0.8, "Anna rows out at dusk": 0.6, "The keeper waits for a boat": 0.8,
+                "The keeper waits for a train": 0.69}
+    runs = {}
+    for name in ("closed-book", "subtitles"):
+        (policy,) = protocol_policies(f"mf2:{release}:terse:first", [f"{name}[p_true=true]"])
+        runs[name] = imported / name
+        run_bench(bench, [policy], [_logprob_backbone(0.9, evidence, 0.7)], runs[name], library=lib)
+    rec = json.loads((runs["subtitles"] / "results.jsonl").read_text().splitlines()[0])
+    (step,) = [s for s in rec["answers"]["false"]["trace"] if s["kind"] == "scores"]
+    assert (step["p_true"], step["p_true_content_free"]) == (0.6, 0.7)
+
+    spec = importlib.util.spec_from_file_location("mf2_calibration", Path(__file__).parents[1] / "bench" / "mf2_calibration.py")
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    out = module.compare(runs["closed-book"], runs["subtitles"])["all"]
+    # the parser says TRUE to all four statements: no pair right, TPR 1, TNR 0
+    assert (out["parser (as run)"]["right"], out["parser (as run)"]["tpr"], out["parser (as run)"]["tnr"]) == (0, 1.0, 0.0)
+    # calibrated (content-free 0.7): TRUE where P(TRUE) >= 0.7, so 0.8 and 0.8 TRUE, 0.6 and 0.69 FALSE: both pairs right
+    cal = out["contextual calibration"]
+    assert (cal["right"], cal["tpr"], cal["tnr"], cal["gained"], cal["lost"]) == (2, 1.0, 1.0, 2, 0)
+    # contrasted with the closed-book 0.9 (alpha 0.5): TRUE where 1.5 log(p / (1 - p)) >= 0.5 log 9, p >= 0.675, so
+    # the false 0.69 stays TRUE: one pair right
+    cad = out["context-aware decoding (alpha 0.5)"]
+    assert (cad["right"], cad["tpr"], cad["tnr"], cad["gained"], cad["lost"]) == (1, 1.0, 0.5, 1, 0)
+    assert module.main([str(runs["closed-book"]), str(imported)]) == 2  # not a run directory: one line, exit 2

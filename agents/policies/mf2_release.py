@@ -24,8 +24,9 @@ from ...retrievers.registry import RETRIEVERS, get_retriever
 from ...retrievers.window import rows_as_evidence
 from ..base import BasePolicy, Run
 from ..calls import parse_step
-from ..mf2_release import Release, Template, load_release, read_verdict, srt_text
+from ..mf2_release import Release, Template, load_release, p_true, read_verdict, srt_text
 from ..parsing import Parsed
+from ..reader import CONTENT_FREE, TOP, can_read
 from ..rerank import relevance_judge
 from ..types import Question
 from .hybrid import effective_budget
@@ -49,6 +50,10 @@ class MF2Release(BasePolicy):
         retriever: str = ""  # evidence: a registered retriever ("": hybrid's routed one)
         max_tokens: int = 512  # room for the explanation styles' paragraph; a direct answer stops long before
         temperature: float = 0.0
+        # also record P(TRUE) of the reply's first token, and of a content-free statement ("N/A") in the same
+        # prompt, where the backbone gives log-probabilities: two forward passes that share the prompt's prefix.
+        # The verdict stays the parser's; bench/mf2_calibration.py recomputes calibrated verdicts from them
+        p_true: bool = False
 
     def __init__(self, **settings: Any):
         super().__init__(**settings)
@@ -75,7 +80,8 @@ class MF2Release(BasePolicy):
         if question.kind != "claim":
             raise MovieMemError(f"mf2-release judges statements (claims) only, not {question.kind} questions")
         s = self.settings
-        text = self.template.fill(claim=question.text, **self._values(film, question, run))
+        values = self._values(film, question, run)
+        text = self.template.fill(claim=question.text, **values)
         prompt = Prompt(f"mf2-release.{self.template.modality}.{s.style}", 1, self.template.system, self.template.text)
         run.note(f"MF² release protocol: templates/{self.template.modality}.py {self.template.name}, parser {s.parser}")
         reply = run.chat(prompt, [system(self.template.system), user(text)], max_tokens=s.max_tokens,
@@ -87,7 +93,23 @@ class MF2Release(BasePolicy):
             parsed = (Parsed(verdict, verdict, None, False, how=f"mf2 {s.parser}") if verdict else
                       Parsed.fail(f"unparseable: the release's {s.parser} parser finds no TRUE or FALSE in the reply"))
         run.trace.append(parse_step(parsed))
+        if s.p_true and not reply.invalid:
+            self._record_p_true(run, question, prompt, text, self.template.fill(claim=CONTENT_FREE, **values))
         return parsed
+
+    def _record_p_true(self, run: Run, question: Question, prompt: Prompt, text: str, content_free: str) -> None:
+        """P(TRUE) of the statement and of the content-free one, as the first token of the reply (a trace step)."""
+        if not can_read(run, question):
+            run.note("P(TRUE) not recorded: the backbone gives no log-probabilities")
+            return
+        got: dict[str, float | None] = {}
+        for key, body in (("p_true", text), ("p_true_content_free", content_free)):
+            reply = run.chat(prompt, [system(self.template.system), user(body)], max_tokens=1, temperature=0.0,
+                             logprobs=TOP)
+            got[key] = None if reply.invalid else p_true((reply.logprobs or [{}])[0])
+        run.step("scores", {"how": "P(TRUE) of the reply's first token, against P(FALSE); content-free: the statement "
+                                   f"{CONTENT_FREE!r} in the same prompt", **{k: v if v is None else round(v, 6)
+                                                                              for k, v in got.items()}})
 
     def _values(self, film: FilmMemory, question: Question, run: Run) -> dict[str, str]:
         """The template's values other than the claim, as the release's inference script makes them."""
