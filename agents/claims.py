@@ -59,17 +59,19 @@ def lowercase_words(text: str) -> set[str]:
 
 
 def read_claim(run: Run, q: Question, context: str, how: str = "calibrated", common: AbstractSet[str] = frozenset(),
-               located: Callable[[], bool | None] | None = None, rotations: str = "two", form: str = "blanks") -> Parsed:
+               located: Callable[[], bool | None] | None = None, rotations: str = "two", form: str = "blanks",
+               calibration: str = "content-free") -> Parsed:
     """A claim's verdict from `context`, judged the way `how` names; `common`: words the film's own text
     writes in lower case, which are no names where a claim capitalises them ("Waiting at the inn, Tom ...");
     `located`: whether the claim's order of two events agrees with where the film shows them (foils asks
     it only when the evidence's own lines do not place both events); `rotations`: the orders in which
     foils and qa show the statements they choose between (`reader.orders`); `form`: whether foils shows its
     versions as whole statements or, where a version changes one stretch of words, as the words that fill
-    that blank in the claim (`_groups`)."""
+    that blank in the claim (`_groups`); `calibration`: how the calibrated reader corrects for the model's
+    prior (`reader.calibrated`)."""
     check_reading(rotations, form)
     if how == "calibrated":
-        return done(run, calibrated(run, q, context))
+        return done(run, calibrated(run, q, context, calibration))
     if how == "foils":
         return done(run, _read_foils(run, q, context, common, located, rotations, form))
     if how == "qa":

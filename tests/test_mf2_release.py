@@ -334,3 +334,30 @@ def test_calibrated_verdicts_are_recomputed_from_two_runs(imported: Path, releas
     cad = out["context-aware decoding (alpha 0.5)"]
     assert (cad["right"], cad["tpr"], cad["tnr"], cad["gained"], cad["lost"]) == (1, 1.0, 0.5, 1, 0)
     assert module.main([str(runs["closed-book"]), str(imported)]) == 2  # not a run directory: one line, exit 2
+
+
+def test_the_claim_reader_contrasts_with_the_statement_read_with_no_evidence(imported: Path, lib_dir: Path) -> None:
+    import math
+
+    from moviemem import Library
+    from moviemem.agents import ask
+    from moviemem.backbones import Reply, ScriptedBackbone
+
+    def yes(p: float) -> Reply:
+        return Reply(text="yes", logprobs=[{"yes": math.log(p), "no": math.log(1 - p)}])
+
+    film = Library(lib_dir).film("mf2-1")
+    # p(yes | evidence) 0.7 reads TRUE; with no evidence the model already says yes at 0.95: contrasted
+    # (1.5 log 0.7 - 0.5 log 0.95 < 1.5 log 0.3 - 0.5 log 0.05) it is FALSE
+    b = ScriptedBackbone([yes(0.7), yes(0.95)], capabilities={"logprobs": True})
+    ans = ask(film, "Anna rows out at dusk.", policy="hybrid", backbone=b, kind="claim", claims="calibrated",
+              claim_calibration="contrast")
+    assert ans.choice == "FALSE" and len(b.calls) == 2
+    assert "(no evidence)" in b.calls[1].messages[-1].text and "Anna rows out at dusk." in b.calls[1].messages[-1].text
+    assert "(no evidence)" not in b.calls[0].messages[-1].text
+    b = ScriptedBackbone([yes(0.7)], capabilities={"logprobs": True})
+    ans = ask(film, "Anna rows out at dusk.", policy="hybrid", backbone=b, kind="claim", claims="calibrated",
+              claim_calibration="none")
+    assert ans.choice == "TRUE" and len(b.calls) == 1
+    with pytest.raises(MovieMemError, match="unknown claim calibration 'prior'"):
+        ask(film, "Anna rows out at dusk.", policy="hybrid", backbone=b, kind="claim", claim_calibration="prior")

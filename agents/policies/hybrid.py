@@ -25,7 +25,7 @@ from ..claims import check_reading, lowercase_words, read_claim
 from ..order import claim_order, parse_order, read_order
 from ..parsing import Parsed
 from ..prompts import HYBRID
-from ..reader import can_read, check_rotations, read_letter
+from ..reader import can_read, check_calibration, check_rotations, read_letter
 from ..rerank import relevance_judge
 from ..types import Question, Step
 
@@ -45,6 +45,9 @@ class Hybrid(BasePolicy):
         budget_share: float = 0.5  # ... and at most this share of the film's transcript and captions (0: no cap)
         reader: str = "auto"  # json | logprobs | auto (logprobs where the backbone gives them, for mcq and claims)
         claims: str = "foils"  # how the logprobs reader judges a claim: foils | calibrated | qa (agents/claims.py)
+        # claims=calibrated: the prior it divides out, content-free (Zhao et al.) | contrast (context-aware decoding
+        # against the statement read with no evidence, Shi et al.) | none (reader.calibrated); issue 56
+        claim_calibration: str = "content-free"
         # claims: the orders in which the readers show the options they choose between (all: every rotation; two: as
         # given and reversed; one: as given), and whether foils shows a version that changes one stretch of the claim
         # as the words filling that blank (blanks) or as a whole statement (statements). MF² dev claims with `local`:
@@ -80,6 +83,7 @@ class Hybrid(BasePolicy):
         if s.order not in ("locate", "read"):
             raise MovieMemError(f"unknown order reader {s.order!r}; use locate or read")
         check_reading(s.rotations, s.foil_form)
+        check_calibration(s.claim_calibration)
         check_rotations(s.letter_rotations)
         asked = parse_order(question) if s.order == "locate" else None
         located = read_order(run, film, question, asked) if asked else None
@@ -107,7 +111,7 @@ class Hybrid(BasePolicy):
                 common = lowercase_words(lines.text()) if s.claims == "foils" else frozenset()  # only foils reads it
                 in_film = (lambda: claim_order(run, film, question.text)) if s.order == "locate" else None
                 return read_claim(run, question, context or "(nothing found)", s.claims, common=common, located=in_film,
-                                  rotations=s.rotations, form=s.foil_form)
+                                  rotations=s.rotations, form=s.foil_form, calibration=s.claim_calibration)
             return read_letter(run, question, context or "(nothing found)", words=s.option_words,
                                rotations=s.letter_rotations)
         parsed = answer_once(run, HYBRID, question, body(HYBRID, question, cite=True, context=context or "(nothing found)"),
