@@ -11,6 +11,7 @@ run never mixes two protocols under one name.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -59,7 +60,8 @@ def protocol_policies(spec: str, policies: Sequence[str]) -> list[str]:
         else:
             raise MovieMemError(f"--protocol mf2 asks closed-book (statement_only), subtitles (transcripts_only), hybrid "
                                 f"(its evidence in place of the transcript) or {POLICY}[...]; not {name!r}")
-        full = f"{POLICY}[" + ",".join(f"{k}={v}" for k, v in spec_settings.items()) + "]"
+        full = f"{POLICY}[" + ",".join(f"{k}={v if isinstance(v, str) else json.dumps(v)}"
+                                       for k, v in spec_settings.items()) + "]"
         get_policy(full)
         out.append(full)
     if len(set(out)) != len(out):

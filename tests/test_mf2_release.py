@@ -313,6 +313,7 @@ def test_calibrated_verdicts_are_recomputed_from_two_runs(imported: Path, releas
     runs = {}
     for name in ("closed-book", "subtitles"):
         (policy,) = protocol_policies(f"mf2:{release}:terse:first", [f"{name}[p_true=true]"])
+        assert ",p_true=true," in policy  # a spec that reads back as it was written
         runs[name] = imported / name
         run_bench(bench, [policy], [_logprob_backbone(0.9, evidence, 0.7)], runs[name], library=lib)
     rec = json.loads((runs["subtitles"] / "results.jsonl").read_text().splitlines()[0])
