@@ -362,3 +362,21 @@ def test_the_claim_reader_contrasts_with_the_statement_read_with_no_evidence(imp
     assert ans.choice == "TRUE" and len(b.calls) == 1
     with pytest.raises(MovieMemError, match="unknown claim calibration 'prior'"):
         ask(film, "Anna rows out at dusk.", policy="hybrid", backbone=b, kind="claim", claim_calibration="prior")
+
+
+def test_evidence_takes_the_transcripts_place_and_the_header_says_so(imported: Path, release: Path, lib_dir: Path) -> None:
+    from moviemem import Library
+    from moviemem.agents import ask, get_policy
+    from moviemem.backbones import ScriptedBackbone
+
+    film = Library(lib_dir).film("mf2-1")
+    spec = f"mf2-release[release={release},context=evidence,style=terse,parser=first,budget_tokens=200]"
+    b = ScriptedBackbone(["FALSE"])
+    ans = ask(film, "Anna rows out at dusk.", kind="claim", backbone=b, policy=spec)
+    (req,) = b.calls
+    shown = req.messages[1].text.split("Dialogue: ")[1].split("\nClaim under test:")[0]
+    assert ans.choice == "FALSE" and ans.grounded and ans.evidence
+    said = {w for u in film.utterances() for w in u.text.split()}  # the library's lines (a lone '7' kept, unlike the release's)
+    assert shown and set(shown.split()) <= said and "Anna rows out at dawn." in shown
+    assert any(s.kind == "note" and "in place of the whole transcript" in s.data["text"] for s in ans.trace)
+    assert "in place of the whole transcript" in get_policy(spec).protocol()["evidence"]
