@@ -39,6 +39,7 @@ for _name, _target, _needs in [
     ("graph", "moviemem.agents.policies.graph_policy:GraphPolicy", ("events",)),
     ("hybrid", "moviemem.agents.policies.hybrid:Hybrid", ("transcript", "captions")),
     ("letta", "moviemem.agents.policies.letta:LettaPolicy", ("captions", "transcript")),
+    ("mf2-release", "moviemem.agents.policies.mf2_release:MF2Release", ()),
     ("socratic-clip", "moviemem.agents.policies.contextual:SocraticClip", ("captions",)),
     ("socratic-frame", "moviemem.agents.policies.contextual:SocraticFrame", ("captions",)),
     ("subtitles", "moviemem.agents.policies.contextual:Subtitles", ("transcript",)),

@@ -50,6 +50,7 @@ def bench(
     ray: RayOpt = None,
     ray_workers: Annotated[Optional[int], typer.Option("--ray-workers", help="With --ray: answering workers (default one per CPU); --concurrency is then per worker.")] = None,
     plan: Annotated[bool, typer.Option("--plan", help="Call no model: print what the bench would take (calls, tokens, cost, wall time, cache hits) and stop.")] = False,
+    protocol: Annotated[Optional[str], typer.Option("--protocol", help="mf2:DIR[:STYLE[:PARSER]]: ask claims with the MF² release's own templates and parser, read from your copy of the release in DIR (default direct_free, first-occurrence); closed-book asks the statement alone, subtitles the transcript, hybrid its evidence in the transcript's place.")] = None,
     library: LibraryOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -80,6 +81,12 @@ def bench(
 
         b = rotated(b)
     pols, bbs = _csv(policies_), _csv(backbones_)
+    if protocol is not None:  # issue 56: each policy becomes mf2-release in its modality, checked before any write
+        from ..eval.mf2_protocol import protocol_policies
+
+        if b.format != "claims":
+            raise MovieMemError(f"--protocol mf2 asks claim pairs; {file} holds {b.format} items")
+        pols = protocol_policies(protocol, pols)
     run_dir = out_dir or Path("runs") / file.stem
     if plan:  # issue 57: the spend, before it is spent
         from ..eval.plan import plan_bench

@@ -187,6 +187,7 @@ class RunHeader(_Value):
     retired_spend: Spend = Spend()  # spend of records dropped by --retry-invalid
     task_description: str | None = None
     provenance: dict[str, Any] | None = None  # provenance.collect, with the prompts the answers sent
+    protocols: dict[str, Any] | None = None  # issue 56: per policy spec, the released protocol it follows (mf2_protocol)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from ..agents.registry import parse_policy_spec
 from ..foundation.errors import MovieMemError
 from ..foundation.files import atomic_path, atomic_write_text
 from . import markdown as md
-from . import metrics, provenance
+from . import metrics, mf2_protocol, provenance
 from .formats import Item
 from .inspector import INSPECTOR, write_inspector
 from .log import log_grid, read_header
@@ -178,6 +178,7 @@ def write_report(run_dir: str | Path, baseline: str | None = None, inspector: bo
         doc += ["", "## Invalid answers", "", md.table(["paradigm", "backbone", "count", "reason"], reasons)]
     doc += _position_bias(items, grid)
     doc += [md.text(line) for line in provenance.markdown(header.provenance)]
+    doc += [md.text(line) for line in mf2_protocol.protocol_markdown(header.protocols)]  # issue 56
     paths = {"report": run_dir / REPORT}
     plot = plot_accuracy_vs_tokens(rows, run_dir / PLOT)
     if plot is not None:

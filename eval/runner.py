@@ -56,6 +56,7 @@ from .log import (
     record_key,
     write_json,
 )
+from .mf2_protocol import policy_protocols
 from .records import LOG_VERSION, AnswerRecord, RecordUsage, ResultRecord, RunHeader, Spend, Status
 from .summary import summarise
 from .tasks import Task, task_for
@@ -368,6 +369,7 @@ def run_bench(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any
     records = _retire(run_dir, records, changed, retry_invalid, retired, warnings)
     done = {r.key for r in records}
 
+    protocols = policy_protocols(policies, old.protocols if old else None)  # issue 56; refused before any write
     # items.jsonl: the union of what earlier runs and this one asked, this run's version winning
     known.update({it.id: it.model_dump(mode="json", exclude_none=True) for it in items})
     atomic_write_text(run_dir / ITEMS, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in known.values()))
@@ -383,6 +385,8 @@ def run_bench(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any
         created=(old.created if old else None) or now, updated=now,
         max_cost_usd=max_cost_usd, max_tokens=max_tokens, items_digest=benchmark_digest(items),
         retired_spend=retired, task_description=formats()[bench.format].description)
+    if protocols:
+        header.protocols = protocols
     write_json(manifest_path, header.line())
 
     spent = Spend()

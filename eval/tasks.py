@@ -19,7 +19,7 @@ from ..foundation.errors import MovieMemError
 from ..foundation.plugins import Registry
 from ..foundation.timefmt import hms
 from . import markdown as md
-from . import metrics
+from . import metrics, mf2_scores
 from .formats import LETTERS, MCQ, RELATION_TYPES, ClaimPair, Item, Localization, Narration, OpenQuestion, Relation, item_category
 from .records import AnswerRecord, EstimateLine, Metrics, ResultRecord, Score, SummaryRow
 
@@ -97,6 +97,7 @@ class ClaimRow(SummaryRow, total=False):
 
     mf2: ClaimScoresLine
     per_granularity: dict[str, EstimateLine]
+    mf2_groups: dict[str, dict[str, dict[str, Any]]]  # MF²'s scores per granularity and per category (mf2_scores)
 
 
 class RelationRow(SummaryRow, total=False):
@@ -166,6 +167,7 @@ class ClaimsTask(Task):
         out = cast(ClaimRow, super().summarise(items, records))
         cs = metrics.claim_pairs([r.detail.get("on_true") for r in records], [r.detail.get("on_false") for r in records])
         out["mf2"] = cast(ClaimScoresLine, cs.to_dict())
+        out["mf2_groups"] = mf2_scores.breakdown(items, records)  # issue 56: TPR, TNR, unparseable per group
         if any(it.granularity for it in items):  # MF²'s own breakdown: a pair right when both claims are
             out["per_granularity"] = {k: v.to_dict() for k, v in metrics.per_category(
                 [r.correct for r in records], [it.granularity for it in items]).items()}
@@ -176,7 +178,7 @@ class ClaimsTask(Task):
         return ["", "## MF² claim pairs", "", md.table(
             ["paradigm", "backbone", "pairs", "pairwise accuracy", "TPR", "TNR", "unparseable %"],
             [[r["policy"], r["backbone"], m["pairs"], md.pct(m["pairwise"]), md.pct(m["tpr"]), md.pct(m["tnr"]),
-              md.pct(m["unparseable"])] for r, m in zip(rows, mf2)])]
+              md.pct(m["unparseable"])] for r, m in zip(rows, mf2)])] + mf2_scores.markdown(rows)
 
 
 class RelationsTask(Task):

@@ -63,7 +63,7 @@ class Hybrid(BasePolicy):
         s = self.settings
         if s.order not in ("locate", "read"):
             raise MovieMemError(f"unknown order reader {s.order!r}; use locate or read")
-        check_reading(s.rotations, s.foil_form)
+        check_reading(s.rotations, s.foil_form, s.claim_calibration)
         check_rotations(s.letter_rotations)
         located = OrderLocate().read(run, film, question) if s.order == "locate" else None
         if located is not None:

@@ -25,6 +25,9 @@ class ReaderSettings:
 
     reader: str = "auto"  # json | logprobs | auto (logprobs where the backbone gives them, for mcq and claims)
     claims: str = "foils"  # how the logprobs reader judges a claim: foils | calibrated | qa (readers/claims.py)
+    # claims=calibrated: the prior it divides out, content-free (Zhao et al.) | contrast (context-aware decoding
+    # against the statement read with no evidence, Shi et al.) | none (letters.calibrated); issue 56
+    claim_calibration: str = "content-free"
     # claims: the orders in which the readers show the options they choose between (all: every rotation; two: as
     # given and reversed; one: as given), and whether foils shows a version that changes one stretch of the claim
     # as the words filling that blank (blanks) or as a whole statement (statements). MF² dev claims with `local`:

@@ -48,7 +48,7 @@ from ..parsing import Parsed
 from ..prompts import CLAIM_ANSWERS, CLAIM_CLOZE, CLAIM_QUESTIONS
 from ..types import LETTERS, Question, Step
 from .base import ReaderSettings, Reading
-from .letters import calibrated, check_rotations, choose, done, shown_for_logprobs
+from .letters import calibrated, check_calibration, check_rotations, choose, done, shown_for_logprobs
 
 CLAIM_READERS = ("calibrated", "foils", "qa")
 MAX_FOILS = 4
@@ -61,17 +61,19 @@ def lowercase_words(text: str) -> set[str]:
 
 
 def read_claim(run: Run, q: Question, context: str, how: str = "calibrated", common: AbstractSet[str] = frozenset(),
-               located: Callable[[], bool | None] | None = None, rotations: str = "two", form: str = "blanks") -> Parsed:
+               located: Callable[[], bool | None] | None = None, rotations: str = "two", form: str = "blanks",
+               calibration: str = "content-free") -> Parsed:
     """A claim's verdict from `context`, judged the way `how` names; `common`: words the film's own text
     writes in lower case, which are no names where a claim capitalises them ("Waiting at the inn, Tom ...");
     `located`: whether the claim's order of two events agrees with where the film shows them (foils asks
     it only when the evidence's own lines do not place both events); `rotations`: the orders in which
     foils and qa show the statements they choose between (`letters.orders`); `form`: whether foils shows its
     versions as whole statements or, where a version changes one stretch of words, as the words that fill
-    that blank in the claim (`_groups`)."""
+    that blank in the claim (`_groups`); `calibration`: how the calibrated reader corrects for the model's
+    prior (`reader.calibrated`)."""
     check_reading(rotations, form)
     if how == "calibrated":
-        return done(run, calibrated(run, q, context))
+        return done(run, calibrated(run, q, context, calibration))
     if how == "foils":
         return done(run, _read_foils(run, q, context, common, located, rotations, form))
     if how == "qa":
@@ -82,9 +84,10 @@ def read_claim(run: Run, q: Question, context: str, how: str = "calibrated", com
 FORMS = ("statements", "blanks")
 
 
-def check_reading(rotations: str, form: str) -> None:
+def check_reading(rotations: str, form: str, calibration: str = "content-free") -> None:
     """Fail on a reading setting that no reader knows, before anything is asked."""
     check_rotations(rotations)
+    check_calibration(calibration)
     if form not in FORMS:
         raise MovieMemError(f"unknown foil form {form!r}; use one of {', '.join(FORMS)}")
 
@@ -537,4 +540,4 @@ class ClaimsReader:
         common = lowercase_words(reading.lines.text()) if s.claims == "foils" else frozenset()  # only foils reads it
         in_film = (lambda: locate(run, reading.film, q.text)) if locate is not None else None
         return read_claim(run, q, reading.text, s.claims, common=common, located=in_film, rotations=s.rotations,
-                          form=s.foil_form)
+                          form=s.foil_form, calibration=s.claim_calibration)

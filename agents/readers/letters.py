@@ -159,24 +159,48 @@ def letter_probs(run: Run, q: Question, context: str) -> dict[str, float] | str:
     return scores if isinstance(scores, str) else _softmax(scores, q.letters)
 
 
-def calibrated(run: Run, q: Question, context: str) -> Parsed:
-    """yes/no, divided by the content-free statement's yes/no over the same evidence (Zhao et al.)."""
+CALIBRATIONS = ("content-free", "contrast", "none")
+CONTRAST_ALPHA = 0.5  # context-aware decoding's weight of the contrast (Shi et al., 2023: their default)
+NO_EVIDENCE = "(no evidence)"
+
+
+def check_calibration(calibration: str) -> None:
+    if calibration not in CALIBRATIONS:
+        raise MovieMemError(f"unknown claim calibration {calibration!r}; use one of {', '.join(CALIBRATIONS)}")
+
+
+def calibrated(run: Run, q: Question, context: str, calibration: str = "content-free") -> Parsed:
+    """yes/no over the evidence, corrected for the model's prior as `calibration` says: `content-free`
+    divides by the yes/no of a content-free statement over the same evidence (Zhao et al., 2021);
+    `contrast` is context-aware decoding (Shi et al., 2023), (1 + a) log p(v | evidence) - a log p(v | no
+    evidence), a = CONTRAST_ALPHA, the second term the statement read with no evidence (closed book);
+    `none` reads the yes/no as it is."""
+    check_calibration(calibration)
     labels = ("yes", "no")
     raw = label_scores(run, READ_CLAIM, READ_CLAIM.render(context=context, claim=q.text), labels)
-    free = label_scores(run, READ_CLAIM, READ_CLAIM.render(context=context, claim=CONTENT_FREE), labels)
+    reference: dict[str, float] | str = "not asked"
+    if calibration != "none":
+        other_context, other_claim = (context, CONTENT_FREE) if calibration == "content-free" else (NO_EVIDENCE, q.text)
+        reference = label_scores(run, READ_CLAIM, READ_CLAIM.render(context=other_context, claim=other_claim), labels)
     if isinstance(raw, str):
         return Parsed.fail(raw)
     p = _softmax(raw, labels)
-    if isinstance(free, str):  # said in the trace; the raw reading stands
-        run.note(f"content-free calibration unavailable ({free}); uncalibrated yes/no")
+    if calibration == "none":
+        cal = p
+    elif isinstance(reference, str):  # said in the trace; the raw reading stands
+        run.note(f"{calibration} calibration unavailable ({reference}); uncalibrated yes/no")
         cal = p
     else:
-        pf = _softmax(free, labels)
-        w = {k: p[k] / max(pf[k], 1e-6) for k in labels}
+        pr = _softmax(reference, labels)
+        if calibration == "content-free":
+            w = {k: p[k] / max(pr[k], 1e-6) for k in labels}
+        else:
+            a = CONTRAST_ALPHA
+            w = {k: math.exp((1 + a) * math.log(max(p[k], 1e-6)) - a * math.log(max(pr[k], 1e-6))) for k in labels}
         z = sum(w.values())
         cal = {k: v / z for k, v in w.items()}
     verdict = "TRUE" if cal["yes"] >= cal["no"] else "FALSE"
-    run.trace.append(Step("scores", {"how": "yes/no log-probabilities, contextual calibration",
+    run.trace.append(Step("scores", {"how": f"yes/no log-probabilities, calibration {calibration}",
                                      "p": {k: round(v, 4) for k, v in p.items()},
                                      "calibrated": {k: round(v, 4) for k, v in cal.items()}}))
     return Parsed(verdict, verdict, round(max(cal.values()), 4), False, how="logprobs")
