@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ..foundation.timefmt import hms
 from . import evidence
 from .formats import LETTERS, Item, item_category
-from .log import log_grid, read_header
+from .log import iter_log_at, log_grid, read_at, read_header
 from .markdown import money
 from .records import AnswerRecord, Config, EvidenceRecord, ResultRecord
 
@@ -216,7 +216,12 @@ def write_inspector(run_dir: str | Path) -> Path:
     """inspector/index.html and inspector/items/N.html; thumbnails copied under inspector/thumbs."""
     run_dir = Path(run_dir)
     header = read_header(run_dir)
-    items, grid = log_grid(run_dir, unfit=True)
+    # a large log is never held whole: the index reads lean records, each item's page its own records in full
+    items, grid = log_grid(run_dir, unfit=True, slim=True)
+    at: dict[str, dict[Config, int]] = defaultdict(dict)
+    for offset, rec in iter_log_at(run_dir):
+        if rec.status != "transient" and rec.config in grid:
+            at[rec.item_id][rec.config] = offset
     root = run_dir / INSPECTOR
     (root / "items").mkdir(parents=True, exist_ok=True)
     (root / "thumbs").mkdir(exist_ok=True)
@@ -235,7 +240,7 @@ def write_inspector(run_dir: str | Path) -> Path:
     item_tpl = env.get_template("item.html.j2")
     for n, it in enumerate(items, 1):
         page = f"{n}.html"
-        recs = by_item.get(it.id, {})
+        recs = dict(zip(at[it.id], read_at(run_dir, at[it.id].values()))) if it.id in by_item else {}
         fields, options = _item_fields(it)
         question = fields[0][1] if fields else ""
         rows.append({"id": it.id, "film": it.film_id, "category": item_category(it), "page": page,

@@ -85,10 +85,17 @@ def iter_log(run_dir: str | Path) -> Iterator[ResultRecord]:
     """Records of a run directory, one line read at a time, so a caller that keeps only what it needs holds
     no more than that of a large log. A last line cut short by a kill is ignored; a repeated key keeps its
     first record."""
+    for _, rec in iter_log_at(run_dir):
+        yield rec
+
+
+def iter_log_at(run_dir: str | Path) -> Iterator[tuple[int, ResultRecord]]:
+    """`iter_log`, each record with the byte offset of its line, for `read_at` to read it again alone."""
     path = Path(run_dir) / RESULTS
     if not path.exists():
         return
     seen: set[str] = set()
+    offset = 0
     with path.open("rb") as f:
         for lineno, line in enumerate(f, 1):
             if not line.endswith(b"\n"):
@@ -96,7 +103,19 @@ def iter_log(run_dir: str | Path) -> Iterator[ResultRecord]:
             rec = parse(ResultRecord, line, f"{path}: line {lineno}")
             if rec.key not in seen:
                 seen.add(rec.key)
-                yield rec
+                yield offset, rec
+            offset += len(line)
+
+
+def read_at(run_dir: str | Path, offsets: Iterable[int]) -> list[ResultRecord]:
+    """The records whose lines start at `offsets` (from `iter_log_at`), read one by one."""
+    path = Path(run_dir) / RESULTS
+    out = []
+    with path.open("rb") as f:
+        for offset in offsets:
+            f.seek(offset)
+            out.append(parse(ResultRecord, f.readline(), f"{path}: byte {offset}"))
+    return out
 
 
 def read_log(run_dir: str | Path, repair: bool = False) -> list[ResultRecord]:
