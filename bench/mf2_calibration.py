@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from moviemem.eval import metrics
-from moviemem.eval.records import ResultRecord
 from moviemem.eval.log import scored_log
+from moviemem.eval.records import ResultRecord
 from moviemem.foundation.errors import MovieMemError
 
 HALVES = {"A": {"mf2-5", "mf2-6", "mf2-8", "mf2-11", "mf2-22"}, "B": {"mf2-29", "mf2-35", "mf2-48", "mf2-51", "mf2-54"}}
