@@ -222,6 +222,13 @@ def test_bench_protocol_fills_the_release_template_and_records_it(imported: Path
     report = (out / "report.md").read_text()
     assert "## Released protocols" in report and "templates/statement_only.py:stmt_terse" in report
     assert "## MF² claim pairs per granularity" in report and "| Single | 1 | 0.0 | 0.0 | 100.0 | 0.0 |" in report
+    import importlib.util  # bench/mf2_official.py reads the same run, per half and per group
+
+    spec = importlib.util.spec_from_file_location("mf2_official", Path(__file__).parent.parent / "bench" / "mf2_official.py")
+    official = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(official)
+    rows = official.report(out)
+    assert rows and all(row["pairs"] >= 1 and row["granularity"] and row["category"] for row in rows.values())
 
 
 def test_an_unparseable_reply_is_counted_as_the_release_counts_it(imported: Path, release: Path, cli) -> None:
