@@ -31,8 +31,8 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from ..foundation.errors import MovieMemError
+from ..foundation.httpserver import BackgroundServer, listen, run
 from ..foundation.loopback import LOOPBACK, foreign
-from ..foundation.slowclients import DeadlineProtocol
 from .base import Backbone
 from .registry import load
 from .types import Reply, Request, Tool
@@ -330,62 +330,21 @@ def _resolve(backbone: str | Backbone, embedder: Any, cache: str | Path | bool |
     return bb, embedder
 
 
-class Gateway:
+class Gateway(BackgroundServer):
     """A gateway running in a background thread: `url`, `base_url` (…/v1), `stats()`, `stop()`."""
 
     def __init__(self, app: FastAPI, sock: socket.socket) -> None:
-        import uvicorn
-
+        super().__init__(app, sock, what="gateway", grace=SHUTDOWN_GRACE_S)
         self.app = app
-        self._sock = sock
-        host, port = sock.getsockname()[:2]
-        self.url = f"http://{host}:{port}"
+        self.url = f"http://{self.host}:{self.port}"
         self.base_url = f"{self.url}/v1"
-        self._server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False,
-                                                     timeout_graceful_shutdown=SHUTDOWN_GRACE_S, http=DeadlineProtocol))
-        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, daemon=True,
-                                        name="moviemem-gateway")
-
-    def start(self, timeout: float = 30.0) -> Gateway:
-        self._thread.start()
-        deadline = time.monotonic() + timeout
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise MovieMemError("the gateway did not start")
-            time.sleep(0.01)
-        return self
 
     def stats(self) -> dict[str, int]:
         snapshot: dict[str, int] = self.app.state.stats.snapshot()
         return snapshot
 
-    def stop(self) -> None:
-        self._server.should_exit = True
-        self._thread.join(timeout=10)
-        self._sock.close()
-
     def __enter__(self) -> Gateway:
         return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-
-def listen(host: str, port: int) -> socket.socket:
-    """A listening socket (the gateway's and the MCP server's): no Nagle delay, a clear error when taken."""
-    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    # accepted sockets inherit this: without it, headers and body leave in two segments and
-    # the client's delayed ACK adds ~40 ms to every request
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as exc:
-        sock.close()
-        raise MovieMemError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
-    sock.listen(128)
-    sock.set_inheritable(True)
-    return sock
 
 
 def start_gateway(backbone: str | Backbone = "local", embedder: Any = None, *, host: str = "127.0.0.1",
@@ -401,8 +360,6 @@ def serve(backbone_spec: str, embedder: str | None = "minilm", host: str = "127.
           token: str | None = None, announce: Callable[[str], None] = lambda line: None) -> None:
     """Run the gateway in the foreground until interrupted (`moviemem serve`); `announce` gets the line
     naming its address (the port the system gave, with port 0)."""
-    import uvicorn
-
     if host not in LOOPBACK and not token:
         raise MovieMemError(f"--host {host} listens beyond this machine; give a token (--token or "
                             "$MOVIEMEM_GATEWAY_TOKEN) so that only clients holding it are answered")
@@ -412,7 +369,4 @@ def serve(backbone_spec: str, embedder: str | None = "minilm", host: str = "127.
     announce(f"moviemem gateway on http://{host}:{sock.getsockname()[1]}/v1 (backbone {bb.name}, "
              f"embedder {getattr(emb, 'name', None)})")
     app = create_app(bb, emb, token=token, allowed_hosts=allowed)
-    # a client that stalls mid-request must not keep SIGTERM from stopping the gateway
-    config = uvicorn.Config(app, log_level=log_level, lifespan="off", timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
-                            http=DeadlineProtocol)
-    uvicorn.Server(config).run(sockets=[sock])
+    run(app, sock, lifespan="off", grace=SHUTDOWN_GRACE_S, log_level=log_level)

@@ -263,15 +263,15 @@ class LlamaCppBackbone(ProviderBackbone):
         """The child process that holds this model (one per model and settings, shared by backbones)."""
         from .llamacpp_worker import worker_for
 
-        options = {"path": str(self.path), "name": self.name, "n_ctx": self._n_ctx or None, "n_threads": self.n_threads,
-                   "cache_bytes": self.cache_bytes, "seed": self.seed}
         key = (str(self.path), self._n_ctx, self.n_threads, self.cache_bytes, self.kv_type, self.flash)
-        return worker_for(key, self.name, {"target": self._target(), "options": options})
+        return worker_for(key, self.name, self._worker_spec(self._n_ctx or None, self.cache_bytes))
 
-    @classmethod
-    def _target(cls) -> str:
-        """This class by dotted path, for the worker to build its in-process twin (no import back to here)."""
-        return f"{cls.__module__}:{cls.__qualname__}"
+    def _worker_spec(self, n_ctx: int | None, cache_bytes: int) -> dict[str, Any]:
+        """What the worker builds its in-process twin from: this class by dotted path (no import back to
+        here) and its options (kv type and flash attention it reads from the same settings)."""
+        options = {"path": str(self.path), "name": self.name, "n_ctx": n_ctx, "n_threads": self.n_threads,
+                   "cache_bytes": cache_bytes, "seed": self.seed}
+        return {"target": f"{type(self).__module__}:{type(self).__qualname__}", "options": options}
 
     def load_check(self, timeout: float) -> float:
         """Load the model in a fresh child and generate one token; seconds taken. A crash or a hang raises
@@ -279,9 +279,7 @@ class LlamaCppBackbone(ProviderBackbone):
         from .llamacpp_worker import Worker
 
         started = time.perf_counter()
-        options = {"path": str(self.path), "name": self.name, "n_ctx": self._n_ctx or 512, "n_threads": self.n_threads,
-                   "cache_bytes": 0, "seed": self.seed}
-        worker = Worker(self.name, {"target": self._target(), "options": options})
+        worker = Worker(self.name, self._worker_spec(self._n_ctx or 512, 0))
         try:
             request = Request.build([user("Say yes.")], max_tokens=1)
             reply, _ = worker.call("send", request, timeout, timeout=timeout)

@@ -57,12 +57,16 @@ def check_tesseract() -> Check:
 
 
 def check_models(settings: Settings, verify: bool = False) -> list[Check]:
-    """Each offline model in place with its recorded SHA-256 (re-hashed with `verify`)."""
+    """Each offline model in place with its recorded SHA-256 (re-hashed with `verify`); an optional one that
+    is not prepared is said, not failed."""
     from ..models.offline import MODELS, sha256_of, status
 
     out = []
     for item in status(settings):
         name = str(item["name"])
+        if not item["ready"] and not item["default"]:
+            out.append(Check(f"model {name}", None, "optional, not prepared", f"moviemem models prepare {name}"))
+            continue
         if not item["ready"]:
             out.append(Check(f"model {name}", False, f"not prepared under {item['path']}", f"moviemem models prepare {name}"))
             continue

@@ -18,7 +18,6 @@ import inspect
 import logging
 import queue
 import socket
-import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -35,8 +34,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..foundation._version import __version__
 from ..foundation.errors import MovieMemError
+from ..foundation.httpserver import BackgroundServer, listen, run
 from ..foundation.loopback import LOOPBACK, foreign
-from ..foundation.slowclients import DeadlineProtocol
 from ..foundation.urls import redact_urls
 from ..library import Library
 from . import film_tools
@@ -388,45 +387,18 @@ def bind(port: int) -> socket.socket:
     """A listening socket on 127.0.0.1 (port 0 picks a free one)."""
     if not isinstance(port, int) or not 0 <= port <= 65535:
         raise MovieMemError(f"--http takes a port number 0-65535, not {port!r}")
-    from ..backbones.gateway import listen
-
     return listen(HOST, port)
 
 
-class HttpServer:
+class HttpServer(BackgroundServer):
     """The HTTP server in a background thread (tests, benchmarks): `url`, `stop()`."""
 
     def __init__(self, server: MCPServer, port: int = 0):
-        import uvicorn
-
-        self._sock = bind(port)
-        self.port = self._sock.getsockname()[1]
+        super().__init__(http_app(server), bind(port), what="MCP HTTP server", lifespan="on")
         self.url = f"http://{HOST}:{self.port}{PATH}"
-        config = uvicorn.Config(http_app(server), log_level="warning", access_log=False, lifespan="on",
-                                timeout_graceful_shutdown=2, http=DeadlineProtocol)
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._sock]}, daemon=True,
-                                        name="moviemem-mcp")
-
-    def start(self, timeout: float = 30.0) -> "HttpServer":
-        self._thread.start()
-        deadline = time.monotonic() + timeout
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise MovieMemError("the MCP HTTP server did not start")
-            time.sleep(0.01)
-        return self
-
-    def stop(self) -> None:
-        self._server.should_exit = True
-        self._thread.join(timeout=10)
-        self._sock.close()
 
     def __enter__(self) -> "HttpServer":
         return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 def serve(lib: Library, *, http_port: int | None = None, backbones: Sequence[str] = (), allow_ingest: bool = False,
@@ -437,13 +409,9 @@ def serve(lib: Library, *, http_port: int | None = None, backbones: Sequence[str
         announce(f"moviemem MCP server on stdio (library {lib.path})")
         server.run("stdio")
         return
-    import uvicorn
-
     sock = bind(http_port)
     announce(f"moviemem MCP server on http://{HOST}:{sock.getsockname()[1]}{PATH} (library {lib.path})")
-    config = uvicorn.Config(http_app(server), log_level="warning", lifespan="on", timeout_graceful_shutdown=2,
-                            http=DeadlineProtocol)
-    uvicorn.Server(config).run(sockets=[sock])
+    run(http_app(server), sock, lifespan="on", grace=2)
 
 
 def command(library: str | Path | None, *, http_port: int | None, backbones: Sequence[str] | None,
