@@ -24,10 +24,10 @@ import argparse
 import json
 import os
 import tempfile
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from mf2_films import import_mf2_films  # beside this script
 from rapidfuzz import fuzz
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -92,19 +92,10 @@ def score(listed: list[list[str]], people: list[list[str]]) -> Score:
 
 
 def import_films(lib, mf2: Path) -> None:
-    """The ten films as an MF² release of their own (links to the real files), imported once."""
-    have = {f.film_id for f in lib.films()}
-    todo = [n for n in PEOPLE if f"mf2-{n}" not in have]
-    if not todo:
-        return
-    with tempfile.TemporaryDirectory() as tmp:
-        (Path(tmp) / "transcripts").mkdir()
-        for n in todo:
-            (Path(tmp) / "transcripts" / f"{n}.srt").symlink_to((mf2 / "transcripts" / f"{n}.srt").resolve())
-        started = time.perf_counter()
-        lib.import_collection("mf2", tmp)
-        print(f"imported {len(todo)} films in {time.perf_counter() - started:.0f} s")
-
+    """The ten films, imported once."""
+    secs = import_mf2_films(lib, mf2, [f"mf2-{n}" for n in PEOPLE])
+    if secs is not None:
+        print(f"imported the films in {secs:.0f} s")
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

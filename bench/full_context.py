@@ -25,9 +25,10 @@ import os
 import resource
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
+
+from mf2_films import import_mf2_films  # beside this script
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared" / "datasets"
@@ -106,15 +107,7 @@ def timings(lib_path: Path, films: list[str], n: int, mf2: Path, dev: Path) -> N
     from moviemem.backbones import load
 
     lib = Library(lib_path)
-    have = {f.film_id for f in lib.films()}
-    todo = [f for f in films if f not in have]
-    if todo:
-        with tempfile.TemporaryDirectory() as tmp:
-            (Path(tmp) / "transcripts").mkdir()
-            for fid in todo:
-                num = fid.split("-", 1)[1]
-                (Path(tmp) / "transcripts" / f"{num}.srt").symlink_to((mf2 / "transcripts" / f"{num}.srt").resolve())
-            lib.import_collection("mf2", tmp)
+    import_mf2_films(lib, mf2, films)
     backbone = load("local")  # no replay cache: every call is computed
     print(f"backbone local, context {backbone.n_ctx} tokens, KV cache {backbone.kv_type}, flash attention "
           f"{'on' if backbone.flash else 'off'}, {backbone.n_threads} threads")

@@ -20,9 +20,10 @@ import argparse
 import json
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
+
+from mf2_films import import_mf2_films  # beside this script
 
 ROOT = Path(__file__).resolve().parent.parent
 FILES = {"mcq": "mf2_dev_mcq.jsonl", "claims": "mf2_dev_claims.jsonl"}
@@ -32,21 +33,9 @@ def import_dev_films(lib, dev: Path, mf2: Path) -> list[str]:
     """The dev set's films, imported from their MF² transcripts (skipped when already there)."""
     wanted = sorted({json.loads(line)["film_id"] for f in FILES.values() for line in (dev / f).read_text().splitlines()
                      if line.strip()})
-    have = {f.film_id for f in lib.films()}
-    todo = [w for w in wanted if w not in have]
-    if todo:
-        with tempfile.TemporaryDirectory() as tmp:
-            for sub in ("transcripts", "synopsis"):
-                (Path(tmp) / sub).mkdir()
-            for fid in todo:
-                n = fid.split("-", 1)[1]
-                (Path(tmp) / "transcripts" / f"{n}.srt").symlink_to((mf2 / "transcripts" / f"{n}.srt").resolve())
-                syn = mf2 / "synopsis" / f"{n}.synopsis"
-                if syn.exists():
-                    (Path(tmp) / "synopsis" / syn.name).symlink_to(syn.resolve())
-            started = time.perf_counter()
-            lib.import_collection("mf2", tmp)
-            print(f"imported {len(todo)} films in {time.perf_counter() - started:.1f} s")
+    secs = import_mf2_films(lib, mf2, wanted, synopses=True)
+    if secs is not None:
+        print(f"imported {len(wanted)} films in {secs:.1f} s")
     return wanted
 
 
