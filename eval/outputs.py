@@ -157,10 +157,9 @@ class ProbeScores(TypedDict):
     coverage_at_budget: dict[str, float | None]
 
 
-class RetrievalSummary(TypedDict):
-    """Means over a set of probes."""
+class RetrievalMeans(TypedDict):
+    """Means over a set of probes (None: no probe had gold to find)."""
 
-    n: int
     recall_at_budget: dict[str, float | None]
     coverage_at_budget: dict[str, float | None]
     recall_at_k: dict[str, float | None]
@@ -168,17 +167,18 @@ class RetrievalSummary(TypedDict):
     median_input_tokens: float
 
 
-class RetrieverResult(TypedDict):
+class RetrievalSummary(RetrievalMeans):
+    """The means over a group of probes, and how many it holds."""
+
+    n: int
+
+
+class RetrieverResult(RetrievalMeans):
     """One retriever in `retrieval-eval --json`: its means over every probe, per category and per number of gold spans."""
 
     name: str
     default: bool
     description: str
-    recall_at_budget: dict[str, float | None]
-    coverage_at_budget: dict[str, float | None]
-    recall_at_k: dict[str, float | None]
-    mrr: float | None
-    median_input_tokens: float
     by_category: dict[str, RetrievalSummary]
     by_spans: dict[str, RetrievalSummary]  # "one", "several": gold in one span, or in two or more
 
