@@ -121,7 +121,7 @@ def bench(
     t = Table("policy", "backbone", "n", "accuracy", "95% CI", "median input tokens", box=None)
     for r in summary["results"]:
         acc = "n/a" if r["accuracy"] is None else f"{100 * r['accuracy']:.1f}"
-        ci = "" if r["ci_low"] is None else f"{100 * r['ci_low']:.1f}-{100 * r['ci_high']:.1f}"
+        ci = "" if r["ci_low"] is None or r["ci_high"] is None else f"{100 * r['ci_low']:.1f}-{100 * r['ci_high']:.1f}"
         t.add_row(r["policy"], r["backbone"], str(r["n"]), acc, ci, str(r["median_input_tokens"]))
     out.print(t)
     err.print(f"{res.answered} answered, {res.invalid} invalid" + (f", {res.unfit} not sent (longer than the context)" if res.unfit else "")

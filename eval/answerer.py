@@ -17,15 +17,22 @@ class Answerer(Protocol):
     def __call__(self, film_id: str, query: Query, policy: str, backbone: Any) -> Any: ...
 
 
+class AskingFilm(Protocol):
+    """What the default answerer needs of a library's film (library.Film, above eval/): `ask`, returning an Answer."""
+
+    def ask(self, question: str, options: list[str] | None = None, kind: str | None = None, policy: str = "hybrid",
+            backbone: Any = "local", until: float | None = None) -> Any: ...
+
+
 class LibraryAnswerer:
     """The default Answerer: `library.film(film_id).ask(...)`, one Film object per film."""
 
     def __init__(self, library: Any):
         self.library = library
-        self._films: dict[str, Any] = {}
+        self._films: dict[str, AskingFilm] = {}
         self._lock = threading.Lock()
 
-    def film(self, film_id: str) -> Any:
+    def film(self, film_id: str) -> AskingFilm:
         with self._lock:
             if film_id not in self._films:
                 self._films[film_id] = self.library.film(film_id)

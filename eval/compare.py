@@ -19,14 +19,14 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ..foundation.errors import MovieMemError
 from . import metrics
 from .formats import validate_rows
 from .log import ITEMS, item_digest, iter_log, read_header, read_items
+from .outputs import GroupComparisonLine
 from .records import Config, ResultRecord
 
 ALL = "all"
@@ -58,9 +58,13 @@ class GroupComparison:
     unpaired: int  # items of this group only one side has a scored record for
     unmatched: int = 0  # ids both sides scored, but for another film or another question: not paired
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> GroupComparisonLine:
         """As JSON holds it: no p value (None) where nothing was paired, not NaN."""
-        return {**asdict(self), "p_value": self.p_value if math.isfinite(self.p_value) else None}
+        return {"group": self.group, "n": self.n, "a_correct": self.a_correct, "b_correct": self.b_correct,
+                "a_only": self.a_only, "b_only": self.b_only,
+                "p_value": self.p_value if math.isfinite(self.p_value) else None, "test": self.test,
+                "a_median_input_tokens": self.a_median_input_tokens, "b_median_input_tokens": self.b_median_input_tokens,
+                "unpaired": self.unpaired, "unmatched": self.unmatched}
 
 
 @dataclass(frozen=True)

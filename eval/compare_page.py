@@ -23,6 +23,7 @@ from .formats import Item, item_category, validate_rows
 from .log import ITEMS, item_digest, iter_log, read_header, read_items
 from .records import AnswerRecord, Config, EvidenceRecord, ResultRecord
 from .timeline import film_facts, timeline
+from .views import ComparisonRow, ShownEvidence, SideView, TimelineBar
 
 TEMPLATES = Path(__file__).parent / "templates"  # shipped in the wheel beside the inspector's
 TEMPLATE = "compare.html.j2"
@@ -54,7 +55,7 @@ def _evidence(rec: ResultRecord) -> list[EvidenceRecord]:
     return [e for a in rec.answers.values() for e in a.evidence]
 
 
-def _shown(e: EvidenceRecord) -> dict[str, Any]:
+def _shown(e: EvidenceRecord) -> ShownEvidence:
     def t(v: Any) -> str:
         try:
             return hms(float(v), tenths=True)
@@ -69,12 +70,13 @@ def _reply(answers: Mapping[str, AnswerRecord]) -> str:
                       for a in answers.values())
 
 
-def _side_view(rec: ResultRecord) -> dict[str, Any]:
+def _side_view(rec: ResultRecord, bar: TimelineBar) -> SideView:
     right = bool(rec.correct)
     return {"verdict": "right" if right else "invalid" if rec.status == "invalid" else "wrong",
             "css": "ok" if right else "bad", "choice": _reply(rec.answers),
             "tokens": rec.usage.input_tokens, "output_tokens": rec.usage.output_tokens,
-            "calls": sum(a.calls for a in rec.answers.values()), "evidence": [_shown(e) for e in _evidence(rec)]}
+            "calls": sum(a.calls for a in rec.answers.values()), "evidence": [_shown(e) for e in _evidence(rec)],
+            "timeline": bar}
 
 
 def _end(spans: list[EvidenceRecord], gold: list[tuple[float, float]]) -> float:
@@ -83,14 +85,14 @@ def _end(spans: list[EvidenceRecord], gold: list[tuple[float, float]]) -> float:
 
 
 def comparison_rows(a: Side, b: Side, groups: Mapping[str, frozenset[str]] | None = None) -> tuple[
-        list[dict[str, Any]], Config, Config]:
+        list[ComparisonRow], Config, Config]:
     """The page's rows: paired items (same film, same question), the discordant ones first."""
     (side_a, items_a), (side_b, items_b) = _load(a), _load(b)
     if a.run_dir.resolve() == b.run_dir.resolve() and side_a.config == side_b.config:
         raise MovieMemError("both sides are the same configuration of the same run; name two policies")
     group_of = {f: name for name, films in (groups or {}).items() for f in films}
     facts = film_facts(side_a.library, {it.film_id for it in items_a.values()})
-    rows = []
+    rows: list[ComparisonRow] = []
     for iid, ra in side_a.records.items():
         rb = side_b.records.get(iid)
         it = items_a[iid]
@@ -108,8 +110,8 @@ def comparison_rows(a: Side, b: Side, groups: Mapping[str, frozenset[str]] | Non
                      "question": str(d.get("question") or d.get("true_claim") or d.get("event_a") or ""),
                      "options": [str(o) for o in d.get("options") or []], "answer": d.get("answer"),
                      "gold": [f"{hms(x, tenths=True)}–{hms(y, tenths=True)}" for x, y in gold],
-                     "a": {**_side_view(ra), "timeline": timeline(length, _evidence(ra), gold)},
-                     "b": {**_side_view(rb), "timeline": timeline(length, _evidence(rb), gold)},
+                     "a": _side_view(ra, timeline(length, _evidence(ra), gold)),
+                     "b": _side_view(rb, timeline(length, _evidence(rb), gold)),
                      "length": hms(length)})
     rows.sort(key=lambda r: ORDER[str(r["kind"])])
     return rows, side_a.config, side_b.config

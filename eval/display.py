@@ -7,14 +7,13 @@ import html
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from .compare import GroupComparison, Side, compare
-from .records import SummaryRow
+from .records import EstimateLine, SummaryRow
 from .summary import summarise
 
 
-def _pct(e: Mapping[str, Any] | None) -> str:
+def _pct(e: EstimateLine | None) -> str:
     if not e or not e.get("n") or e.get("value") is None:
         return "n/a"
     return f"{100 * e['value']:.1f} <span style='color:#777'>[{100 * e['ci_low']:.1f}, {100 * e['ci_high']:.1f}]</span>"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from ..foundation.files import atomic_write_text
 from .answerer import Answerer
 from .formats import MCQ, Benchmark, item_category, load_benchmark, write_jsonl
 from .log import log_grid
+from .outputs import CategoryExclusion, FilterLine
 from .runner import run_bench  # the filter runs a closed-book bench: a caller of the runner, like the CLI
 
 CLOSED_BOOK = "closed-book[with_title=true]"  # title and year only
@@ -35,10 +36,12 @@ class FilterResult:
     chance: float | None  # mean chance accuracy of the kept set (None: nothing kept)
     accuracy_before: float  # mean closed-book accuracy over all items
     accuracy_after: float | None  # ... over the kept items
-    per_category: dict[str, dict[str, Any]]
+    per_category: dict[str, CategoryExclusion]
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_dict(self) -> FilterLine:
+        return {"kept": list(self.kept), "excluded": list(self.excluded), "ranking": list(self.ranking),
+                "backbones": list(self.backbones), "chance": self.chance, "accuracy_before": self.accuracy_before,
+                "accuracy_after": self.accuracy_after, "per_category": {k: v.copy() for k, v in self.per_category.items()}}
 
 
 def _tiebreak(item_id: str) -> str:
@@ -69,13 +72,13 @@ def memorization_filter(items: Sequence[MCQ], correct: Mapping[str, Mapping[str,
         acc_sum += acc
         chance_sum += chance_of[it.id]
     kept = set(kept_ids)
-    cats: dict[str, dict[str, Any]] = {}
+    counts: dict[str, list[int]] = {}  # category -> [items, excluded]
     for it in items:
-        c = cats.setdefault(item_category(it) or "uncategorised", {"n": 0, "excluded": 0})
-        c["n"] += 1
-        c["excluded"] += it.id not in kept
-    for c in cats.values():
-        c["exclusion_rate"] = c["excluded"] / c["n"]
+        c = counts.setdefault(item_category(it) or "uncategorised", [0, 0])
+        c[0] += 1
+        c[1] += it.id not in kept
+    cats: dict[str, CategoryExclusion] = {k: {"n": n, "excluded": out, "exclusion_rate": out / n}
+                                          for k, (n, out) in counts.items()}
     def mean(ids: Sequence[str]) -> float:
         return sum(hits[i] for i in ids) / (len(bbs) * len(ids))
 

@@ -25,6 +25,7 @@ from ..foundation.files import atomic_write_text
 from ..foundation.plugins import Registry, first_doc_line
 from ..foundation.timefmt import check_time
 from ..memory.schema import check_film_id
+from .records import BenchmarkMeta
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 RELATION_TYPES = ("before", "after", "overlap", "causal", "precondition", "hierarchical", "coreference", "flashback")
@@ -250,7 +251,7 @@ class Benchmark:
     items: list[Item]
     path: str = ""
     source: str = ""  # "jsonl" or the adapter's name
-    meta: dict[str, Any] = field(default_factory=dict)
+    meta: BenchmarkMeta = field(default_factory=lambda: BenchmarkMeta())  # what was done to it after loading
 
     def __len__(self) -> int:
         return len(self.items)
@@ -443,7 +444,7 @@ def read_mf2(path: Path, *, library: Any = None, film_prefix: str = "mf2-", **_:
         names = {"film": "film id", "true": "true claim", "false": "false claim"}
         raise MovieMemError(f"{path}: no {', '.join(names[m] for m in missing)} column in header {header}; "
                             f"known names: " + "; ".join(f"{names[m]}: {', '.join(_MF2_COLUMNS[m])}" for m in missing))
-    out: list[tuple[int, dict[str, Any]]] = []
+    out: list[tuple[int, dict[str, str]]] = []  # CSV cells: strings
     per_film: dict[str, int] = {}
     for n, r in enumerate(rows, 2):  # line 1 is the header
         raw_film = (r.get(cols["film"]) or "").strip()

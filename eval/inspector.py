@@ -15,9 +15,21 @@ from typing import TYPE_CHECKING, Any
 from ..foundation.timefmt import hms
 from . import evidence
 from .formats import LETTERS, Item, item_category
-from .log import iter_log_at, log_grid, read_at, read_header
+from .log import log_grid_at, read_at, read_header
 from .markdown import money
 from .records import AnswerRecord, Config, EvidenceRecord, ResultRecord
+from .views import (
+    AnswerLane,
+    AnswerView,
+    CategoryRow,
+    EvidenceView,
+    IndexCell,
+    IndexRow,
+    OptionView,
+    QueryView,
+    StepView,
+    Still,
+)
 
 if TYPE_CHECKING:
     from jinja2 import Environment
@@ -96,7 +108,7 @@ def _film_pages(env: Environment, library: str | None, film_ids: list[str], root
 
 
 def _category_table(items: list[Item], configs: list[Config],
-                    by_item: dict[str, dict[Config, ResultRecord]]) -> list[dict[str, Any]]:
+                    by_item: dict[str, dict[Config, ResultRecord]]) -> list[CategoryRow]:
     """Accuracy per category and configuration with its 95% Wilson interval (invalid counts as
     wrong, as in report.md), and an "all items" row."""
     from .metrics import accuracy, per_category
@@ -113,7 +125,7 @@ def _category_table(items: list[Item], configs: list[Config],
     return [{"category": k, "cells": cells[k]} for k in sorted(cells, key=lambda k: (k == "all items", k))]
 
 
-def _still(e: EvidenceRecord, film: FilmFacts | None, library: str | None, out_dir: Path) -> dict[str, Any]:
+def _still(e: EvidenceRecord, film: FilmFacts | None, library: str | None, out_dir: Path) -> Still:
     """The evidence's own frame, else (text evidence) the film's stored strip frame nearest to its
     middle: {"thumb": file name or None, "thumb_t": that frame's time when it is the nearest one}."""
     if e.frame:
@@ -157,7 +169,7 @@ def _shorten(text: str, limit: int) -> str:
     return (cut.rsplit(" ", 1)[0] if " " in cut[limit // 2:] else cut).rstrip(" ,;:") + "…"
 
 
-def _cell(rec: ResultRecord | None) -> dict[str, str]:
+def _cell(rec: ResultRecord | None) -> IndexCell:
     """An index cell: the verdict's mark, and what qualifies it. A right answer the gold evidence was never
     shown to (lucky), or no evidence at all (closed-book, a failed search), is marked apart (css
     `luck`) so it does not read as a success of the memory; an invalid one says why."""
@@ -176,9 +188,9 @@ def _cell(rec: ResultRecord | None) -> dict[str, str]:
                                                               else "no evidence was shown") if lucky else ""}
 
 
-def _item_fields(item: Item) -> tuple[list[tuple[str, str]], list[dict[str, Any]]]:
+def _item_fields(item: Item) -> tuple[list[tuple[str, str]], list[OptionView]]:
     d = item.model_dump(mode="json")
-    options = []
+    options: list[OptionView] = []
     if "options" in d:
         options = [{"text": o, "gold": LETTERS[i] == d.get("answer")} for i, o in enumerate(d["options"])]
     labels = {"question": "Question", "true_claim": "True claim", "false_claim": "False claim", "event_a": "Event A",
@@ -193,17 +205,18 @@ def _item_fields(item: Item) -> tuple[list[tuple[str, str]], list[dict[str, Any]
 
 
 def _query(key: str, a: AnswerRecord, film: FilmFacts | None, library: str | None, thumbs: Path,
-           gold: list[tuple[float, float]]) -> dict[str, Any]:
+           gold: list[tuple[float, float]]) -> QueryView:
     """One answer on its item page: choice, text, evidence (with stills, gold marked), timeline, trace and usage."""
     from .timeline import timeline
 
-    ev = [{"kind": e.kind, "time": f"{_hms(e.start)}–{_hms(e.end)}", "text": e.text or "", "frame": e.frame,
-           **_still(e, film, library, thumbs), "score": f"{e.score:.3f}" if e.score is not None else "",
-           "retriever": e.retriever or "", "cited": bool(e.cited),
-           "gold": e.span is not None and any(evidence.overlaps(e.span, (g[0], g[1])) for g in gold)}
-          for e in a.evidence]
-    trace = [{"kind": s.kind if "kind" in s.model_fields_set else "?",
-              "body": json.dumps(s.data, ensure_ascii=False, indent=1)} for s in a.trace]
+    ev: list[EvidenceView] = [
+        {"kind": e.kind, "time": f"{_hms(e.start)}–{_hms(e.end)}", "text": e.text or "", "frame": e.frame,
+         **_still(e, film, library, thumbs), "score": f"{e.score:.3f}" if e.score is not None else "",
+         "retriever": e.retriever or "", "cited": bool(e.cited),
+         "gold": e.span is not None and any(evidence.overlaps(e.span, (g[0], g[1])) for g in gold)}
+        for e in a.evidence]
+    trace: list[StepView] = [{"kind": s.kind if "kind" in s.model_fields_set else "?",
+                              "body": json.dumps(s.data, ensure_ascii=False, indent=1)} for s in a.trace]
     u = a.usage
     return {"timeline": timeline(film.duration if film else None, a.evidence, gold),
             "key": key, "choice": a.choice, "confidence": a.confidence, "text": a.text, "error": a.error,
@@ -216,12 +229,9 @@ def write_inspector(run_dir: str | Path) -> Path:
     """inspector/index.html and inspector/items/N.html; thumbnails copied under inspector/thumbs."""
     run_dir = Path(run_dir)
     header = read_header(run_dir)
-    # a large log is never held whole: the index reads lean records, each item's page its own records in full
-    items, grid = log_grid(run_dir, unfit=True, slim=True)
-    at: dict[str, dict[Config, int]] = defaultdict(dict)
-    for offset, rec in iter_log_at(run_dir):
-        if rec.status != "transient" and rec.config in grid:
-            at[rec.item_id][rec.config] = offset
+    # a large log is never held whole, and read once: the index reads lean records, each item's page its own
+    # records in full, read again by their offsets
+    items, grid, at = log_grid_at(run_dir, unfit=True, slim=True)
     root = run_dir / INSPECTOR
     (root / "items").mkdir(parents=True, exist_ok=True)
     (root / "thumbs").mkdir(exist_ok=True)
@@ -236,7 +246,7 @@ def write_inspector(run_dir: str | Path) -> Path:
 
     facts = film_facts(header.library, {it.film_id for it in items})
     film_pages = _film_pages(env, header.library, sorted(facts), root)
-    rows = []
+    rows: list[IndexRow] = []
     item_tpl = env.get_template("item.html.j2")
     for n, it in enumerate(items, 1):
         page = f"{n}.html"
@@ -250,7 +260,7 @@ def write_inspector(run_dir: str | Path) -> Path:
         gold = [(float(g[0]), float(g[1])) for g in getattr(it, "evidence", None) or []]
         if gold:
             fields.append(("Gold evidence", ", ".join(f"{_hms(a)}–{_hms(b)}" for a, b in gold)))
-        answers: list[dict[str, Any]] = []
+        answers: list[AnswerView] = []
         for c in configs:
             r = recs.get(c)
             if r is None:
@@ -263,9 +273,10 @@ def write_inspector(run_dir: str | Path) -> Path:
                        for key, a in r.answers.items()]
             answers.append({"policy": c[0], "backbone": c[1], "css": cell["css"], "verdict": verdict,
                             "reason": r.reason, "queries": queries})
-        lanes = [{"label": f"{a['policy']} / {a['backbone']}" + (f" ({q['key']})" if len(a["queries"]) > 1 else ""),
-                  "css": a["css"], "verdict": a["verdict"], "timeline": q["timeline"], "usage": q["usage"]}
-                 for a in answers for q in a["queries"]]
+        lanes: list[AnswerLane] = [
+            {"label": f"{a['policy']} / {a['backbone']}" + (f" ({q['key']})" if len(a["queries"]) > 1 else ""),
+             "css": a["css"], "verdict": a["verdict"], "timeline": q["timeline"], "usage": q["usage"]}
+            for a in answers for q in a["queries"]]
         (root / "items" / page).write_text(
             item_tpl.render(title=it.id, item=it, category=item_category(it), fields=fields, options=options,
                             answers=answers, lanes=lanes, hms=_hms, film_page=film_pages.get(it.film_id)),

@@ -23,8 +23,10 @@ import numpy as np
 
 from ..foundation.errors import MovieMemError
 from . import metrics
-from .formats import text_lines
+from .formats import Narration, OpenQuestion, text_lines
 from .log import JsonlWriter, backbone_spec, log_grid, only_writer, read_header
+from .outputs import JudgeCounts, JudgeSummaryRow
+from .records import EstimateLine, JudgementLine
 
 JUDGE = "judge.jsonl"
 
@@ -52,24 +54,26 @@ def _schema(criteria: Sequence[str]) -> dict[str, Any]:
             "properties": {c: {"type": "integer", "enum": [0, 1, 2, 3, 4, 5]} for c in criteria}}
 
 
-def judge_prompt(fmt: str, item: dict[str, Any], prediction: str, repeat: int) -> str:
-    rubric = RUBRICS[fmt]
-    if fmt == "open":
-        head = f"Question: {item['question']}\nReference answer: {item['reference']}\n"
+def judge_prompt(item: OpenQuestion | Narration, prediction: str, repeat: int) -> str:
+    """The judge's request for one answer: the item's reference, the prediction and its format's rubric."""
+    rubric = RUBRICS[item.format]
+    if isinstance(item, OpenQuestion):
+        head = f"Question: {item.question}\nReference answer: {item.reference}\n"
     else:
-        chars = ", ".join(item.get("characters") or []) or "(not listed)"
-        head = f"Reference narration: {item['reference']}\nCharacters in the clip: {chars}\n"
+        chars = ", ".join(item.characters) or "(not listed)"
+        head = f"Reference narration: {item.reference}\nCharacters in the clip: {chars}\n"
     lines = "\n".join(f"- {k}: {v}" for k, v in rubric.items())
     run = f"\n(Grading pass {repeat + 1}.)" if repeat else ""
     return (f"{head}Prediction: {prediction}\n\nCriteria:\n{lines}\n\n"
             f"Reply as JSON with the keys {', '.join(rubric)}.{run}")
 
 
-def read_judgements(run_dir: str | Path) -> list[dict[str, Any]]:
+def read_judgements(run_dir: str | Path) -> list[JudgementLine]:
+    """judge.jsonl's lines, as `_judge` wrote them."""
     path = Path(run_dir) / JUDGE
     if not path.exists():
         return []
-    out = []
+    out: list[JudgementLine] = []
     for _, line in text_lines(path.read_text(encoding="utf-8")):
         try:
             out.append(json.loads(line))
@@ -79,7 +83,7 @@ def read_judgements(run_dir: str | Path) -> list[dict[str, Any]]:
 
 
 def judge_run(run_dir: str | Path, backbone: Any, *, repeats: int = 1, cache: str | Path | None = None,
-              progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+              progress: Callable[[int, int], None] | None = None) -> JudgeCounts:
     """Judge every answered open / narration record; returns counts of judged, failed and skipped.
     The judge holds the run directory as its only writer, as a bench does."""
     run_dir = Path(run_dir)
@@ -93,7 +97,7 @@ def judge_run(run_dir: str | Path, backbone: Any, *, repeats: int = 1, cache: st
 
 
 def _judge(run_dir: Path, fmt: str, backbone: Any, repeats: int, cache: str | Path | None,
-           progress: Callable[[int, int], None] | None) -> dict[str, Any]:
+           progress: Callable[[int, int], None] | None) -> JudgeCounts:
     from ..backbones import ReplayCache, Request, load, system, user
 
     spec = backbone_spec(backbone)  # as bench names backbones: never with URL credentials
@@ -104,7 +108,7 @@ def _judge(run_dir: Path, fmt: str, backbone: Any, repeats: int, cache: str | Pa
     else:
         bb = ReplayCache(backbone, cache) if cache else backbone
     items, grid = log_grid(run_dir)
-    by_id = {it.id: it.model_dump(mode="json") for it in items}  # judge_prompt reads an open or narration item
+    by_id = {it.id: it for it in items if isinstance(it, (OpenQuestion, Narration))}  # as RUBRICS' formats load
     done = {(j["key"], j["repeat"], j["judge"]) for j in read_judgements(run_dir) if "key" in j}
     path = run_dir / JUDGE
     if path.exists() and not path.read_bytes().endswith(b"\n") and path.stat().st_size:
@@ -113,29 +117,30 @@ def _judge(run_dir: Path, fmt: str, backbone: Any, repeats: int, cache: str | Pa
     criteria = list(RUBRICS[fmt])
     todo = [(r, k) for recs in grid.values() for r in recs if r.status == "answered" for k in range(repeats)
             if (r.key, k, spec) not in done]
-    counts = {"judged": 0, "failed": 0, "skipped_invalid": sum(r.status != "answered" for recs in grid.values()
+    counts: JudgeCounts = {"judged": 0, "failed": 0, "skipped_invalid": sum(r.status != "answered" for recs in grid.values()
                                                                  for r in recs)}
     writer = JsonlWriter(path, getattr(bb, "secrets", list)())
     try:
         for n, (rec, k) in enumerate(todo, 1):
             answer = rec.answers.get("answer")
             prediction = answer.text if answer else ""
-            prompt = judge_prompt(fmt, by_id[rec.item_id], prediction, k)
-            row: dict[str, Any] = {"key": rec.key, "policy": rec.policy, "backbone": rec.backbone,
-                                   "item_id": rec.item_id, "repeat": k, "judge": spec}
+            prompt = judge_prompt(by_id[rec.item_id], prediction, k)
+            row: JudgementLine = {"key": rec.key, "policy": rec.policy, "backbone": rec.backbone,
+                                  "item_id": rec.item_id, "repeat": k, "judge": spec, "failed": True}  # until scored
             try:
                 reply = bb.send(Request.build([system(SYSTEM), user(prompt)], json_schema=_schema(criteria), max_tokens=200,
                                               temperature=0.0 if k == 0 else 0.7))
                 if reply.invalid or not isinstance(reply.data, dict):
-                    row.update(failed=True, error=reply.error or "no JSON scores",
-                               raw=writer.redact(reply.raw or reply.text)[:500])  # cut after: no half key
+                    row["error"] = reply.error or "no JSON scores"
+                    row["raw"] = writer.redact(reply.raw or reply.text)[:500]  # cut after: no half key
                 else:
-                    row.update(failed=False, scores={c: int(reply.data[c]) for c in criteria})
+                    scores = {c: int(reply.data[c]) for c in criteria}
+                    row["failed"], row["scores"] = False, scores
                 row["usage"] = reply.usage.to_dict()
             except MovieMemError as exc:
-                row.update(failed=True, error=str(exc))
+                row["failed"], row["error"] = True, str(exc)
             except Exception as exc:  # noqa: BLE001 - a failed judge call is recorded, never dropped
-                row.update(failed=True, error=f"{type(exc).__name__}: {exc}")
+                row["failed"], row["error"] = True, f"{type(exc).__name__}: {exc}"
             writer.write(row)
             counts["failed" if row["failed"] else "judged"] += 1
             if progress:
@@ -145,32 +150,29 @@ def _judge(run_dir: Path, fmt: str, backbone: Any, repeats: int, cache: str | Pa
     return counts
 
 
-def judge_summary(run_dir: str | Path) -> list[dict[str, Any]]:
+def judge_summary(run_dir: str | Path) -> list[JudgeSummaryRow]:
     """Per (policy, backbone, judge): each criterion's mean with a 95% t interval (an item's score is
     the mean of its successful repeats), failed calls, and agreement between repeats."""
     fmt = read_header(run_dir).format
     if fmt not in RUBRICS:
         return []
     criteria = list(RUBRICS[fmt])
-    groups: dict[tuple[str, str, str], dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
+    groups: dict[tuple[str, str, str], dict[str, list[JudgementLine]]] = defaultdict(lambda: defaultdict(list))
     for j in read_judgements(run_dir):
         groups[(j["policy"], j["backbone"], j["judge"])][j["item_id"]].append(j)
-    out = []
+    out: list[JudgeSummaryRow] = []
     for (policy, backbone, judge), per_item in sorted(groups.items()):
-        row: dict[str, Any] = {"policy": policy, "backbone": backbone, "judge": judge, "items": len(per_item),
-                               "calls": sum(len(v) for v in per_item.values()),
-                               "failed": sum(j["failed"] for v in per_item.values() for j in v), "criteria": {}}
+        scored = [[j["scores"] for j in v if not j["failed"]] for v in per_item.values()]  # "scores": judged calls
+        criteria_ci: dict[str, EstimateLine] = {}
         for c in criteria:
-            item_scores = []
-            for v in per_item.values():
-                ok = [j["scores"][c] for j in v if not j["failed"]]
-                item_scores.append(float(np.mean(ok)) if ok else None)
-            row["criteria"][c] = metrics.mean_ci(item_scores).to_dict()
-        overall = [float(np.mean([j["scores"][c] for j in v if not j["failed"] for c in criteria]))
-                   for v in per_item.values() if any(not j["failed"] for j in v)]
-        row["overall"] = metrics.mean_ci(overall).to_dict()
-        pairs = [(a["scores"], b["scores"]) for v in per_item.values()
-                 for a, b in itertools.combinations([j for j in v if not j["failed"]], 2)]
+            item_scores = [float(np.mean([s[c] for s in ok])) if ok else None for ok in scored]
+            criteria_ci[c] = metrics.mean_ci(item_scores).to_dict()
+        overall = [float(np.mean([s[c] for s in ok for c in criteria])) for ok in scored if ok]
+        row: JudgeSummaryRow = {"policy": policy, "backbone": backbone, "judge": judge, "items": len(per_item),
+                                "calls": sum(len(v) for v in per_item.values()),
+                                "failed": sum(j["failed"] for v in per_item.values() for j in v), "criteria": criteria_ci,
+                                "overall": metrics.mean_ci(overall).to_dict()}
+        pairs = [(a, b) for ok in scored for a, b in itertools.combinations(ok, 2)]
         if pairs:
             diffs = [abs(a[c] - b[c]) for a, b in pairs for c in criteria]
             row["agreement"] = {"pairs": len(pairs), "exact": float(np.mean([d == 0 for d in diffs])),

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
+
+from .records import EstimateLine
 
 Z95 = 1.959963984540054
 
 
-def pct(e: Mapping[str, Any] | None) -> str:
+def pct(e: EstimateLine | None) -> str:
     """'value [low, high]' in %: the estimate's own interval (Wilson for proportions)."""
     if not e or not e.get("n") or e.get("value") is None or math.isnan(e["value"]):
         return "n/a"
@@ -21,7 +23,7 @@ def pct(e: Mapping[str, Any] | None) -> str:
     return f"{100 * e['value']:.1f} [{100 * e['ci_low']:.1f}, {100 * e['ci_high']:.1f}]"
 
 
-def wald(e: Mapping[str, Any] | None) -> str:
+def wald(e: EstimateLine | None) -> str:
     """'value ± z·se' in %, the Wald form CHNB tables report (labelled as such where shown)."""
     if not e or not e.get("n") or e.get("se") is None or math.isnan(e["se"]):
         return "n/a"
@@ -52,7 +54,7 @@ def table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return "\n".join(lines)
 
 
-def ci(e: Mapping[str, Any] | None) -> str:
+def ci(e: EstimateLine | None) -> str:
     if not e or e.get("ci_low") is None or (isinstance(e["ci_low"], float) and math.isnan(e["ci_low"])):
         return "n/a"
     return f"[{100 * e['ci_low']:.1f}, {100 * e['ci_high']:.1f}]"

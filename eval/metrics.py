@@ -24,13 +24,13 @@ import math
 from collections import defaultdict
 from collections.abc import Hashable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, cast
+from typing import cast
 
 import numpy as np
 from scipy import stats
 
 from ..foundation.errors import MovieMemError
-from .records import EstimateLine
+from .records import ClaimScoresLine, EstimateLine, PairedLine, PRFLine, RelationScores
 
 
 def _z(level: float) -> float:
@@ -165,8 +165,9 @@ class Paired:
     n10: int | None = None
     n01: int | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_dict(self) -> PairedLine:
+        return {"n": self.n, "diff": self.diff, "ci_low": self.ci_low, "ci_high": self.ci_high, "p_value": self.p_value,
+                "test": self.test, "statistic": self.statistic, "n10": self.n10, "n01": self.n01}
 
 
 def mcnemar(a_correct: Sequence[bool | None], b_correct: Sequence[bool | None], exact: bool | None = None,
@@ -233,8 +234,9 @@ class ClaimScores:
     tnr: Estimate  # false claims judged FALSE
     unparseable: Estimate  # share of single-claim replies that could not be read
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"pairs": self.pairs, **{k: getattr(self, k).to_dict() for k in ("pairwise", "tpr", "tnr", "unparseable")}}
+    def to_dict(self) -> ClaimScoresLine:
+        return {"pairs": self.pairs, "pairwise": self.pairwise.to_dict(), "tpr": self.tpr.to_dict(),
+                "tnr": self.tnr.to_dict(), "unparseable": self.unparseable.to_dict()}
 
 
 def claim_pairs(on_true: Sequence[bool | None], on_false: Sequence[bool | None], level: float = 0.95) -> ClaimScores:
@@ -261,8 +263,9 @@ class PRF:
     support: int  # gold items of this type
     predicted: int  # items predicted as this type
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_dict(self) -> PRFLine:
+        return {"precision": self.precision, "recall": self.recall, "f1": self.f1, "support": self.support,
+                "predicted": self.predicted}
 
 
 def _prf(tp: int, pred: int, gold: int) -> PRF:
@@ -273,7 +276,7 @@ def _prf(tp: int, pred: int, gold: int) -> PRF:
 
 
 def relation_scores(gold: Sequence[str], pred: Sequence[str | None], labels: Sequence[str] | None = None,
-                    flashback: Sequence[bool] | None = None) -> dict[str, Any]:
+                    flashback: Sequence[bool] | None = None) -> RelationScores:
     """Per-type precision / recall / F1, micro and macro overall, and the flashback subset.
 
     A None prediction (invalid answer) is a miss for its gold type and a prediction of no type.

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from . import metrics
-from .records import ResultRecord
+from .records import ClaimScoresLine, EstimateLine, ResultRecord
 
 GROUPS = ("granularity", "category")
 
@@ -26,12 +26,12 @@ def by_group(items: Sequence[Any], records: Sequence[ResultRecord], key: str) ->
     return {name: metrics.claim_pairs(t, f) for name, (t, f) in sorted(groups.items())}
 
 
-def breakdown(items: Sequence[Any], records: Sequence[ResultRecord]) -> dict[str, dict[str, dict[str, Any]]]:
+def breakdown(items: Sequence[Any], records: Sequence[ResultRecord]) -> dict[str, dict[str, ClaimScoresLine]]:
     """Both breakdowns, as JSON (a task summary's `mf2_groups`)."""
     return {key: {name: s.to_dict() for name, s in by_group(items, records, key).items()} for key in GROUPS}
 
 
-def _pct(e: dict[str, Any]) -> str:
+def _pct(e: EstimateLine) -> str:
     return "n/a" if not e.get("n") else f"{100 * e['value']:.1f}"
 
 

@@ -8,11 +8,12 @@ text under every rotation (consistency) and how often each letter was chosen."""
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from typing import Any, cast
+from typing import cast
 
 from ..foundation.errors import MovieMemError
 from .formats import LETTERS, MCQ, Benchmark, Item
-from .records import Grid
+from .outputs import PositionBiasRow
+from .records import BenchmarkMeta, Grid
 
 SEP = "@r"
 
@@ -30,14 +31,15 @@ def rotated(bench: Benchmark) -> Benchmark:
             options = it.options[k:] + it.options[:k]
             items.append(it.model_copy(update={"id": f"{it.id}{SEP}{k}", "options": options,
                                                "answer": LETTERS[(right - k) % n]}))
-    return Benchmark(bench.format, items, bench.path, bench.source, {**bench.meta, "permuted": True})
+    meta: BenchmarkMeta = {**bench.meta, "permuted": True}
+    return Benchmark(bench.format, items, bench.path, bench.source, meta)
 
 
-def position_bias(items: list[Item], grid: Grid) -> list[dict[str, Any]]:
+def position_bias(items: list[Item], grid: Grid) -> list[PositionBiasRow]:
     """Per (policy, backbone): items with every rotation answered, consistency across rotations
     and the chosen-letter distribution (share of valid answers per letter)."""
     by_id = cast("dict[str, MCQ]", {it.id: it for it in items if SEP in it.id})  # rotated() makes MCQ items only
-    rows = []
+    rows: list[PositionBiasRow] = []
     for (policy, backbone), recs in sorted(grid.items()):
         chosen: dict[str, dict[str, str | None]] = defaultdict(dict)
         letters: Counter[str] = Counter()

@@ -35,6 +35,7 @@ from ..foundation.words import estimate_tokens
 from .answerer import LibraryAnswerer
 from .formats import Benchmark
 from .log import backbone_spec, iter_log, record_key
+from .outputs import PlanJson, PlanRowLine
 from .tasks import task_for
 
 # policies whose number of calls follows the replies: the stand-in reply takes their shortest path
@@ -168,7 +169,7 @@ class PlanRow:
     def exact(self) -> bool:
         return self.depends is None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> PlanRowLine:
         t = self.tally
         return {"policy": self.policy, "backbone": self.backbone, "items": self.items, "already_answered": self.already,
                 "calls": t.calls, "calls_bound": "exact" if self.exact else "at least",
@@ -217,7 +218,7 @@ def plan_bench(bench: Benchmark, policies: Sequence[str], backbones: Sequence[st
     return rows
 
 
-def plan_json(rows: Sequence[PlanRow]) -> dict[str, Any]:
+def plan_json(rows: Sequence[PlanRow]) -> PlanJson:
     """The `moviemem bench --plan --json` object: the rows and their totals."""
     total = Tally()
     for r in rows:

@@ -5,14 +5,15 @@ printed by `moviemem report`; a rerun into the same directory whose provenance d
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from ..backbones import Backbone
 from ..foundation._version import __version__
 from ..foundation.digests import file_sha256
-from .records import ResultRecord
+from .records import Provenance, ResultRecord
 
 ENGINES = ("llama-cpp-python", "lancedb", "sentence-transformers", "faster-whisper")
 
@@ -68,8 +69,8 @@ def prompts(records: Iterable[ResultRecord]) -> dict[str, list[str]]:
     return {k: sorted(v) for k, v in sorted(out.items())}
 
 
-def collect(backbones: dict[str, Any], policies: dict[str, dict[str, Any]],
-            films: dict[str, dict[str, str]] | None = None) -> dict[str, Any]:
+def collect(backbones: dict[str, Backbone], policies: dict[str, dict[str, Any]],
+            films: dict[str, dict[str, str]] | None = None) -> Provenance:
     """`backbones`: spec -> loaded backbone; `policies`: spec -> resolved settings; `films`: film -> stage hashes."""
     return {"moviemem": __version__, "commit": _git_commit(),
             "engines": {name: _version(name) for name in ENGINES},
@@ -78,18 +79,29 @@ def collect(backbones: dict[str, Any], policies: dict[str, dict[str, Any]],
             "films": films or {}}
 
 
-def differences(old: dict[str, Any] | None, new: dict[str, Any]) -> list[str]:
+def differences(old: Provenance | None, new: Provenance) -> list[str]:
     """What changed between two runs' provenance, one short phrase each (empty when nothing did)."""
     if not old:
         return []
-    out = [f"{key} {old.get(key)} -> {new.get(key)}" for key in ("moviemem", "commit") if old.get(key) != new.get(key)]
-    for group in ("engines", "backbones", "policies", "films"):
-        before, now = old.get(group) or {}, new.get(group) or {}
-        out += [f"{group[:-1]} {k}: {before[k]} -> {now[k]}" for k in sorted(set(before) & set(now)) if before[k] != now[k]]
-    return out
+    out = [f"{key} {before} -> {now}" for key, before, now in (("moviemem", old.get("moviemem"), new.get("moviemem")),
+                                                               ("commit", old.get("commit"), new.get("commit")))
+           if before != now]
+    return (out + _changed("engines", old.get("engines"), new.get("engines"))
+            + _changed("backbones", old.get("backbones"), new.get("backbones"))
+            + _changed("policies", old.get("policies"), new.get("policies"))
+            + _changed("films", old.get("films"), new.get("films")))
 
 
-def markdown(prov: dict[str, Any] | None) -> list[str]:
+V = TypeVar("V")
+
+
+def _changed(group: str, old: Mapping[str, V] | None, new: Mapping[str, V] | None) -> list[str]:
+    """One group's entries both runs name and that differ ("engine lancedb: 0.1 -> 0.2")."""
+    before, now = old or {}, new or {}
+    return [f"{group[:-1]} {k}: {before[k]} -> {now[k]}" for k in sorted(set(before) & set(now)) if before[k] != now[k]]
+
+
+def markdown(prov: Provenance | None) -> list[str]:
     """The report's provenance block."""
     if not prov:
         return ["", "## Provenance", "", "Not recorded (the run predates provenance in run.json)."]

@@ -28,9 +28,10 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Literal, TypedDict, TypeVar
+from typing import Any, Literal, NotRequired, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, with_config
+from typing_extensions import TypedDict  # before Python 3.12 pydantic reads a TypedDict field (Provenance) from here only
 
 from ..foundation.errors import MovieMemError
 
@@ -169,6 +170,28 @@ class ResultRecord(_Value):
         return self.policy, self.backbone
 
 
+class Measures(TypedDict, total=False):
+    """A record's fields that a line carries only where they were measured (a line without them reads as before)."""
+
+    evidence: EvidenceScores | None  # runner: items with gold evidence whose prompt was sent
+    searches: int  # evidence.searches: where the answers' traces count searches
+
+
+@with_config(ConfigDict(extra="allow"))  # keys a later moviemem adds are kept
+class Provenance(TypedDict, total=False):
+    """run.json's `provenance` (provenance.collect): what produced a run's numbers, and what changed between
+    the invocations that wrote into its directory."""
+
+    moviemem: str
+    commit: str | None  # None: not a git checkout
+    engines: dict[str, str | None]  # distribution -> version (None: not installed)
+    backbones: dict[str, str]  # spec -> identity (model id, a GGUF file's sha256)
+    policies: dict[str, dict[str, Any]]  # spec -> the policy's resolved settings: each policy's own keys
+    films: dict[str, dict[str, str]]  # film -> stage -> "status:params hash"
+    changes: list[str]  # provenance.differences of each later invocation
+    prompts: dict[str, list[str]]  # policy -> "prompt id@vN" its answers sent
+
+
 class RunHeader(_Value):
     """run.json: what was asked of a run directory, and what produced its numbers."""
 
@@ -186,7 +209,7 @@ class RunHeader(_Value):
     items_digest: str | None = None
     retired_spend: Spend = Spend()  # spend of records dropped by --retry-invalid
     task_description: str | None = None
-    provenance: dict[str, Any] | None = None  # provenance.collect, with the prompts the answers sent
+    provenance: Provenance | None = None  # provenance.collect, with the prompts the answers sent
     protocols: dict[str, Any] | None = None  # issue 56: per policy spec, the released protocol it follows (mf2_protocol)
 
 
@@ -209,6 +232,55 @@ class EstimateLine(TypedDict):
     ci_high: float
     se: float
     k: float | None
+
+
+class PairedLine(TypedDict):
+    """metrics.Paired as JSON: A minus B on the same items."""
+
+    n: int
+    diff: float
+    ci_low: float
+    ci_high: float
+    p_value: float
+    test: str
+    statistic: float
+    n10: int | None
+    n01: int | None
+
+
+class ClaimScoresLine(TypedDict):
+    """metrics.ClaimScores as JSON: MF²'s scores of a configuration (or of one group of its items)."""
+
+    pairs: int
+    pairwise: EstimateLine
+    tpr: EstimateLine
+    tnr: EstimateLine
+    unparseable: EstimateLine
+
+
+class PRFLine(TypedDict):
+    """metrics.PRF as JSON: one relation type's precision, recall and F1."""
+
+    precision: float
+    recall: float
+    f1: float
+    support: int
+    predicted: int
+
+
+class FlashbackScores(TypedDict):
+    n: int
+    accuracy: EstimateLine
+    prf: PRFLine | None  # None: no item's gold or predicted label is flashback
+
+
+class RelationScores(TypedDict):
+    """metrics.relation_scores: NEST's per-type P/R/F1, micro and macro, and the flashback subset."""
+
+    per_type: dict[str, PRFLine]
+    micro: PRFLine
+    macro: PRFLine
+    flashback: FlashbackScores
 
 
 class Metrics(TypedDict, total=False):
@@ -252,6 +324,36 @@ class SummaryRow(Metrics, EvidenceSummary, total=False):
     cost_usd: float | None
     compute_s: float
     latency_s: float
+
+
+class JudgementLine(TypedDict):
+    """One line of judge.jsonl (judge.py): one record judged once by one judge backbone."""
+
+    key: str  # the record's key
+    policy: str
+    backbone: str
+    item_id: str
+    repeat: int
+    judge: str  # the judge backbone's spec
+    failed: bool
+    error: NotRequired[str]  # failed calls
+    raw: NotRequired[str]  # a reply that was not the scores, cut to 500 characters
+    scores: NotRequired[dict[str, int]]  # criterion -> 0-5, judged calls
+    usage: NotRequired[dict[str, Any]]  # backbones.Usage.to_dict of the call; absent when it raised
+
+
+class SampleMeta(TypedDict):
+    n: int
+    stratify: str | None
+    seed: int
+    of: int  # items before sampling
+
+
+class BenchmarkMeta(TypedDict, total=False):
+    """What was done to a benchmark after loading (formats.Benchmark.meta)."""
+
+    permuted: bool  # permute.rotated: every item once per rotation of its options
+    sample: SampleMeta  # sample.sample
 
 
 Grid = dict[Config, list[ResultRecord]]  # the records of each configuration, in item order (runner.log_grid)

@@ -202,7 +202,7 @@ def _position_bias(items: list[Item], grid: Grid) -> list[str]:
             "Consistent: the same option text chosen under every rotation of an item's options. "
             "Letters: share of valid answers per letter (no bias: equal shares).", "",
             md.table(["paradigm", "backbone", "items", "consistent %", "letters"],
-                   [[r["policy"], r["backbone"], r["items"], f"{100 * r['consistency']:.1f}",
+                   [[r["policy"], r["backbone"], r["items"], md.share(r["consistency"]),
                      ", ".join(f"{k} {100 * v:.0f}%" for k, v in r["letters"].items())] for r in rows])]
 
 
@@ -261,7 +261,7 @@ def _judge_section(run_dir: Path, fmt: str) -> list[str]:
                     "on this directory, so the table shows only invalid rates, tokens and cost."]
     crit = list(RUBRICS[fmt])
 
-    def mean(e: dict[str, Any]) -> str:
+    def mean(e: EstimateLine) -> str:
         if not e["n"]:
             return "n/a"
         return f"{e['value']:.2f}" + ("" if e["ci_low"] is None or math.isnan(e["ci_low"])

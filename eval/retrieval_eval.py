@@ -31,6 +31,7 @@ from ..retrievers.packing import Lines
 from ..retrievers.registry import DEFAULT, RETRIEVERS, describe, get_retriever
 from . import evidence as ev
 from .formats import MCQ, Benchmark, ClaimPair, item_category
+from .outputs import ProbeScores, RetrievalEvalJson, RetrievalSummary, RetrieverResult
 
 DEFAULT_BUDGETS = (250, 500, 1000, 2000, 4000)
 AT_K = (1, 3, 5, 10)
@@ -66,22 +67,23 @@ def probes(bench: Benchmark) -> list[Probe]:
 
 
 def score_probe(film: FilmMemory, lines: Lines, probe: Probe, retriever: QuestionRetriever,
-                budgets: Sequence[int], backbone: Backbone | None = None) -> dict[str, Any]:
+                budgets: Sequence[int], backbone: Backbone | None = None) -> ProbeScores:
     run = Run(backbone) if backbone is not None else None
     judge = relevance_judge(run, probe.question) if run is not None else None
     ranked = retriever.retrieve(film, probe.question, trace=run, lines=lines, judge=judge)
     spans = [(e.start, e.end) for e in ranked]
     first = ev.first_hit(spans, probe.gold)
-    out: dict[str, Any] = {"rr": 1.0 / first if first else 0.0, "input_tokens": run.usage.input_tokens if run else 0,
-                           "recall_at_k": {str(k): ev.recall(probe.gold, spans[:k]) for k in AT_K}}
+    out: ProbeScores = {"rr": 1.0 / first if first else 0.0, "input_tokens": run.usage.input_tokens if run else 0,
+                        "recall_at_k": {str(k): ev.recall(probe.gold, spans[:k]) for k in AT_K},
+                        "recall_at_budget": {}, "coverage_at_budget": {}}
     for b in budgets:
         shown = [(e.start, e.end) for e in retriever.pack(ranked, b, lines)]
-        out.setdefault("recall_at_budget", {})[str(b)] = ev.recall(probe.gold, shown)
-        out.setdefault("coverage_at_budget", {})[str(b)] = ev.coverage(probe.gold, shown)
+        out["recall_at_budget"][str(b)] = ev.recall(probe.gold, shown)
+        out["coverage_at_budget"][str(b)] = ev.coverage(probe.gold, shown)
     return out
 
 
-def _summary(rows: Sequence[dict[str, Any]], budgets: Sequence[int]) -> dict[str, Any]:
+def _summary(rows: Sequence[ProbeScores], budgets: Sequence[int]) -> RetrievalSummary:
     return {"n": len(rows),
             "recall_at_budget": {str(b): ev.mean([r["recall_at_budget"][str(b)] for r in rows]) for b in budgets},
             "coverage_at_budget": {str(b): ev.mean([r["coverage_at_budget"][str(b)] for r in rows]) for b in budgets},
@@ -92,7 +94,7 @@ def _summary(rows: Sequence[dict[str, Any]], budgets: Sequence[int]) -> dict[str
 
 def retrieval_eval(library: Any, bench: Benchmark, retrievers: Sequence[str] = ("hybrid",),
                    budgets: Sequence[int] = DEFAULT_BUDGETS, progress: Callable[[int, int], None] | None = None,
-                   backbone: Backbone | None = None) -> dict[str, Any]:
+                   backbone: Backbone | None = None) -> RetrievalEvalJson:
     """The `moviemem retrieval-eval --json` object; `backbone` judges candidates for the retrievers that rerank."""
     unknown = [r for r in retrievers if r not in RETRIEVERS]
     if unknown:
@@ -109,11 +111,11 @@ def retrieval_eval(library: Any, bench: Benchmark, retrievers: Sequence[str] = (
         if p.film_id not in films:
             film = library.film(p.film_id)
             films[p.film_id] = (film, Lines(film))
-    out = []
+    out: list[RetrieverResult] = []
     total, done = len(items) * len(retrievers), 0
     for name in retrievers:
         retriever = chosen[name]
-        rows: list[tuple[Probe, dict[str, Any]]] = []
+        rows: list[tuple[Probe, ProbeScores]] = []
         for p in items:
             film, lines = films[p.film_id]
             rows.append((p, score_probe(film, lines, p, retriever, budgets, backbone if retriever.needs_judge else None)))
@@ -124,14 +126,16 @@ def retrieval_eval(library: Any, bench: Benchmark, retrievers: Sequence[str] = (
         summary = _summary([r for _, r in rows], budgets)
         spans = {"one": [r for p, r in rows if len(p.gold) == 1], "several": [r for p, r in rows if len(p.gold) > 1]}
         out.append({"name": name, "default": name == DEFAULT, "description": describe(name),
-                    **{k: v for k, v in summary.items() if k != "n"},
+                    "recall_at_budget": summary["recall_at_budget"], "coverage_at_budget": summary["coverage_at_budget"],
+                    "recall_at_k": summary["recall_at_k"], "mrr": summary["mrr"],
+                    "median_input_tokens": summary["median_input_tokens"],
                     "by_category": {c: _summary([r for p, r in rows if p.category == c], budgets) for c in cats},
                     # evidence in one place, or in two or more: the second is what a single search misses
                     "by_spans": {k: _summary(v, budgets) for k, v in spans.items() if v}})
     return {"items": len(items), "budgets": list(budgets), "retrievers": out}
 
 
-def plot(result: dict[str, Any], path: str) -> None:
+def plot(result: RetrievalEvalJson, path: str) -> None:
     """Recall and coverage against the evidence budget, one line per retriever."""
     import matplotlib
 
@@ -141,8 +145,8 @@ def plot(result: dict[str, Any], path: str) -> None:
     budgets = result["budgets"]
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     for r in result["retrievers"]:
-        for ax, key in zip(axes, ("recall_at_budget", "coverage_at_budget")):
-            ax.plot(budgets, [r[key][str(b)] for b in budgets], marker="o", label=r["name"])
+        for ax, shares in zip(axes, (r["recall_at_budget"], r["coverage_at_budget"])):
+            ax.plot(budgets, [shares[str(b)] for b in budgets], marker="o", label=r["name"])
     for ax, title in zip(axes, ("evidence recall", "evidence coverage")):
         ax.set_xscale("log")
         ax.set_xlabel("evidence tokens shown")

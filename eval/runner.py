@@ -57,7 +57,8 @@ from .log import (
     write_json,
 )
 from .mf2_protocol import policy_protocols
-from .records import LOG_VERSION, AnswerRecord, RecordUsage, ResultRecord, RunHeader, Spend, Status
+from .outputs import BenchJson, BenchJsonRow
+from .records import LOG_VERSION, AnswerRecord, Measures, Provenance, RecordUsage, ResultRecord, RunHeader, Spend, Status
 from .summary import summarise
 from .tasks import Task, task_for
 
@@ -262,7 +263,7 @@ def _answer_item(task: Task, answerer: Answerer, fmt: str, digests: dict[str, st
     else:
         sc = task.score(item, answers)
         scored_correct, detail, reason = sc.correct, sc.detail, sc.invalid_reason
-    measures: dict[str, Any] = {}  # written only when measured: a line without them reads as before
+    measures: Measures = {}  # written only when measured: a line without them reads as before
     unfit = any(a.reason == CONTEXT for a in answers.values())  # a prompt the model never read
     gold = getattr(item, "evidence", None) or []
     if gold and answers and not unfit:  # nothing was sent: no evidence to measure
@@ -314,7 +315,7 @@ def _drive(one: Callable[[str, MeteredBackbone, Item], ResultRecord | None], tod
                     raise BackboneCrashed(f"{exc}; the {kept} answer(s) recorded in {run_dir} stay: rerun to resume") from None
                 if rec is None:
                     continue
-                writer.write(rec.line())
+                writer.write(rec)
                 counts[rec.status] += 1
                 if progress is not None:
                     progress(Progress(counts["answered"] + counts["invalid"] + counts["unfit"], total, budget.now, rec))
@@ -433,7 +434,7 @@ def _resolved_settings(spec: str) -> dict[str, Any]:
         return overrides
 
 
-def _record_provenance(path: Path, header: RunHeader, old: dict[str, Any] | None, metered: list[MeteredBackbone],
+def _record_provenance(path: Path, header: RunHeader, old: Provenance | None, metered: list[MeteredBackbone],
                        policies: Sequence[str], warnings: list[str], library: Any = None,
                        film_ids: Sequence[str] = ()) -> None:
     """run.json gets what produced the numbers; a rerun whose provenance differs says what changed."""
@@ -444,9 +445,10 @@ def _record_provenance(path: Path, header: RunHeader, old: dict[str, Any] | None
     changes = provenance.differences(old, prov)
     if changes:
         warnings.append("provenance differs from the earlier run in this directory: " + "; ".join(changes))
-    for group in ("backbones", "policies"):  # configurations of earlier invocations stay described
-        prov[group] = {**((old or {}).get(group) or {}), **prov[group]}
-    prov["changes"] = [*((old or {}).get("changes") or []), *changes]
+    before: Provenance = old or {}  # configurations of earlier invocations stay described
+    prov["backbones"] = {**(before.get("backbones") or {}), **prov["backbones"]}
+    prov["policies"] = {**(before.get("policies") or {}), **prov["policies"]}
+    prov["changes"] = [*(before.get("changes") or []), *changes]
     header.provenance = prov
     write_json(path, header.line())
 
@@ -459,15 +461,15 @@ def _record_prompts(path: Path, header: RunHeader, run_dir: Path) -> None:
     write_json(path, header.line())
 
 
-def bench_json(result: BenchResult) -> dict[str, Any]:
+def bench_json(result: BenchResult) -> BenchJson:
     """The `moviemem bench --json` object."""
-    rows = []
+    rows: list[BenchJsonRow] = []
     for s in summarise(result.run_dir):
         acc = s.get("accuracy")
         rows.append({"policy": s["policy"], "backbone": s["backbone"], "n": s["n"],
                      "accuracy": acc["value"] if acc else None, "ci_low": acc["ci_low"] if acc else None,
                      "ci_high": acc["ci_high"] if acc else None, "median_input_tokens": s["median_input_tokens"]})
-    return cast("dict[str, Any]", jsonable({"run_dir": str(result.run_dir), "items": result.items, "answered": result.answered,
+    return cast(BenchJson, jsonable({"run_dir": str(result.run_dir), "items": result.items, "answered": result.answered,
             "invalid": result.invalid, "backbone_calls": result.spend.calls, "cache_hits": result.spend.cache_hits,
             "cost_usd": round(result.spend.cost_usd, 6), "stopped": result.stopped, "warnings": result.warnings,
             "wall_s": result.wall_s, "results": rows}))

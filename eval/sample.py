@@ -15,6 +15,7 @@ from typing import Any
 
 from ..foundation.errors import MovieMemError
 from .formats import Benchmark, Item, item_category
+from .records import BenchmarkMeta
 
 STRATA: dict[str, Callable[[Item], Any]] = {
     "category": lambda it: item_category(it) or "",
@@ -46,7 +47,7 @@ def sample(bench: Benchmark, n: int, *, stratify: str | None = None, seed: int =
     if stratify is not None and stratify not in STRATA:
         raise MovieMemError(f"--stratify takes {' or '.join(STRATA)}, not {stratify!r}")
     items = list(bench.items)
-    meta = {**bench.meta, "sample": {"n": n, "stratify": stratify, "seed": seed, "of": len(items)}}
+    meta: BenchmarkMeta = {**bench.meta, "sample": {"n": n, "stratify": stratify, "seed": seed, "of": len(items)}}
     if n >= len(items):
         return replace(bench, meta=meta)
     rng = random.Random(seed)

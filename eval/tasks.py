@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypedDict, cast
+from typing import Any, cast
 
 from ..foundation.errors import MovieMemError
 from ..foundation.plugins import Registry
@@ -21,7 +21,7 @@ from ..foundation.timefmt import hms
 from . import markdown as md
 from . import metrics, mf2_scores
 from .formats import LETTERS, MCQ, RELATION_TYPES, ClaimPair, Item, Localization, Narration, OpenQuestion, Relation, item_category
-from .records import AnswerRecord, EstimateLine, Metrics, ResultRecord, Score, SummaryRow
+from .records import AnswerRecord, ClaimScoresLine, EstimateLine, Metrics, RelationScores, ResultRecord, Score, SummaryRow
 
 
 @dataclass(frozen=True)
@@ -82,26 +82,16 @@ RELATION_OPTIONS = {
 # ----------------------------------------------------------------------------- tasks
 
 
-class ClaimScoresLine(TypedDict):
-    """metrics.ClaimScores as JSON: MF²'s scores of a configuration."""
-
-    pairs: int
-    pairwise: EstimateLine
-    tpr: EstimateLine
-    tnr: EstimateLine
-    unparseable: EstimateLine
-
-
 class ClaimRow(SummaryRow, total=False):
     """A claims run's summary row: MF²'s scores, and its per-granularity breakdown."""
 
     mf2: ClaimScoresLine
     per_granularity: dict[str, EstimateLine]
-    mf2_groups: dict[str, dict[str, dict[str, Any]]]  # MF²'s scores per granularity and per category (mf2_scores)
+    mf2_groups: dict[str, dict[str, ClaimScoresLine]]  # MF²'s scores per granularity and per category (mf2_scores)
 
 
 class RelationRow(SummaryRow, total=False):
-    nest: dict[str, Any]  # metrics.relation_scores
+    nest: RelationScores  # metrics.relation_scores
 
 
 class Task:
@@ -166,7 +156,7 @@ class ClaimsTask(Task):
     def summarise(self, items: Sequence[ClaimPair], records: Sequence[ResultRecord]) -> Metrics:
         out = cast(ClaimRow, super().summarise(items, records))
         cs = metrics.claim_pairs([r.detail.get("on_true") for r in records], [r.detail.get("on_false") for r in records])
-        out["mf2"] = cast(ClaimScoresLine, cs.to_dict())
+        out["mf2"] = cs.to_dict()
         out["mf2_groups"] = mf2_scores.breakdown(items, records)  # issue 56: TPR, TNR, unparseable per group
         if any(it.granularity for it in items):  # MF²'s own breakdown: a pair right when both claims are
             out["per_granularity"] = {k: v.to_dict() for k, v in metrics.per_category(

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .records import EvidenceRecord
+from .views import CharacterCard, EvidenceMark, FilmPageView, Lane, SpanMark, TimelineBar
 
 MIN_WIDTH = 2.0  # per mille: a point (a frame, a one-second line) stays visible
 
@@ -63,7 +64,7 @@ def _span(start: Any, end: Any) -> tuple[float, float] | None:
     return (a, max(a, b)) if math.isfinite(a) and math.isfinite(b) else None
 
 
-def timeline(duration: float | None, evidence: list[EvidenceRecord], gold: list[tuple[float, float]]) -> dict[str, Any]:
+def timeline(duration: float | None, evidence: list[EvidenceRecord], gold: list[tuple[float, float]]) -> TimelineBar:
     """Marks for the bar: {"known": whether `duration` is the film's length (else the bar ends at
     the last span), "duration", "marks": [{"x", "w", "cited", "kind", "label"}], "gold": [{"x", "w", "label"}]}."""
     spans = [(e, s) for e in evidence if (s := _span(e.start, e.end)) is not None]
@@ -76,7 +77,7 @@ def timeline(duration: float | None, evidence: list[EvidenceRecord], gold: list[
         w = max(MIN_WIDTH, min(1000.0 - x, 1000.0 * (b - a) / length))
         return round(x, 2), round(w, 2)
 
-    marks = []
+    marks: list[EvidenceMark] = []
     for e, (a, b) in spans:
         x, w = place(a, b)
         marks.append({"x": x, "w": w, "cited": bool(e.cited), "kind": e.kind or "?",
@@ -99,7 +100,7 @@ MAX_MARKS = 4000  # per lane: a feature film has about 1,500 transcript lines
 MAX_CHARACTER_LINES = 5  # lines quoted per character on the film page
 
 
-def film_page(library: str, film_id: str) -> dict[str, Any] | None:
+def film_page(library: str, film_id: str) -> FilmPageView | None:
     """A film's memory as timeline lanes (segments, shots, transcript, captions, on-screen text,
     events) plus its events with their links and the characters named, for the inspector's film
     page; None when the library does not hold the film. Reads only the columns it draws."""
@@ -121,13 +122,13 @@ def film_page(library: str, film_id: str) -> dict[str, Any] | None:
         x = min(1000.0, max(0.0, 1000.0 * a / length))
         return round(x, 2), round(max(0.6, min(1000.0 - x, 1000.0 * (b - a) / length)), 2)
 
-    lanes = []
+    lanes: list[Lane] = []
     for table, label, text in LANES:
         where = visible_filter(film, table)
         cols = ["start", "end"] + ([text] if text else []) + (["event_id"] if table == "events" else [])
         rows = store.query(table, where, columns=cols).to_pylist() if where is not None else []
         rows.sort(key=lambda r: (r["start"], r["end"]))
-        marks = []
+        marks: list[SpanMark] = []
         for r in rows[:MAX_MARKS]:
             x, w = place(float(r["start"]), float(r["end"]))
             tip = f"{r['start']:.1f}-{r['end']:.1f} s" + (f" {r.get('event_id')}" if table == "events" else "")
@@ -152,7 +153,7 @@ def face_thumbnails(faces: list[Any]) -> dict[int, str]:
     return {f.cluster: f.thumbnail for f in sorted(faces, key=lambda f: f.t) if f.cluster >= 0 and f.thumbnail}
 
 
-def character_cards(film: Any, lines_shown: int = MAX_CHARACTER_LINES) -> list[dict[str, Any]]:
+def character_cards(film: Any, lines_shown: int = MAX_CHARACTER_LINES) -> list[CharacterCard]:
     """The character registry as the inspector shows it: who (name, or "speaker 3" when no line
     names them), how much (lines, screen time, first and last seen), the face identity's crop, and
     the first lines each speaks. Reads the film's view, so an until(t) view shows only what is
