@@ -7,7 +7,9 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from typing import Any, Self
+from typing import Any, Literal, Self
+
+Lifespan = Literal["auto", "on", "off"]
 
 from .errors import MovieMemError
 from .slowclients import DeadlineProtocol
@@ -30,7 +32,7 @@ def listen(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _server(app: Any, *, lifespan: str, grace: float, log_level: str = "warning", access_log: bool = False) -> Any:
+def _server(app: Any, *, lifespan: Lifespan, grace: int, log_level: str = "warning", access_log: bool = False) -> Any:
     import uvicorn
 
     # a client that stalls mid-request must not keep a stop or SIGTERM from ending the server
@@ -38,7 +40,7 @@ def _server(app: Any, *, lifespan: str, grace: float, log_level: str = "warning"
                                          timeout_graceful_shutdown=grace, http=DeadlineProtocol))
 
 
-def run(app: Any, sock: socket.socket, *, lifespan: str, grace: float, log_level: str = "warning") -> None:
+def run(app: Any, sock: socket.socket, *, lifespan: Lifespan, grace: int, log_level: str = "warning") -> None:
     """Serve `app` on `sock` in the foreground until interrupted."""
     _server(app, lifespan=lifespan, grace=grace, log_level=log_level, access_log=True).run(sockets=[sock])
 
@@ -47,7 +49,7 @@ class BackgroundServer:
     """`app` served on `sock` from a daemon thread: `start()` returns once it answers, `stop()` ends it and
     closes the socket; also a context manager."""
 
-    def __init__(self, app: Any, sock: socket.socket, *, what: str, lifespan: str = "off", grace: float = 2.0):
+    def __init__(self, app: Any, sock: socket.socket, *, what: str, lifespan: Lifespan = "off", grace: int = 2):
         self.what = what
         self._sock = sock
         host, self.port = sock.getsockname()[:2]

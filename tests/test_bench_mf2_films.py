@@ -6,9 +6,9 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from moviemem import Library
-
 from text_film import srt_text
+
+from moviemem import Library
 
 SCRIPT = Path(__file__).resolve().parents[1] / "bench" / "mf2_films.py"
 
