@@ -8,6 +8,7 @@ and events), so no option is wrong on its face.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from typing import Any
 
 from .script import DAYS, Timeline, _vars
@@ -42,19 +43,34 @@ class _Facts:
         return text.format(**self.v)
 
 
-def _mcq_items(fx: _Facts, rng: random.Random) -> list[tuple[str, str, str, list[str], list[Span]]]:
-    """(category, question, answer, distractors, evidence) for every question the plot supports."""
-    f, v, tl = fx.f, fx.v, fx.tl
-    H, F, R, E, C = (v[k] for k in "HFREC")  # noqa: N806 - the script's own one-letter character keys
-    home, town, inn, hideout = v["home"], v["town"], v["inn"], v["hideout"]
-    obj, clue, day = v["obj"], v["clue"], v["day"]
-    order = {k: tl.event_spans[k][0] for k in CORE_POOL}
-    items: list[tuple[str, str, str, list[str], list[Span]]] = []
+_Item = tuple[str, str, str, list[str], list[Span]]  # (category, question, answer, distractors, evidence)
+_Add = Callable[[str, str, str, list[str], list[Span]], None]  # files one question; its texts are templates
+
+
+def _mcq_items(fx: _Facts, rng: random.Random) -> list[_Item]:
+    """(category, question, answer, distractors, evidence) for every question the plot supports.
+
+    One writer per category; they run in this order because the ones that draw from `rng`
+    (temporality, object identification) must draw in it for a seed's questions to stay the same."""
+    items: list[_Item] = []
 
     def add(cat: str, q: str, ans: str, wrong: list[str], ev: list[Span]) -> None:
-        items.append((cat, f(q), _cap(f(ans)), [_cap(f(w)) for w in wrong], ev))
+        items.append((cat, fx.f(q), _cap(fx.f(ans)), [_cap(fx.f(w)) for w in wrong], ev))
 
-    # temporality
+    _temporality(fx, add, rng)
+    _plot(fx, add)
+    _character(fx, add)
+    _setting(fx, add)
+    _objects(fx, add, rng)
+    _perspective(fx, add)
+    return items
+
+
+def _temporality(fx: _Facts, add: _Add, rng: random.Random) -> None:
+    """What happens before what, on screen and in the story (the flashback tells them apart)."""
+    v, tl = fx.v, fx.tl
+    day = v["day"]
+    order = {k: tl.event_spans[k][0] for k in CORE_POOL}
     four = rng.sample(CORE_POOL, 4)
     first = min(four, key=order.__getitem__)
     add("temporality", "Which of these happens first in the film?", fx.event(first),
@@ -83,7 +99,9 @@ def _mcq_items(fx: _Facts, rng: random.Random) -> list[tuple[str, str, str, list
     add("temporality", "Which of these events happens last in the story?", fx.event("home"),
         [fx.event(k) for k in three], fx.span("home", *three))
 
-    # plot
+
+def _plot(fx: _Facts, add: _Add) -> None:
+    """Why things happen: the causal chain from the letter to the treasure's return."""
     add("plot", "Why do {H} and {F} go to {hideout}?", "A letter from {E} said the {obj} was there",
         ["{R} asked them to meet {R_him} there", "{C} told them about a hidden treasure",
          "They wanted to see it before {day}"], fx.span("read", "walk"))
@@ -108,7 +126,11 @@ def _mcq_items(fx: _Facts, rng: random.Random) -> list[tuple[str, str, str, list
         ["That {R_he} is leaving on the next train", "That {R_he} wants to buy {home}",
          "That {R_he} has lost {R_his} {clue}"], fx.span("plan"))
 
-    # character
+
+def _character(fx: _Facts, add: _Add) -> None:
+    """Who does what, and who the elder is to the hero; the other characters are the distractors."""
+    v = fx.v
+    H, F, R, E, C = (v[k] for k in "HFREC")  # noqa: N806 - the script's own one-letter character keys
     add("character", "Who brings {H} the letter?", F, [R, C, E], fx.span("letter"))
     add("character", "Who wrote the letter to {H}?", E, [F, R, C], fx.span("read"))
     add("character", "Who goes with {H} to {hideout}?", F, [R, C, E], fx.span("walk", "search"))
@@ -120,7 +142,11 @@ def _mcq_items(fx: _Facts, rng: random.Random) -> list[tuple[str, str, str, list
         ["{H_his} " + w for w in ("father", "uncle", "teacher")] if v["E_rel"] == "grandfather"
         else ["{H_his} " + w for w in ("mother", "aunt", "teacher")], fx.span("read"))
 
-    # setting
+
+def _setting(fx: _Facts, add: _Add) -> None:
+    """Where things happen; the film's other places are the distractors."""
+    v = fx.v
+    home, town, inn, hideout = v["home"], v["town"], v["inn"], v["hideout"]
     add("setting", "Where does the film begin?", _cap(home), [_cap(town), _cap(inn), _cap(hideout)],
         fx.scene("letter"))
     add("setting", "Where do {H} and {F} read that {hideout} will be torn down?", _cap(town),
@@ -137,7 +163,11 @@ def _mcq_items(fx: _Facts, rng: random.Random) -> list[tuple[str, str, str, list
     add("setting", "Which place does the flashback show?", _cap(hideout), [_cap(home), _cap(town), _cap(inn)],
         fx.span("hide"))
 
-    # object identification
+
+def _objects(fx: _Facts, add: _Add, rng: random.Random) -> None:
+    """The things on screen: the treasure, the clue, the box, signs, the headline, coats."""
+    v, tl = fx.v, fx.tl
+    hideout, obj, clue, day = v["hideout"], v["obj"], v["clue"], v["day"]
     add("object identification", "What did {E} leave for {H}?", "The " + obj,
         ["The " + clue, "A tin box of letters", "An old newspaper"], fx.span("read", "return"))
     add("object identification", "What do {H} and {F} find on the floor near the empty box?", "A " + clue,
@@ -156,7 +186,10 @@ def _mcq_items(fx: _Facts, rng: random.Random) -> list[tuple[str, str, str, list
     add("object identification", "What does the sign on the door of {home} say in the last scene?", "CLOSED",
         ["OPEN", signs[0], "BACK SOON"], fx.span("home"))
 
-    # perspective
+
+def _perspective(fx: _Facts, add: _Add) -> None:
+    """Who knows what when: the viewer (and the rival) learn things before the hero does."""
+    H, F, R, C = (fx.v[k] for k in "HFRC")  # noqa: N806 - the script's own one-letter character keys
     add("perspective", "What does the viewer learn before {H} does?", "{R} plans to go to {hideout} first",
         ["{F} wrote the letter", "{C} has the {obj}", "The {obj} is kept at {town}"], fx.span("plan"))
     add("perspective", "Whose memory does the flashback show?", R, [H, F, C], fx.span("recall", "hide"))
@@ -164,7 +197,6 @@ def _mcq_items(fx: _Facts, rng: random.Random) -> list[tuple[str, str, str, list
         fx.span("plan", "empty", "confront"))
     add("perspective", "When {H} reads the letter, who else in the film already knows where the {obj} is?", R,
         [F, C, "Nobody else"], fx.span("read", "hide"))
-    return items
 
 
 def mcq(tl: Timeline, film_id: str, seed: int) -> list[dict[str, Any]]:

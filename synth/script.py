@@ -169,19 +169,21 @@ def _vars(cast: dict[str, Character], places: dict[str, Place], facts: dict[str,
     return v | facts
 
 
+ROLES = ("hero", "friend", "rival", "elder", "clerk")  # the cast's roles, in the order cast_for draws them
+
+
 def cast_for(seed: int) -> tuple[dict[str, Character], dict[str, Place], dict[str, str]]:
     """Draw names, voices, places and plot objects from the seed."""
     rng = random.Random(seed)
-    roles = ("hero", "friend", "rival", "elder", "clerk")
     while True:  # at most three women and four men: one distinct voice each
-        genders = [rng.choice("fm") for _ in roles]
+        genders = [rng.choice("fm") for _ in ROLES]
         if genders.count("f") <= len(FEMALE_VOICES) and genders.count("m") <= len(MALE_VOICES):
             break
     names = {"f": rng.sample(FEMALE_NAMES, 4), "m": rng.sample(MALE_NAMES, 4)}
     voices = {"f": rng.sample(FEMALE_VOICES, len(FEMALE_VOICES)), "m": rng.sample(MALE_VOICES, len(MALE_VOICES))}
-    coats = rng.sample(sorted(COATS), len(roles))
+    coats = rng.sample(sorted(COATS), len(ROLES))
     cast = {}
-    for role, g, coat in zip(roles, genders, coats, strict=True):
+    for role, g, coat in zip(ROLES, genders, coats, strict=True):
         name = rng.choice(ELDER_NAMES[g]) if role == "elder" else names[g].pop()
         cast[role] = Character(role, name, g, voices[g].pop(), coat)
     home, town, inn = rng.choice(HOMES), rng.choice(TOWNS), rng.choice(INNS)
@@ -199,27 +201,54 @@ def cast_for(seed: int) -> tuple[dict[str, Character], dict[str, Place], dict[st
     return cast, places, facts
 
 
+@dataclass(frozen=True)
+class _Pen:
+    """Writes one seed's script text: every line and stage direction is a template filled from the
+    seed's names, pronouns, places and plot facts (_vars), so the acts below read like a screenplay."""
+
+    v: dict[str, str]
+    places: dict[str, Place]
+    facts: dict[str, str]
+
+    @property
+    def title(self) -> str:
+        return "THE " + self.facts["obj"].upper()
+
+    def line(self, role: str, text: str, optional: bool = False) -> Line:
+        return Line(role, text.format(**self.v), optional)
+
+    def shot(self, kind: str, desc: str, **kw: Any) -> Shot:
+        return Shot(kind, desc.format(**self.v), **kw)
+
+
 def build_script(seed: int) -> Script:
-    """The core plot for a seed: nine scenes, thirteen events, one flashback."""
+    """The core plot for a seed: nine scenes, thirteen events, one flashback.
+
+    The scenes come in three acts (_setup_scenes, _search_scenes, _resolution_scenes); the event
+    texts and their relations are the same templates for every seed (EVENTS, RELATIONS)."""
     rng = random.Random(seed * 7919 + 1)
     cast, places, facts = cast_for(seed)
-    v = _vars(cast, places, facts)
+    pen = _Pen(_vars(cast, places, facts), places, facts)
+    scenes = _setup_scenes(pen) + _search_scenes(pen) + _resolution_scenes(pen)
+    if rng.random() < 0.5:  # the two same-morning scenes may come in either order
+        scenes[1], scenes[2] = scenes[2], scenes[1]
+    events = {k: d.format(**pen.v) for k, d in EVENTS.items()}
+    return Script(seed, pen.title, cast, places, facts, scenes, events, list(RELATIONS))
 
-    def L(role: str, text: str, optional: bool = False) -> Line:  # noqa: N802 - reads like a script line
-        return Line(role, text.format(**v), optional)
 
-    def S(kind: str, desc: str, **kw: Any) -> Shot:  # noqa: N802 - reads like a script shot
-        return Shot(kind, desc.format(**v), **kw)
-
-    title = "THE " + facts["obj"].upper()
-    h, f, r, e, c = "hero", "friend", "rival", "elder", "clerk"
-    # Each character is named in a required line the characters stage reads (characters/names.py):
-    # the line before one of theirs addresses them ("..., {H}.", "{R}, did you ...?") or they
-    # introduce themselves ("I am {C}"); a name in apposition or a letter's signature names nobody.
-    # No lone "I" on paper: in DejaVu Sans it is a bare stroke that OCR reads as "|".
+# Each character is named in a required line the characters stage reads (characters/names.py):
+# the line before one of theirs addresses them ("..., {H}.", "{R}, did you ...?") or they
+# introduce themselves ("I am {C}"); a name in apposition or a letter's signature names nobody.
+# No lone "I" on paper: in DejaVu Sans it is a bare stroke that OCR reads as "|".
+def _setup_scenes(pen: _Pen) -> list[Scene]:
+    """Act one: the letter sends the hero after the treasure, the newspaper sets the deadline, and
+    (unseen by them) the rival reads the same news and plans to get there first."""
+    title, places, facts = pen.title, pen.places, pen.facts
+    L, S, v = pen.line, pen.shot, pen.v  # noqa: N806 - read like a script's lines and shots
+    h, f, r, e, c = ROLES
     letter = ("Dear {H},".format(**v), "My {obj} is".format(**v), "{spot} of".format(**v),
               "{hideout}.".format(**v), "It is yours now.", "Love, {E}".format(**v))
-    scenes = [
+    return [
         Scene("letter", "home", "morning", (
             S("card", "Title card: the words '" + title + "' in dark letters on cream paper.", text=(title,),
               hold=2.5, music="solo"),
@@ -265,6 +294,16 @@ def build_script(seed: int) -> Script:
                 L(c, "Why? It is only an old building.", True),
                 L(r, "There is something inside that I want.", True))),
         )),
+    ]
+
+
+def _search_scenes(pen: _Pen) -> list[Scene]:
+    """Act two: the walk to the hideout, the empty box and the clue that points at the rival, and
+    the confrontation where the rival confesses and starts to remember."""
+    places = pen.places
+    L, S = pen.line, pen.shot  # noqa: N806 - read like a script's lines and shots
+    h, f, r, e, c = ROLES
+    return [
         Scene("walk", "road", "evening", (
             S("sign", "Evening on {road}. A wooden sign reads '" + places["road"].sign + "'.",
               text=(places["road"].sign,), hold=2.5, music="solo", effect="steps", events=("walk",)),
@@ -303,6 +342,15 @@ def build_script(seed: int) -> Script:
                 L(r, "Years ago, I worked with your {E_rel} at {hideout}."),
                 L(r, "{E_He} showed me where {E_he} put the {obj}."))),
         )),
+    ]
+
+
+def _resolution_scenes(pen: _Pen) -> list[Scene]:
+    """Act three: the flashback to the hiding (shown after the confession that recalls it), the
+    treasure handed back, and the hero bringing it home."""
+    L, S = pen.line, pen.shot  # noqa: N806 - read like a script's lines and shots
+    h, f, r, e, c = ROLES
+    return [
         Scene("hide", "hideout", "day", (
             S("card", "A card reads 'YEARS EARLIER'.", text=("YEARS EARLIER",), hold=2.0, music="solo",
               events=("hide",)),
@@ -335,34 +383,35 @@ def build_script(seed: int) -> Script:
               hold=2.5, music="solo"),
         )),
     ]
-    if rng.random() < 0.5:  # the two same-morning scenes may come in either order
-        scenes[1], scenes[2] = scenes[2], scenes[1]
-    events = {k: d.format(**v) for k, d in {
-        "letter": "{F} brings {H} a letter",
-        "read": "{H} reads the letter from {E}: the {obj} is {spot} of {hideout}",
-        "news": "{H} and {F} read in the newspaper at {town} that {hideout} will be torn down on {day}",
-        "plan": "{R} reads the news at {inn} and tells {C} that {R_he} will go to {hideout} first",
-        "walk": "{H} and {F} walk to {hideout} in the evening",
-        "search": "{H} and {F} search {hideout} at night",
-        "empty": "{H} and {F} find the tin box empty",
-        "clue": "{F} finds the {clue} of {R} at {hideout}",
-        "confront": "{H} confronts {R} at {inn} and {R} admits taking the {obj}",
-        "recall": "{R} says that years ago {E} showed {R_him} where the {obj} was",
-        "hide": "Years earlier, {E} puts the {obj} {spot} of {hideout} while {R} watches",
-        "return": "{R} gives the {obj} back to {H}",
-        "home": "{H} brings the {obj} home to {home}",
-    }.items()}
-    relations = [
-        ("letter", "read", "causal"), ("read", "walk", "causal"), ("walk", "search", "causal"),
-        ("search", "clue", "causal"), ("clue", "confront", "causal"), ("confront", "recall", "causal"),
-        ("confront", "return", "causal"), ("return", "home", "causal"), ("plan", "empty", "causal"),
-        ("news", "walk", "precondition"), ("hide", "plan", "precondition"),
-        ("search", "empty", "hierarchical"), ("search", "clue", "hierarchical"),
-        ("news", "plan", "overlap"), ("recall", "hide", "coreference"), ("read", "hide", "coreference"),
-        ("hide", "recall", "flashback"), ("hide", "letter", "before"), ("empty", "clue", "before"),
-        ("return", "confront", "after"), ("home", "hide", "after"),
-    ]
-    return Script(seed, title, cast, places, facts, scenes, events, relations)
+
+
+# the core plot's events (key -> description template): the scenes' shots tag them by key
+EVENTS = {
+    "letter": "{F} brings {H} a letter",
+    "read": "{H} reads the letter from {E}: the {obj} is {spot} of {hideout}",
+    "news": "{H} and {F} read in the newspaper at {town} that {hideout} will be torn down on {day}",
+    "plan": "{R} reads the news at {inn} and tells {C} that {R_he} will go to {hideout} first",
+    "walk": "{H} and {F} walk to {hideout} in the evening",
+    "search": "{H} and {F} search {hideout} at night",
+    "empty": "{H} and {F} find the tin box empty",
+    "clue": "{F} finds the {clue} of {R} at {hideout}",
+    "confront": "{H} confronts {R} at {inn} and {R} admits taking the {obj}",
+    "recall": "{R} says that years ago {E} showed {R_him} where the {obj} was",
+    "hide": "Years earlier, {E} puts the {obj} {spot} of {hideout} while {R} watches",
+    "return": "{R} gives the {obj} back to {H}",
+    "home": "{H} brings the {obj} home to {home}",
+}
+# (src event, dst event, type): the plot's NEST-style relations
+RELATIONS = (
+    ("letter", "read", "causal"), ("read", "walk", "causal"), ("walk", "search", "causal"),
+    ("search", "clue", "causal"), ("clue", "confront", "causal"), ("confront", "recall", "causal"),
+    ("confront", "return", "causal"), ("return", "home", "causal"), ("plan", "empty", "causal"),
+    ("news", "walk", "precondition"), ("hide", "plan", "precondition"),
+    ("search", "empty", "hierarchical"), ("search", "clue", "hierarchical"),
+    ("news", "plan", "overlap"), ("recall", "hide", "coreference"), ("read", "hide", "coreference"),
+    ("hide", "recall", "flashback"), ("hide", "letter", "before"), ("empty", "clue", "before"),
+    ("return", "confront", "after"), ("home", "hide", "after"),
+)
 
 
 # --- filler scenes for long films -----------------------------------------------------------------
