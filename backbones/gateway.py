@@ -166,7 +166,19 @@ def create_app(backbone: Backbone, embedder: Any = None, *, token: str | None = 
                allowed_hosts: Sequence[str] = LOOPBACK, allow_remote_images: bool = False) -> FastAPI:
     """The gateway as an ASGI app (tests and embedding in other servers use it directly)."""
     app = FastAPI(title="moviemem gateway", docs_url=None, redoc_url=None)
-    allowed = set(allowed_hosts)
+    _add_guard(app, set(allowed_hosts), token)
+    stats = _Stats()
+    app.state.stats = stats
+    created = int(time.time())
+    _add_model_routes(app, backbone, embedder, stats, created)
+    _add_chat_route(app, backbone, stats, created, allow_remote_images)
+    _add_embeddings_route(app, embedder, stats)
+    return app
+
+
+def _add_guard(app: FastAPI, allowed: set[str], token: str | None) -> None:
+    """The middleware that checks every request before any route sees it: browsers can reach
+    loopback too (module docstring), so a request must prove it comes from a client of ours."""
 
     @app.middleware("http")
     async def guard(http: HTTPRequest, call_next: Any) -> Any:
@@ -181,24 +193,24 @@ def create_app(backbone: Backbone, embedder: Any = None, *, token: str | None = 
             return _error(415, "send the body as application/json")
         return await call_next(http)
 
-    stats = _Stats()
-    app.state.stats = stats
-    created = int(time.time())
-    answer = backbone.send
+
+def _unknown_model(stats: _Stats, body: Any, served: str) -> JSONResponse | None:
+    """A named model this gateway does not serve is refused, never answered by the default."""
+    asked = body.get("model") if isinstance(body, dict) else None
+    if asked in (None, "", served):
+        return None
+    stats.add(errors=1)
+    return _error(404, f"The model '{asked}' does not exist; this gateway serves '{served}'", param="model")
+
+
+def _add_model_routes(app: FastAPI, backbone: Backbone, embedder: Any, stats: _Stats, created: int) -> None:
+    """GET /health, /v1/models, /v1/models/{id} and /v1/usage: what a client checks before it asks."""
 
     def model_card(model_id: str) -> dict[str, Any]:
         return {"id": model_id, "object": "model", "created": created, "owned_by": "moviemem"}
 
     def model_ids() -> list[str]:
         return [backbone.name] + ([embedder.name] if embedder is not None else [])
-
-    def unknown_model(body: Any, served: str) -> JSONResponse | None:
-        """A named model this gateway does not serve is refused, never answered by the default."""
-        asked = body.get("model") if isinstance(body, dict) else None
-        if asked in (None, "", served):
-            return None
-        stats.add(errors=1)
-        return _error(404, f"The model '{asked}' does not exist; this gateway serves '{served}'", param="model")
 
     @app.get("/health")
     def health() -> dict[str, str]:
@@ -218,12 +230,17 @@ def create_app(backbone: Backbone, embedder: Any = None, *, token: str | None = 
     def usage() -> dict[str, int]:
         return stats.snapshot()
 
+
+def _add_chat_route(app: FastAPI, backbone: Backbone, stats: _Stats, created: int, allow_remote_images: bool) -> None:
+    """POST /v1/chat/completions: the backbone's reply in OpenAI's chat format, whole or as a stream."""
+    answer = backbone.send
+
     @app.post("/v1/chat/completions")
     async def chat(http: HTTPRequest) -> Any:
         stats.add(requests=1, chat_requests=1)
         try:
             body = await _read_json(http)
-            refused = unknown_model(body, backbone.name)
+            refused = _unknown_model(stats, body, backbone.name)
             if refused is not None:
                 return refused
             _check_content(body, allow_remote_images)
@@ -251,6 +268,10 @@ def create_app(backbone: Backbone, embedder: Any = None, *, token: str | None = 
                 "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": _finish(reply)}],
                 "usage": _usage_block(reply)}
 
+
+def _add_embeddings_route(app: FastAPI, embedder: Any, stats: _Stats) -> None:
+    """POST /v1/embeddings: the embedder's vectors, as floats or base64, with OpenAI's usage block."""
+
     @app.post("/v1/embeddings")
     async def embeddings(http: HTTPRequest) -> Any:
         stats.add(requests=1, embedding_requests=1)
@@ -267,7 +288,7 @@ def create_app(backbone: Backbone, embedder: Any = None, *, token: str | None = 
         except (KeyError, TypeError):
             stats.add(errors=1)
             return _error(400, "'input' is required", param="input")
-        refused = unknown_model(body, embedder.name)
+        refused = _unknown_model(stats, body, embedder.name)
         if refused is not None:
             return refused
         texts = [raw] if isinstance(raw, str) else raw
@@ -291,8 +312,6 @@ def create_app(backbone: Backbone, embedder: Any = None, *, token: str | None = 
                 for i, v in enumerate(vecs)]
         return {"object": "list", "data": data, "model": embedder.name,
                 "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
-
-    return app
 
 
 def _stream(completion_id: str, created: int, model: str, content: str, calls: list[dict[str, Any]], reply: Reply,

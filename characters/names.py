@@ -351,10 +351,34 @@ def build_registry(lines: Sequence[Line], min_score: float = 1.0, margin: float 
     vs = votes(lines, lexicon)
     text = {ln.idx: ln.text for ln in lines}
     line_of = {ln.idx: ln.line for ln in lines}
-    by_line = {ln.idx: ln for ln in lines}
 
-    # per voice cluster: score of each name
-    score: dict[int, Counter[str]] = defaultdict(Counter)  # summed vote weights (floats) per voice and name
+    score, support = _voice_scores(lines, vs)
+    voice_name, taken = _name_voices(score, min_score, margin)
+    voices = sorted({ln.voice for ln in lines if ln.voice >= 0},
+                    key=lambda c: min(ln.start for ln in lines if ln.voice == c))
+    seen_on_screen: dict[int, list[str]] = {}
+    if shown:
+        seen_on_screen = _name_unnamed_voices(lines, _OnScreen(shown, lexicon), voices, score, voice_name, taken, margin)
+
+    chars = _voice_characters(voices, voice_name, seen_on_screen, support, text, line_of)
+    by_name = {c.name: c for c in chars.values() if c.names}
+    line_char = _assign_lines(lines, vs, chars, by_name, text, line_of)
+    _register_unmatched(_unmatched_names(lines, lexicon, vs, voices), chars, by_name, text, line_of)
+    for ch in chars.values():
+        if ch.names:
+            said = re.compile("|".join(rf"\b{re.escape(n)}\b" for n in sorted(ch.names, key=len, reverse=True)))
+            ch.named_in = [ln.idx for ln in lines if said.search(ln.text)]
+    return list(chars.values()), line_char
+
+
+_Scores = dict[int, Counter[str]]  # per voice cluster: the summed vote weights (floats) of each name
+
+
+def _voice_scores(lines: Sequence[Line], vs: Sequence[Vote]) -> tuple[_Scores, dict[tuple[int, str], list[Vote]]]:
+    """Per voice cluster, the summed vote weight of each name (negative: the voice calls someone
+    else by it), and the positive votes behind each (voice, name), which its evidence cites."""
+    by_line = {ln.idx: ln for ln in lines}
+    score: _Scores = defaultdict(Counter)
     support: dict[tuple[int, str], list[Vote]] = defaultdict(list)
     for v in vs:
         voice = by_line[v.line].voice
@@ -363,6 +387,12 @@ def build_registry(lines: Sequence[Line], min_score: float = 1.0, margin: float 
         score[voice][v.name] += v.weight  # type: ignore[assignment]  # a Counter of float weights
         if v.weight > 0:
             support[(voice, v.name)].append(v)
+    return score, support
+
+
+def _name_voices(score: _Scores, min_score: float, margin: float) -> tuple[dict[int, tuple[str, float]], set[str]]:
+    """Each voice's (name, confidence) where its best name clears `min_score` and `margin`, and the
+    names so taken: a name goes to one voice only, the best-supported first."""
     proposals = []
     for voice, names in score.items():
         ranked = [(n, s) for n, s in names.most_common() if s > 0]
@@ -378,21 +408,30 @@ def build_registry(lines: Sequence[Line], min_score: float = 1.0, margin: float 
         if name not in taken:
             voice_name[voice] = (name, conf)
             taken.add(name)
+    return voice_name, taken
 
-    voices = sorted({ln.voice for ln in lines if ln.voice >= 0},
-                    key=lambda c: min(ln.start for ln in lines if ln.voice == c))
+
+def _name_unnamed_voices(lines: Sequence[Line], screen: _OnScreen, voices: Sequence[int], score: _Scores,
+                         voice_name: dict[int, tuple[str, float]], taken: set[str], margin: float) -> dict[int, list[str]]:
+    """Names the voices the lines left unnamed by who is on screen while they speak
+    (_named_by_presence), in order of first speech, adding to `voice_name` and `taken` as it goes
+    so that a name goes to one voice only; returns each such voice's evidence."""
     seen_on_screen: dict[int, list[str]] = {}
-    if shown:
-        screen = _OnScreen(shown, lexicon)
-        for voice in [v for v in voices if v not in voice_name]:
-            barred = taken | {n for n, s in score[voice].items() if s < 0}
-            found = _named_by_presence(lines, screen, voice, barred, margin)
-            if found is not None:
-                voice_name[voice], seen_on_screen[voice] = (found[0], found[1]), found[2]
-                taken.add(found[0])
+    for voice in [v for v in voices if v not in voice_name]:
+        barred = taken | {n for n, s in score[voice].items() if s < 0}
+        found = _named_by_presence(lines, screen, voice, barred, margin)
+        if found is not None:
+            voice_name[voice], seen_on_screen[voice] = (found[0], found[1]), found[2]
+            taken.add(found[0])
+    return seen_on_screen
 
+
+def _voice_characters(voices: Sequence[int], voice_name: dict[int, tuple[str, float]],
+                      seen_on_screen: dict[int, list[str]], support: dict[tuple[int, str], list[Vote]],
+                      text: dict[int, str], line_of: dict[int, int]) -> dict[str, Character]:
+    """One character per voice cluster ("v<voice>"), named where a name was found ("speaker N"
+    otherwise), its name link citing what the descriptions showed or the votes that named it."""
     chars: dict[str, Character] = {}
-    line_char: dict[int, tuple[str, float]] = {}
     for voice in voices:
         name, conf = voice_name.get(voice, ("", 0.0))
         ch = Character(f"v{voice}", name or f"speaker {voice + 1}", [name] if name else [], voice=voice, confidence=conf)
@@ -401,7 +440,15 @@ def build_registry(lines: Sequence[Line], min_score: float = 1.0, margin: float 
             ch.links.append({"kind": "name", "value": name, "confidence": conf,
                              "evidence": seen_on_screen.get(voice) or _evidence(support[(voice, name)], text, line_of)})
         chars[ch.char_id] = ch
-    by_name = {c.name: c for c in chars.values() if c.names}
+    return chars
+
+
+def _assign_lines(lines: Sequence[Line], vs: Sequence[Vote], chars: dict[str, Character], by_name: dict[str, Character],
+                  text: dict[int, str], line_of: dict[int, int]) -> dict[int, tuple[str, float]]:
+    """Each line's (char_id, confidence): its voice's character, or for a line without a voice the
+    character its own tag or self-introduction names (registered in `chars` and `by_name` the
+    first time, "n<k>"); fills each character's `lines`."""
+    line_char: dict[int, tuple[str, float]] = {}
     for ln in sorted(lines, key=lambda x: (x.start, x.idx)):
         if ln.voice >= 0:
             line_char[ln.idx] = (f"v{ln.voice}", 1.0)
@@ -422,15 +469,25 @@ def build_registry(lines: Sequence[Line], min_score: float = 1.0, margin: float 
         line_char[ln.idx] = (named.char_id, 1.0 if vote.kind == "tag" else 0.8)
     for idx, (cid, _) in line_char.items():
         chars[cid].lines.append(idx)
-    # names addressed or introduced but never matched to a speaker: registered, with no lines. A
-    # titled name ("Miss Greta") is another name of the character its bare name registered, when
-    # no other title goes with that name ("Mr. Benson" and "Mrs. Benson" are two people)
+    return line_char
+
+
+def _unmatched_names(lines: Sequence[Line], lexicon: set[str], vs: Sequence[Vote],
+                     voices: Sequence[int]) -> dict[str, list[int]]:
+    """Names the film treats as people, with the lines that cue them: in a film with voices, those
+    addressed at least twice; in a text film, the dialogue's cast (text_cast)."""
     if voices:
         addressed = Counter(v.name for v in vs if v.kind == "address-self")
-        cued = {name: [v.source for v in vs if v.name == name and v.kind == "address-self"]
+        return {name: [v.source for v in vs if v.name == name and v.kind == "address-self"]
                 for name, count in addressed.items() if count >= 2}
-    else:  # a text film: names the dialogue treats as people, again and again
-        cued = text_cast(lines, lexicon, vs)
+    return text_cast(lines, lexicon, vs)  # a text film: names the dialogue treats as people, again and again
+
+
+def _register_unmatched(cued: dict[str, list[int]], chars: dict[str, Character], by_name: dict[str, Character],
+                        text: dict[int, str], line_of: dict[int, int]) -> None:
+    """Registers the names addressed or introduced but never matched to a speaker, with no lines. A
+    titled name ("Miss Greta") is another name of the character its bare name registered, when
+    no other title goes with that name ("Mr. Benson" and "Mrs. Benson" are two people)."""
     titles = Counter(bare(n) for n in {*cued, *by_name} if bare(n) != n)
     for name, where in sorted(cued.items(), key=lambda nc: bare(nc[0]) != nc[0]):
         if name in by_name:
@@ -444,11 +501,6 @@ def build_registry(lines: Sequence[Line], min_score: float = 1.0, margin: float 
         ch.links.append({"kind": "name", "value": name, "confidence": 0.0,
                          "evidence": [f"line {line_of.get(i, i)}: {text.get(i, '')}" for i in where[:5]]})
         chars[ch.char_id] = by_name[name] = ch
-    for ch in chars.values():
-        if ch.names:
-            said = re.compile("|".join(rf"\b{re.escape(n)}\b" for n in sorted(ch.names, key=len, reverse=True)))
-            ch.named_in = [ln.idx for ln in lines if said.search(ln.text)]
-    return list(chars.values()), line_char
 
 
 def link_faces(chars: Sequence[Character], speaking: dict[str, list[tuple[float, float]]],
