@@ -9,10 +9,10 @@ import threading
 import time
 from typing import Any, Literal, Self
 
-Lifespan = Literal["auto", "on", "off"]
-
 from .errors import MovieMemError
 from .slowclients import DeadlineProtocol
+
+Lifespan = Literal["auto", "on", "off"]
 
 
 def listen(host: str, port: int) -> socket.socket:
