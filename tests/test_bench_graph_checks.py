@@ -3,18 +3,7 @@ tells truth-linked candidate pairs from the others."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
-SCRIPT = Path(__file__).resolve().parents[1] / "bench" / "event_graph_quality.py"
-
-
-def _bench():
-    spec = importlib.util.spec_from_file_location("event_graph_quality", SCRIPT)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from scripts_loader import load_script
 
 
 def edge(src: str, dst: str, typ: str, rule: str) -> dict[str, str]:
@@ -33,14 +22,14 @@ def test_model_checks_counts_kept_rejected_and_unasked_candidates() -> None:
     refined = [edge("x1", "x2", "precondition", "model<-shared-participants"),
                edge("x3", "x4", "coreference", "model<-shared-arguments"),
                edge("x4", "x5", "causal", "result-marker")]
-    got = _bench().model_checks(truth, candidates, refined, mapping)
+    got = load_script("bench/event_graph_quality.py").model_checks(truth, candidates, refined, mapping)
     assert got == {"asked": 3, "kept_truth_linked": "2/2", "kept_not_linked": "0/1",
                    "labelled_as_truth": {"rules": 2, "model": 1, "of": 2},
                    "perfect_checker_causal_or_precondition_f1": 0.667}  # a->b reachable, d->e no candidate joins
 
 
 def test_causal_or_precondition_counts_either_label() -> None:
-    bench = _bench()
+    bench = load_script("bench/event_graph_quality.py")
     truth = [{"src": "a", "dst": "b", "type": "causal"}, {"src": "b", "dst": "c", "type": "precondition"}]
     edges = [edge("x1", "x2", "precondition", "purpose"), edge("x3", "x2", "causal", "because"),
              edge("x1", "x3", "before", "screen-order")]

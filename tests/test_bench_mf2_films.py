@@ -3,22 +3,12 @@ refuses links out of its release folder (issue 54), and import only what the lib
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
+from scripts_loader import load_script
 from text_film import srt_text
 
 from moviemem import Library
-
-SCRIPT = Path(__file__).resolve().parents[1] / "bench" / "mf2_films.py"
-
-
-def _module():
-    spec = importlib.util.spec_from_file_location("mf2_films", SCRIPT)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_chosen_films_are_imported_once_from_copies(tmp_path: Path) -> None:
@@ -29,7 +19,7 @@ def test_chosen_films_are_imported_once_from_copies(tmp_path: Path) -> None:
         (mf2 / "transcripts" / f"{n}.srt").write_text(srt_text([(1.0, 2.5, f"Film {n} begins."), (4.0, 6.0, "Go on.")]))
     (mf2 / "synopsis" / "3.synopsis").write_text("Someone begins a film.")
     lib = Library(tmp_path / "lib")
-    films = _module().import_mf2_films
+    films = load_script("bench/mf2_films.py").import_mf2_films
     assert films(lib, mf2, ["mf2-3"], synopses=True) is not None
     assert [f.film_id for f in lib.films()] == ["mf2-3"]
     assert films(lib, mf2, ["mf2-3", "mf2-7"]) is not None

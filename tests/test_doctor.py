@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from scripts_loader import load_script
 
 from moviemem.agents.types import Answer, Step
 from moviemem.backbones import ScriptedBackbone, llamacpp_worker, user
@@ -27,11 +28,7 @@ HANGS = (sys.executable, "-c", "import time; time.sleep(60)")
 
 
 def _llama_build():
-    spec = importlib.util.spec_from_file_location("llama_build_under_test", ROOT / "scripts" / "llama_build.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("scripts/llama_build.py")
 
 
 @pytest.mark.skipif(shutil.which("cc") is None, reason="the probe needs a C compiler")

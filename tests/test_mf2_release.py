@@ -4,10 +4,10 @@ these tests write themselves (their own invented template text, never the releas
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from scripts_loader import load_script
 
 from moviemem.agents.mf2_release import load_release, read_verdict, srt_text
 from moviemem.foundation.errors import MovieMemError
@@ -222,11 +222,7 @@ def test_bench_protocol_fills_the_release_template_and_records_it(imported: Path
     report = (out / "report.md").read_text()
     assert "## Released protocols" in report and "templates/statement_only.py:stmt_terse" in report
     assert "## MF² claim pairs per granularity" in report and "| Single | 1 | 0.0 | 0.0 | 100.0 | 0.0 |" in report
-    import importlib.util  # bench/mf2_official.py reads the same run, per half and per group
-
-    spec = importlib.util.spec_from_file_location("mf2_official", Path(__file__).parent.parent / "bench" / "mf2_official.py")
-    official = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(official)
+    official = load_script("bench/mf2_official.py")  # it reads the same run, per half and per group
     rows = official.report(out)
     assert rows and all(row["pairs"] >= 1 and row["granularity"] and row["category"] for row in rows.values())
 
@@ -306,7 +302,6 @@ def _logprob_backbone(prior: float, with_evidence: dict[str, float], content_fre
 
 def test_calibrated_verdicts_are_recomputed_from_two_runs(imported: Path, release: Path, lib_dir: Path,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    import importlib.util
 
     from moviemem import Library
     from moviemem.eval.formats import load_benchmark
@@ -327,10 +322,7 @@ def test_calibrated_verdicts_are_recomputed_from_two_runs(imported: Path, releas
     (step,) = [s for s in rec["answers"]["false"]["trace"] if s["kind"] == "scores"]
     assert (step["p_true"], step["p_true_content_free"]) == (0.6, 0.7)
 
-    spec = importlib.util.spec_from_file_location("mf2_calibration", Path(__file__).parents[1] / "bench" / "mf2_calibration.py")
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, module)  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
+    module = load_script("bench/mf2_calibration.py")
     out = module.compare(runs["closed-book"], runs["subtitles"])["all"]
     # the parser says TRUE to all four statements: no pair right, TPR 1, TNR 0
     assert (out["parser (as run)"]["right"], out["parser (as run)"]["tpr"], out["parser (as run)"]["tnr"]) == (0, 1.0, 0.0)
