@@ -26,8 +26,7 @@ from moviemem import Library
 from moviemem.eval import evidence as ev
 from moviemem.eval.formats import load_benchmark
 from moviemem.eval.metrics import paired_bootstrap
-from moviemem.eval.retrieval_eval import Probe, probes, score_probe
-from moviemem.retrievers.packing import Lines
+from moviemem.eval.retrieval_eval import Probe, films_of, probes, score_probe
 from moviemem.retrievers.registry import DEFAULT, get_retriever
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,16 +43,12 @@ class Scores:
 
 
 def score_all(library: Path, items: Sequence[Probe], budgets: Sequence[int]) -> dict[str, Scores]:
-    lib = Library(library)
     retriever = get_retriever(DEFAULT)
-    films: dict[str, tuple[object, Lines]] = {}
+    films = films_of(Library(library), items)
     out: dict[str, Scores] = {}
     for p in items:
-        if p.film_id not in films:
-            film = lib.film(p.film_id)
-            films[p.film_id] = (film, Lines(film))
         film, lines = films[p.film_id]
-        row = score_probe(film, lines, p, retriever, budgets)  # type: ignore[arg-type]
+        row = score_probe(film, lines, p, retriever, budgets)
         out[p.item_id] = Scores({b: float(row["recall_at_budget"][str(b)] or 0.0) for b in budgets},
                                 {b: float(row["coverage_at_budget"][str(b)] or 0.0) for b in budgets}, float(row["rr"]))
     return out

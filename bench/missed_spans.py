@@ -28,8 +28,7 @@ from moviemem import Library
 from moviemem.agents.readers.claims import joined_parts
 from moviemem.eval import evidence as ev
 from moviemem.eval.formats import load_benchmark
-from moviemem.eval.retrieval_eval import Probe, probes
-from moviemem.retrievers.packing import Lines
+from moviemem.eval.retrieval_eval import Probe, films_of, probes
 from moviemem.retrievers.registry import get_retriever
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -59,14 +58,12 @@ def main() -> None:
     retriever = get_retriever("hybrid")
     for name in FILES:
         counts: dict[str, Counter[str]] = {h: Counter() for h in HALVES}
-        films: dict[str, tuple[object, Lines]] = {}
-        for probe in probes(load_benchmark(args.dev / name)):
-            if len(probe.gold) < 2 or probe.item_id.endswith(":false"):
-                continue  # a false claim has its true twin's gold; counted once
+        # a false claim has its true twin's gold: counted once
+        several = [p for p in probes(load_benchmark(args.dev / name))
+                   if len(p.gold) >= 2 and not p.item_id.endswith(":false")]
+        films = films_of(lib, several)
+        for probe in several:
             half = next(h for h, ids in HALVES.items() if probe.film_id in ids)
-            if probe.film_id not in films:
-                film = lib.film(probe.film_id)
-                films[probe.film_id] = (film, Lines(film))
             film, lines = films[probe.film_id]
             ranked = retriever.retrieve(film, probe.question, lines=lines)
             shown = [(e.start, e.end) for e in retriever.pack(ranked, args.budget, lines)]

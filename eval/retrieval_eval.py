@@ -66,6 +66,16 @@ def probes(bench: Benchmark) -> list[Probe]:
     return out
 
 
+def films_of(library: Any, items: Sequence[Probe]) -> dict[str, tuple[FilmMemory, Lines]]:
+    """Each probed film opened once, with the lines every probe of it is packed against."""
+    films: dict[str, tuple[FilmMemory, Lines]] = {}
+    for p in items:
+        if p.film_id not in films:
+            film = library.film(p.film_id)
+            films[p.film_id] = (film, Lines(film))
+    return films
+
+
 def score_probe(film: FilmMemory, lines: Lines, probe: Probe, retriever: QuestionRetriever,
                 budgets: Sequence[int], backbone: Backbone | None = None) -> ProbeScores:
     run = Run(backbone) if backbone is not None else None
@@ -106,11 +116,7 @@ def retrieval_eval(library: Any, bench: Benchmark, retrievers: Sequence[str] = (
     if not budgets or any(b < 1 for b in budgets):
         raise MovieMemError("budgets must be positive token counts")
     items = probes(bench)
-    films: dict[str, tuple[FilmMemory, Lines]] = {}
-    for p in items:
-        if p.film_id not in films:
-            film = library.film(p.film_id)
-            films[p.film_id] = (film, Lines(film))
+    films = films_of(library, items)
     out: list[RetrieverResult] = []
     total, done = len(items) * len(retrievers), 0
     for name in retrievers:
