@@ -25,7 +25,8 @@ from ..foundation.errors import MovieMemError
 from ..memory.schema import check_film_id
 from . import questions
 from .render import SR, H, Voicer, W, encode, paint_shots, require_tools
-from .script import Measure, Timeline, build_script, estimate_seconds, layout
+from .script import build_script
+from .timeline import Measure, Timeline, estimate_seconds, layout
 
 MIN_MINUTES = 2.5  # the plot needs 2.2 min at any seed (words-per-minute estimate); real voices vary a little
 MAX_MINUTES = 600.0

@@ -11,7 +11,8 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from .script import DAYS, Timeline, _vars
+from .script import DAYS, _vars
+from .timeline import Timeline
 
 Span = list[float]
 CORE_POOL = ("letter", "news", "plan", "walk", "empty", "confront", "return", "home")

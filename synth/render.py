@@ -20,7 +20,8 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont, ImageOps
 
 from ..foundation.errors import MovieMemError
-from .script import COATS, RATE_WPM, Script, TimedShot, Timeline, voice_options
+from .script import COATS, RATE_WPM, Script, voice_options
+from .timeline import TimedShot, Timeline
 
 W, H = 640, 360
 SR = 22050  # espeak-ng's own rate: no resampling

@@ -17,7 +17,8 @@ from moviemem.characters.names import Line, build_registry
 from moviemem.foundation.errors import MovieMemError
 from moviemem.synth import documents, plan, render
 from moviemem.synth.render import Voicer
-from moviemem.synth.script import FEMALE_VOICES, MALE_VOICES, VoiceOptions, build_script, min_minutes, voice_options
+from moviemem.synth.script import FEMALE_VOICES, MALE_VOICES, VoiceOptions, build_script, voice_options
+from moviemem.synth.timeline import min_minutes
 
 LABELS = {"before", "after", "overlap", "causal", "precondition", "hierarchical", "coreference", "flashback"}
 
