@@ -300,6 +300,7 @@ def plot_accuracy_vs_tokens(rows: Sequence[SummaryRow], path: Path) -> Path | No
     fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
     backbones = sorted({r["backbone"] for r, _, _ in pts})
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    labels: list[Any] = []
     for i, b in enumerate(backbones):
         sub = [p for p in pts if p[0]["backbone"] == b]
         x = [max(1.0, float(tokens)) for _, _, tokens in sub]
@@ -308,7 +309,12 @@ def plot_accuracy_vs_tokens(rows: Sequence[SummaryRow], path: Path) -> Path | No
                [100 * (acc["ci_high"] - acc["value"]) for _, acc, _ in sub]]
         ax.errorbar(x, y, yerr=err, fmt="o", capsize=3, color=colours[i % len(colours)], label=b)
         for xi, yi, (r, _, _) in zip(x, y, sub):
-            ax.annotate(r["policy"], (xi, yi), textcoords="offset points", xytext=(5, 4), fontsize=8)
+            # a long policy name must not squeeze the axes: labels stay out of the layout and the saved
+            # image grows to hold them (tight_layout gave up, with a warning, on a long one)
+            label = ax.annotate(r["policy"], (xi, yi), textcoords="offset points", xytext=(5, 4), fontsize=8,
+                                annotation_clip=False)
+            label.set_in_layout(False)
+            labels.append(label)
     ax.set_xscale("log")
     ax.set_xlabel("median input tokens per item")
     ax.set_ylabel("accuracy (%)")
@@ -317,6 +323,6 @@ def plot_accuracy_vs_tokens(rows: Sequence[SummaryRow], path: Path) -> Path | No
     ax.legend(title="backbone", fontsize=8)
     fig.tight_layout()
     with atomic_path(path, suffix=path.suffix) as tmp:
-        fig.savefig(tmp)
+        fig.savefig(tmp, bbox_inches="tight", bbox_extra_artists=[*labels, ax.get_legend()])
     plt.close(fig)
     return path

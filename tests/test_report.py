@@ -320,3 +320,23 @@ def test_inspector_server_answers_loopback_requests_only(tmp_path: Path) -> None
     finally:
         httpd.shutdown()
         httpd.server_close()
+
+
+def test_the_accuracy_plot_holds_a_long_policy_name_without_a_layout_warning(tmp_path: Path):
+    """A configured policy's name can be long; tight_layout gave up on one with a warning and the label was cut."""
+    import warnings
+
+    from PIL import Image
+
+    from moviemem.eval.report import plot_accuracy_vs_tokens
+
+    acc = {"n": 10, "value": 0.5, "ci_low": 0.2, "ci_high": 0.8}
+    short = [{"policy": "closed-book", "backbone": "local", "accuracy": acc, "median_input_tokens": 200}]
+    long = [*short, {"policy": "mf2-release[context=evidence,p_true=true,template=transcripts_only]",
+                     "backbone": "local", "accuracy": acc, "median_input_tokens": 80_000}]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        narrow = plot_accuracy_vs_tokens(short, tmp_path / "short.png")  # type: ignore[arg-type]
+        wide = plot_accuracy_vs_tokens(long, tmp_path / "long.png")  # type: ignore[arg-type]
+    assert narrow is not None and wide is not None
+    assert Image.open(wide).width > Image.open(narrow).width  # the image grew to hold the label
