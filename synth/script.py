@@ -1,10 +1,10 @@
 """The synthetic film's script: a seeded cast, a fixed core plot and filler scenes.
 
-Everything here is pure and deterministic given the seed and a `measure` function for speech
-length, so the ground truth and the benchmark files can be built (and tested) without rendering.
+Everything here is pure and deterministic given the seed, so the ground truth and the benchmark
+files can be built (and tested) without rendering; `timeline.py` lays the script out on the clock.
 The core plot is one mystery with a causal chain, a clue, a confession and a flashback; long
-films add filler scenes of everyday talk between core scenes, never inside the
-confession-flashback-return block, so the core stays coherent at any length.
+films get filler scenes of everyday talk between core scenes (`filler_scene`, placed by the
+timeline), never inside the confession-flashback-return block, so the core stays coherent at any length.
 """
 
 from __future__ import annotations

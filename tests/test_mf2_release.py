@@ -300,9 +300,7 @@ def _logprob_backbone(prior: float, with_evidence: dict[str, float], content_fre
     return ScriptedBackbone(reply, capabilities={"logprobs": True})
 
 
-def test_calibrated_verdicts_are_recomputed_from_two_runs(imported: Path, release: Path, lib_dir: Path,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-
+def test_calibrated_verdicts_are_recomputed_from_two_runs(imported: Path, release: Path, lib_dir: Path) -> None:
     from moviemem import Library
     from moviemem.eval.formats import load_benchmark
     from moviemem.eval.mf2_protocol import protocol_policies
