@@ -20,7 +20,7 @@ from ..backbones.base import Backbone
 from ..backbones.types import CONTEXT, Reply, Request, Usage
 from ..memory.view import FilmMemory
 from ..retrievers.types import Evidence
-from .types import Answer, Question, Step
+from .types import Answer, Question, SentCall, Step
 
 _watcher: ContextVar[Callable[[Step], None] | None] = ContextVar("moviemem_step_watcher", default=None)
 
@@ -62,6 +62,7 @@ class Run:
         self.replayed = 0  # calls answered from the replay cache
         self.faults = 0  # calls that got no reply (the server did not answer or refused the request)
         self.unfit = 0  # calls whose prompt was longer than the backbone's context (nothing was read)
+        self.sent: list[SentCall] = []  # every call as sent, with its reply (Answer.sent)
 
     def note(self, text: str, **data: Any) -> None:
         self.trace.append(Step("note", {"text": text, **data}))
@@ -85,7 +86,9 @@ class Run:
                                           "images": sum(len([p for p in getattr(m, "parts", ()) if type(p).__name__ == "Image"])
                                                         for m in messages)}))
         started = time.perf_counter()
-        reply = self.backbone.send(Request.build(messages, **kw))
+        request = Request.build(messages, **kw)
+        reply = self.backbone.send(request)
+        self.sent.append(SentCall(prompt.id, str(prompt.version), request, reply))
         self.calls += 1
         self.replayed += bool(reply.cached)
         self.faults += bool(reply.invalid and reply.transient)
@@ -163,7 +166,7 @@ class BasePolicy:
                       policy=self.name, backbone=getattr(backbone, "name", str(backbone)),
                       evidence=list(run.evidence.values()), trace=run.trace, usage=run.usage, error=parsed.error,
                       calls=run.calls, replayed_calls=run.replayed, faults=run.faults, grounded=bool(run.evidence),
-                      reason=CONTEXT if run.unfit else None)
+                      reason=CONTEXT if run.unfit else None, sent=run.sent)
 
     def _answer(self, film: FilmMemory, question: Question, run: Run) -> Any:
         raise NotImplementedError

@@ -9,10 +9,23 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..backbones.types import Usage
+from ..backbones.types import Reply, Request, Usage
 from ..retrievers.types import LETTERS, MAX_TEXT_CHARS, Evidence, Kind, Question
 
-__all__ = ["LETTERS", "MAX_TEXT_CHARS", "Answer", "Kind", "Question", "Step"]
+__all__ = ["LETTERS", "MAX_TEXT_CHARS", "Answer", "Kind", "Question", "SentCall", "Step"]
+
+
+@dataclass
+class SentCall:
+    """One model call exactly as it went out and came back: what the model read (every message, image
+    reference and tool result), what it wrote and, where the backbone gives them, the log-probabilities a
+    reader used. The trace names the prompt; this keeps its text, so a wrong answer can be read as the
+    model read it (the run folder keeps it once per distinct text: eval/log.py)."""
+
+    prompt: str  # the prompt's id (agents/prompts.py)
+    version: str
+    request: Request
+    reply: Reply
 
 @dataclass
 class Step:
@@ -70,6 +83,7 @@ class Answer:
     faults: int = 0  # of which got no reply: the backbone's server did not answer, or refused the request
     reason: str | None = None  # why an invalid answer is not scored at all: "context" (the prompt did not fit)
     grounded: bool = True  # False: the model was shown no evidence from the film, so the answer is a guess
+    sent: list[SentCall] = field(default_factory=list, repr=False)  # every model call as sent, in order
 
     def __post_init__(self) -> None:
         from .display import EvidenceList

@@ -16,6 +16,7 @@ from typer.core import TyperGroup
 
 from ..foundation.config import get_settings
 from ..foundation.errors import MovieMemError
+from ..foundation.secrets import install_log_scrubbing, scrub, scrub_std_streams
 from ..foundation.timefmt import check_time, hms
 
 if TYPE_CHECKING:
@@ -29,7 +30,7 @@ HELP = ("A queryable memory of a full-length film, and agent policies that answe
 # `moviemem --help` lists the commands in the order a user meets them: build the memory, look at it, ask
 # and search, measure, then the tools around it; a command left out here comes last.
 COMMAND_ORDER = ("ingest", "import-collection", "films", "show", "ask", "search", "scenes", "characters", "graph",
-                 "bench", "report", "inspect", "judge", "retrieval-eval", "filter", "policies", "backbones",
+                 "bench", "report", "inspect", "show-call", "judge", "retrieval-eval", "filter", "policies", "backbones",
                  "describe", "narrate", "export", "import", "delete", "models", "doctor", "mcp", "serve", "letta", "synth", "demo")
 
 
@@ -45,9 +46,31 @@ app = typer.Typer(cls=_UserOrder, add_completion=False, no_args_is_help=True, he
 models_app = typer.Typer(no_args_is_help=True, help="Offline model weights.", rich_markup_mode=None)
 app.add_typer(models_app, name="models")
 
+
+class ScrubbedConsole(Console):
+    """A console that prints no secret (foundation.secrets): the text given is scrubbed before it is laid
+    out (a key wrapped over two lines would be two pieces), and what it writes is scrubbed again."""
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        super().print(*(_scrubbed(o) for o in objects), **kwargs)
+
+    def _render_buffer(self, buffer: Any) -> str:
+        return scrub(super()._render_buffer(buffer))
+
+
+def _scrubbed(obj: Any) -> Any:
+    """A string or Text scrubbed (a Text that changes keeps its base style, not its inner spans)."""
+    if isinstance(obj, str):
+        return scrub(obj)
+    if isinstance(obj, Text):
+        clean = scrub(obj.plain)
+        return obj if clean == obj.plain else Text(clean, style=obj.style)
+    return obj
+
+
 # Titles, questions, model replies and paths are data, never markup: styles come from Text parts only.
-out = Console(markup=False, emoji=False)
-err = Console(stderr=True, markup=False, emoji=False)
+out = ScrubbedConsole(markup=False, emoji=False)
+err = ScrubbedConsole(stderr=True, markup=False, emoji=False)
 
 
 def _styled(console: Console, style: str, head: str, rest: str = "") -> None:
@@ -74,6 +97,8 @@ def _root(version: Annotated[bool, typer.Option("--version", callback=_print_ver
     `--help`, `--version` and the quick commands start fast."""
     if config is not None:
         os.environ["MOVIEMEM_CONFIG"] = str(config)  # every Settings() of this process reads it
+    scrub_std_streams()  # whatever a command prints (print, sys.stdout.write, a console) leaves scrubbed
+    install_log_scrubbing()  # and so does every log line
 
 
 def _library(path: Path | None, *, create: bool = False, **overrides: Any) -> Library:
@@ -108,7 +133,7 @@ def _print_json(obj: Any) -> None:
     """One JSON object on stdout; never NaN or Infinity, which are not JSON (a reader of it would fail)."""
     from ..serve.film_tools import finite_json
 
-    sys.stdout.write(finite_json(obj) + "\n")
+    sys.stdout.write(scrub(finite_json(obj)) + "\n")
 
 
 def _print_paths(paths: dict[str, Any], as_json: bool) -> None:

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
+import shutil
+import warnings
 from collections import defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -15,17 +18,19 @@ from typing import TYPE_CHECKING, Any
 from ..foundation.timefmt import hms
 from . import evidence
 from .formats import LETTERS, Item, item_category
-from .log import log_grid_at, read_at, read_header
+from .log import CallLog, log_grid_at, read_at, read_header
 from .markdown import money
 from .records import AnswerRecord, Config, EvidenceRecord, ResultRecord
 from .views import (
     AnswerLane,
     AnswerView,
+    CallView,
     CategoryRow,
     EvidenceView,
     IndexCell,
     IndexRow,
     OptionView,
+    PromptLine,
     QueryView,
     StepView,
     Still,
@@ -80,11 +85,13 @@ def _thumb(frame: str | None, library: str | None, out_dir: Path) -> str | None:
         from PIL import Image
 
         try:
-            with Image.open(path) as opened:
-                im = opened.convert("RGB")
-                im.thumbnail((THUMB_WIDTH, THUMB_WIDTH * 2))
-                im.save(dest, "JPEG", quality=80)
-        except OSError:
+            with warnings.catch_warnings():  # a header claiming a huge picture is refused, not decoded
+                warnings.simplefilter("error", Image.DecompressionBombWarning)
+                with Image.open(path) as opened:
+                    im = opened.convert("RGB")
+                    im.thumbnail((THUMB_WIDTH, THUMB_WIDTH * 2))
+                    im.save(dest, "JPEG", quality=80)
+        except (OSError, Image.DecompressionBombError, Image.DecompressionBombWarning):
             return None
     return name
 
@@ -204,8 +211,53 @@ def _item_fields(item: Item) -> tuple[list[tuple[str, str]], list[OptionView]]:
     return fields, options
 
 
+_LINE_HEAD = re.compile(r"^(\[\d+(:\d\d){1,2}(\.\d)?\]|\[\d+\]|\d+[.)]|[-–*•])\s*")  # a time mark, a number, a dash
+
+
+def _norm(line: str) -> str:
+    return " ".join(line.split())
+
+
+def _evidence_lines(a: AnswerRecord, gold: list[tuple[float, float]]) -> dict[str, str]:
+    """Each line of the evidence an answer was shown (as the prompt repeats it), with how it is marked."""
+    marks: dict[str, set[str]] = defaultdict(set)
+    for e in a.evidence:
+        css = {"cited" if e.cited else "shown"}
+        if e.span is not None and any(evidence.overlaps(e.span, g) for g in gold):
+            css.add("gold")
+        for line in (e.text or "").splitlines():
+            norm = _norm(_LINE_HEAD.sub("", line.strip()))
+            if len(norm) >= 8:
+                marks[norm] |= css
+    return {k: " ".join(sorted(v - {"shown"} if "cited" in v else v)) for k, v in marks.items()}
+
+
+def _calls(log: CallLog, key: str, a: AnswerRecord, gold: list[tuple[float, float]]) -> list[CallView]:
+    """The answer's calls as sent, each message's lines marked where they repeat evidence (shown, cited, gold)."""
+    if not a.call_ids:
+        return []
+    marks = _evidence_lines(a, gold)
+    views: list[CallView] = []
+    for k, line in enumerate(log.of(a.call_ids), 1):
+        messages = []
+        for m in line.messages:
+            text = "".join(log.text(p.text) if p.text is not None else f"[{'image' if p.image else 'video' if p.video else 'audio'}: "
+                           f"{p.image or p.video or p.audio}]\n" for p in m.parts)
+            lines: list[PromptLine] = [{"text": t, "css": marks.get(_norm(_LINE_HEAD.sub("", t.strip())), "")}
+                                       for t in text.splitlines()]
+            lines += [{"text": f"[tool call: {c.name}({c.arguments})]", "css": ""} for c in m.tool_calls]
+            messages.append({"role": m.role, "lines": lines})
+        r = line.reply
+        views.append({"head": f"{key}: call {k} of {len(a.call_ids)}, prompt {line.prompt} v{line.version}, "
+                              f"{line.usage.input_tokens} tokens read",
+                      "messages": messages,
+                      "reply": r.text + "".join(f"\n[tool call: {c.name}({c.arguments})]" for c in r.tool_calls)
+                               + (f"\n(invalid: {r.error})" if r.invalid else "")})
+    return views
+
+
 def _query(key: str, a: AnswerRecord, film: FilmFacts | None, library: str | None, thumbs: Path,
-           gold: list[tuple[float, float]]) -> QueryView:
+           gold: list[tuple[float, float]], calls: CallLog | None = None) -> QueryView:
     """One answer on its item page: choice, text, evidence (with stills, gold marked), timeline, trace and usage."""
     from .timeline import timeline
 
@@ -220,9 +272,19 @@ def _query(key: str, a: AnswerRecord, film: FilmFacts | None, library: str | Non
     u = a.usage
     return {"timeline": timeline(film.duration if film else None, a.evidence, gold),
             "key": key, "choice": a.choice, "confidence": a.confidence, "text": a.text, "error": a.error,
-            "evidence": ev, "trace": trace,
+            "evidence": ev, "trace": trace, "calls": _calls(calls, key, a, gold) if calls else [],
             "usage": f"{u.input_tokens} input / {u.output_tokens} output tokens, {u.images} images, "
                      f"{u.latency_s or 0:.2f} s{_replay_note(a)}, cost {money(u.cost_usd)}"}
+
+
+def _emptied(root: Path) -> None:
+    """Remove what `root` holds, so the inspector is written from scratch: a run folder from elsewhere may
+    carry files or links there (`inspector/root -> /`) that the server would otherwise serve. A link is
+    removed, never followed."""
+    if root.is_symlink() or root.is_file():
+        root.unlink()
+    elif root.exists():
+        shutil.rmtree(root)
 
 
 def write_inspector(run_dir: str | Path) -> Path:
@@ -233,6 +295,7 @@ def write_inspector(run_dir: str | Path) -> Path:
     # records in full, read again by their offsets
     items, grid, at = log_grid_at(run_dir, unfit=True, slim=True)
     root = run_dir / INSPECTOR
+    _emptied(root)
     (root / "items").mkdir(parents=True, exist_ok=True)
     (root / "thumbs").mkdir(exist_ok=True)
     env = _env()
@@ -245,6 +308,7 @@ def write_inspector(run_dir: str | Path) -> Path:
     from .timeline import film_facts
 
     facts = film_facts(header.library, {it.film_id for it in items})
+    calls = CallLog(run_dir)
     film_pages = _film_pages(env, header.library, sorted(facts), root)
     rows: list[IndexRow] = []
     item_tpl = env.get_template("item.html.j2")
@@ -269,7 +333,7 @@ def write_inspector(run_dir: str | Path) -> Path:
             verdict = {"✔": "right", "✘": "wrong", "!": "invalid", "·": "not scored",
                        "∅": "not sent: the prompt was longer than the backbone's context"}.get(cell["mark"], "") + (
                 f" ({cell['note']})" if cell["note"] and r.status not in ("invalid", "unfit") else "")
-            queries = [_query(key, a, facts.get(it.film_id), header.library, root / "thumbs", gold)
+            queries = [_query(key, a, facts.get(it.film_id), header.library, root / "thumbs", gold, calls)
                        for key, a in r.answers.items()]
             answers.append({"policy": c[0], "backbone": c[1], "css": cell["css"], "verdict": verdict,
                             "reason": r.reason, "queries": queries})

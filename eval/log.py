@@ -5,6 +5,10 @@ Run directory layout (plain JSON, readable without moviemem):
 - items.jsonl    the validated benchmark items (so reports need no other file)
 - results.jsonl  one line per (policy, backbone, item): status answered | invalid (with the
                  reason), the score, and every Answer in full (evidence, trace, usage) (records.ResultRecord)
+- calls/         every model call as sent and as answered: calls.jsonl (records.CallLine, one line a call) and
+                 texts.jsonl (the texts they sent, in pieces cut at content-defined line ends, each piece once:
+                 a film's transcript is stored once however many questions read it). An answer names its calls
+                 (AnswerRecord.call_ids); a run written before them has none, and reads as before.
 
 The runner writes through it; the summary, the report, the inspector, compare, judge and filter read
 through it, so none of them imports the runner. A line cut short by a kill is dropped on reading (its item
@@ -18,10 +22,12 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 import threading
-from collections.abc import Iterable, Iterator
+import zlib
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from filelock import FileLock, Timeout
 
@@ -30,12 +36,35 @@ from ..foundation.errors import MovieMemError
 from ..foundation.files import atomic_write_text
 from ..foundation.urls import redact_urls
 from .formats import Item, text_lines, validate_rows
-from .records import Config, Grid, JudgementLine, ResultRecord, RunHeader, parse
+from .records import (
+    CallLine,
+    CallOptions,
+    Config,
+    Grid,
+    JudgementLine,
+    MessageLine,
+    PartLine,
+    RecordUsage,
+    ReplyLine,
+    ResultRecord,
+    RunHeader,
+    ToolCallLine,
+    parse,
+)
+
+if TYPE_CHECKING:
+    from ..agents.types import SentCall
+    from ..backbones.types import Message, ToolCall
 
 RESULTS = "results.jsonl"
 ITEMS = "items.jsonl"
 MANIFEST = "run.json"
 LOCK = ".writer.lock"
+CALLS = "calls"
+CALL_LINES = "calls.jsonl"
+CALL_TEXTS = "texts.jsonl"
+PIECE_MAX = 4096  # characters: a piece of stored text ends at the first content-chosen line end past PIECE_MIN, or here
+PIECE_MIN = 256
 
 
 def jsonable(obj: Any) -> Any:
@@ -190,7 +219,7 @@ class JsonlWriter:
     def redact(self, text: str) -> str:
         return redact(text, self.secrets)
 
-    def write(self, rec: ResultRecord | JudgementLine) -> None:
+    def write(self, rec: ResultRecord | JudgementLine | Mapping[str, Any]) -> None:
         data = rec.line() if isinstance(rec, ResultRecord) else rec
         line = self.redact(json.dumps(data, ensure_ascii=False, allow_nan=False)) + "\n"
         with self._lock:
@@ -273,3 +302,164 @@ def scored_log(run_dir: str | Path, slim: bool = False) -> tuple[list[Item], Gri
     items, grid = log_grid(run_dir, unfit=True, slim=slim)
     unfit = {key: sum(r.status == "unfit" for r in recs) for key, recs in grid.items()}
     return items, {key: [r for r in recs if r.status != "unfit"] for key, recs in grid.items()}, unfit
+
+
+# ----------------------------------------------------------------------------- calls as sent
+
+_BREAKS = re.compile(r"(?<=\n)|(?<=[.!?] )")  # line ends, and sentence ends inside a long line
+
+
+def text_pieces(text: str) -> list[str]:
+    """`text` cut where its own content says (a line end whose line hashes to 0 mod 8, past PIECE_MIN characters;
+    always by PIECE_MAX): two prompts that share a prefix share every piece that ends inside it, so a film's
+    transcript, sent before each of its questions, is stored once and each question adds a piece or two."""
+    out: list[str] = []
+    cur: list[str] = []
+    size = 0
+    for part in _BREAKS.split(text):
+        while len(part) > PIECE_MAX:  # one long run of text with no break: cut by size alone
+            cut = PIECE_MAX - size
+            cur.append(part[:cut])
+            out.append("".join(cur))
+            cur, size, part = [], 0, part[cut:]
+        cur.append(part)
+        size += len(part)
+        if size >= PIECE_MAX or (size >= PIECE_MIN and zlib.crc32(part.encode()) % 8 == 0):
+            out.append("".join(cur))
+            cur, size = [], 0
+    if cur:
+        out.append("".join(cur))
+    return [p for p in out if p]
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def _read_jsonl_objects(path: Path) -> Iterator[dict[str, Any]]:
+    """The JSON objects of an append-only file, a torn last line (a kill) and damaged lines skipped: a call log
+    explains answers and never decides one, so a damaged line costs that call's text, not the run."""
+    if not path.exists():
+        return
+    with path.open("rb") as f:
+        for line in f:
+            if not line.endswith(b"\n"):
+                break
+            try:
+                obj = json.loads(line)
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                continue
+            if isinstance(obj, dict):
+                yield obj
+
+
+class CallWriter:
+    """Appends an answer's calls to calls/ (texts first, so a call line never names a text that is not there);
+    each text piece and each call is written once, across reruns too. Redacted as every run file is."""
+
+    def __init__(self, run_dir: Path, secrets: Iterable[str] = ()):
+        folder = run_dir / CALLS
+        folder.mkdir(exist_ok=True)
+        self._texts_known = {str(o.get("id")) for o in _read_jsonl_objects(folder / CALL_TEXTS)}
+        self._calls_known = {str(o.get("id")) for o in _read_jsonl_objects(folder / CALL_LINES)}
+        self._texts = JsonlWriter(folder / CALL_TEXTS, secrets)
+        self._calls = JsonlWriter(folder / CALL_LINES, secrets)
+        self._lock = threading.Lock()
+
+    def _store(self, text: str) -> list[str]:
+        ids = []
+        for piece in text_pieces(self._texts.redact(text)):
+            pid = _digest(piece)
+            if pid not in self._texts_known:
+                self._texts.write({"id": pid, "text": piece})
+                self._texts_known.add(pid)
+            ids.append(pid)
+        return ids
+
+    def write(self, key: str, query: str, sent: Sequence[SentCall]) -> list[str]:
+        """The calls of one answer; their ids, for the answer's record."""
+        ids = []
+        with self._lock:
+            for n, call in enumerate(sent):
+                line = self._line(key, query, n, call)
+                if line["id"] not in self._calls_known:
+                    self._calls.write(line)
+                    self._calls_known.add(line["id"])
+                ids.append(str(line["id"]))
+        return ids
+
+    def _line(self, key: str, query: str, n: int, call: SentCall) -> dict[str, Any]:
+        req, rep = call.request, call.reply
+        schema = self._store(json.dumps(req.json_schema, sort_keys=True)) if req.json_schema else None
+        tools = self._store(json.dumps([jsonable(t) for t in req.tools], sort_keys=True)) if req.tools else None
+        line = CallLine(
+            id="", key=key, query=query, n=n, prompt=call.prompt, version=call.version,
+            messages=[self._message(m) for m in req.messages],
+            options=CallOptions(max_tokens=req.max_tokens, temperature=req.temperature, json_schema=schema, tools=tools,
+                                tool_choice=req.tool_choice, logprobs=req.logprobs, seed=req.seed),
+            reply=ReplyLine(text=self._texts.redact(rep.text), tool_calls=_tool_calls(rep.tool_calls),
+                            finish_reason=rep.finish_reason, invalid=rep.invalid, error=rep.error, model=rep.model,
+                            cached=rep.cached, logprobs=rep.logprobs),
+            usage=RecordUsage.model_validate(jsonable(rep.usage)))
+        data = line.model_dump(mode="json", exclude_defaults=True)
+        data["id"] = _digest(json.dumps(data, sort_keys=True))
+        return {"id": data.pop("id"), **data}
+
+    def _message(self, m: Message) -> MessageLine:
+        from ..backbones.types import Audio, Clip, Image, Text
+
+        parts = []
+        for p in m.parts:
+            if isinstance(p, Text):
+                parts.append(PartLine(text=self._store(p.text)))
+            elif isinstance(p, Image):
+                parts.append(PartLine(image=_medium_ref(p.path, p.data, p.url, p.mime)))
+            elif isinstance(p, Clip):
+                parts.append(PartLine(video=f"{p.path} [{p.start:g}-{'end' if p.end is None else f'{p.end:g}'} s]"))
+            elif isinstance(p, Audio):
+                parts.append(PartLine(audio=_medium_ref(p.path, p.data, None, p.mime)))
+        return MessageLine(role=m.role, parts=parts, tool_calls=_tool_calls(m.tool_calls), tool_call_id=m.tool_call_id,
+                           name=m.name)
+
+    def close(self) -> None:
+        self._texts.close()
+        self._calls.close()
+
+
+def _tool_calls(calls: Iterable[ToolCall]) -> list[ToolCallLine]:
+    return [ToolCallLine(name=c.name, arguments=jsonable(c.arguments)) for c in calls]
+
+
+def _medium_ref(path: Path | None, data: bytes | None, url: str | None, mime: str | None) -> str:
+    if path is not None:
+        return str(path)
+    if url is not None and not url.startswith("data:"):
+        return redact_urls(url)
+    raw = data if data is not None else (url or "").encode()
+    return f"<{mime or 'data'} {len(raw)} bytes sha256:{hashlib.sha256(raw).hexdigest()[:12]}>"
+
+
+class CallLog:
+    """A run's calls as sent, read back: by id, by record key, and each message's text joined from its pieces."""
+
+    def __init__(self, run_dir: str | Path):
+        folder = Path(run_dir) / CALLS
+        self.texts = {str(o["id"]): str(o.get("text", "")) for o in _read_jsonl_objects(folder / CALL_TEXTS)
+                      if "id" in o}
+        self.calls: dict[str, CallLine] = {}
+        for o in _read_jsonl_objects(folder / CALL_LINES):
+            try:
+                line = CallLine.model_validate(o)
+            except ValueError:
+                continue
+            self.calls.setdefault(line.id, line)
+
+    def __bool__(self) -> bool:
+        return bool(self.calls)
+
+    def of(self, ids: Iterable[str]) -> list[CallLine]:
+        return [self.calls[i] for i in ids if i in self.calls]
+
+    def text(self, ids: Iterable[str] | None) -> str:
+        """A text from its pieces; a piece the store lacks (a damaged line) shows as a marked gap."""
+        return "".join(self.texts.get(i, f"[missing text {i}]") for i in ids or ())

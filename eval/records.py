@@ -129,6 +129,68 @@ class AnswerRecord(_Value):
     usage: RecordUsage = RecordUsage()
     calls: int = Field(default=0, ge=0)  # model calls made for this answer
     replayed_calls: int = Field(default=0, ge=0)  # of which answered from the replay cache (their latency is the original's)
+    call_ids: list[str] = []  # its calls as sent, in calls/calls.jsonl (CallLine.id); empty in runs written before them
+
+
+class PartLine(_Value):
+    """One part of a message as sent: its text (ids of the text store's pieces, joined in order) or a medium's
+    reference (a file path, a URL, or `<mime N bytes sha256:...>` for inline data)."""
+
+    text: list[str] | None = None
+    image: str | None = None
+    video: str | None = None
+    audio: str | None = None
+
+
+class ToolCallLine(_Value):
+    name: str = ""
+    arguments: Any = None
+
+
+class MessageLine(_Value):
+    role: str
+    parts: list[PartLine] = []
+    tool_calls: list[ToolCallLine] = []
+    tool_call_id: str | None = None
+    name: str | None = None
+
+
+class CallOptions(_Value):
+    """The request's settings; the JSON schema and the tools offered are stored as text (ids, once each)."""
+
+    max_tokens: int = 0
+    temperature: float = 0.0
+    json_schema: list[str] | None = None
+    tools: list[str] | None = None
+    tool_choice: str | None = None
+    logprobs: int = 0
+    seed: int | None = None
+
+
+class ReplyLine(_Value):
+    text: str = ""
+    tool_calls: list[ToolCallLine] = []
+    finish_reason: str | None = None
+    invalid: bool = False
+    error: str | None = None
+    model: str = ""
+    cached: bool = False  # answered from the replay cache
+    logprobs: list[dict[str, float]] | None = None  # per output token: top alternatives -> log-probability
+
+
+class CallLine(_Value):
+    """One line of calls/calls.jsonl: one model call of one answer, as sent and as answered."""
+
+    id: str  # a digest of the rest: the same call written twice (a rerun after a kill) is one line
+    key: str  # the record's key (policy, backbone, item)
+    query: str  # the answer's query key ("answer"; a claim pair's "true" and "false")
+    n: int = Field(ge=0)  # its place among the answer's calls
+    prompt: str = ""
+    version: str = ""
+    messages: list[MessageLine] = []
+    options: CallOptions = CallOptions()
+    reply: ReplyLine = ReplyLine()
+    usage: RecordUsage = RecordUsage()
 
 
 class EvidenceScores(_Value):

@@ -43,6 +43,7 @@ from .log import (
     ITEMS,
     MANIFEST,
     RESULTS,
+    CallWriter,
     JsonlWriter,
     backbone_spec,
     benchmark_digest,
@@ -68,8 +69,9 @@ MAX_CONCURRENCY = 1024  # items answered at once: the driver's threads, and requ
 # ----------------------------------------------------------------------------- records
 
 
-def answer_record(ans: Any) -> AnswerRecord:
-    """The full Answer: every evidence field (frame paths included), the trace and usage."""
+def answer_record(ans: Any, call_ids: list[str] | None = None) -> AnswerRecord:
+    """The full Answer: every evidence field (frame paths included), the trace and usage; its calls as sent are in
+    the run's call log, named by `call_ids`."""
     u = getattr(ans, "usage", None)
     return AnswerRecord(
         choice=getattr(ans, "choice", None), text=getattr(ans, "text", "") or "",
@@ -81,6 +83,7 @@ def answer_record(ans: Any) -> AnswerRecord:
         trace=[jsonable(s.to_dict() if hasattr(s, "to_dict") else s) for s in getattr(ans, "trace", []) or []],
         usage=RecordUsage.model_validate(jsonable(u)) if u is not None else RecordUsage(),
         calls=int(getattr(ans, "calls", 0) or 0), replayed_calls=int(getattr(ans, "replayed_calls", 0) or 0),
+        **({"call_ids": call_ids} if call_ids else {}),
     )
 
 
@@ -95,12 +98,26 @@ def _usage_sum(answers: dict[str, AnswerRecord]) -> RecordUsage:
 # ----------------------------------------------------------------------------- the run
 
 
+@dataclass(frozen=True)
+class Starting:
+    """An item about to be asked: what a progress line names while it waits for its answer."""
+
+    policy: str
+    backbone: str
+    item_id: str
+    film_id: str
+
+
 @dataclass
 class Progress:
+    """What the runner tells its `progress` callback: after each record (`last`), and as each item starts
+    (`starting`, `last` None), so a long wait can be followed."""
+
     done: int  # records in the run directory for this grid
     total: int
     spend: Spend  # this invocation
     last: ResultRecord | None = None
+    starting: Starting | None = None
 
 
 @dataclass
@@ -234,8 +251,10 @@ def _closing(budget: Budget, counts: dict[str, int], total: int, stopped_at: lis
 
 
 def _answer_item(task: Task, answerer: Answerer, fmt: str, digests: dict[str, str], stopped_at: list[str],
-                 lock: threading.Lock, policy: str, mb: MeteredBackbone, item: Item) -> ResultRecord | None:
-    """One item asked, scored and measured as its record; None when a cap stopped it (`stopped_at` says where)."""
+                 lock: threading.Lock, calls: CallWriter, policy: str, mb: MeteredBackbone,
+                 item: Item) -> ResultRecord | None:
+    """One item asked, scored and measured as its record; None when a cap stopped it (`stopped_at` says where).
+    Its calls as sent go to the call log first, so a record never names a call that is not there."""
     t0 = time.perf_counter()
     item_spend = mb.begin_item()
     answers: dict[str, AnswerRecord] = {}
@@ -243,7 +262,9 @@ def _answer_item(task: Task, answerer: Answerer, fmt: str, digests: dict[str, st
     unreachable = False
     for q in task.queries(item):
         try:
-            answers[q.key] = answer_record(answerer(item.film_id, q, policy, mb))
+            ans = answerer(item.film_id, q, policy, mb)
+            sent = calls.write(record_key(policy, mb.name, item.id), q.key, getattr(ans, "sent", None) or [])
+            answers[q.key] = answer_record(ans, sent)
         except BudgetExceeded:
             with lock:
                 stopped_at.append(f"policy={policy} backbone={mb.name} item={item.id}")
@@ -289,9 +310,7 @@ def _drive(one: Callable[[str, MeteredBackbone, Item], ResultRecord | None], tod
            counts: dict[str, int], total: int, progress: Callable[[Progress], None] | None) -> None:
     """Ask `todo` with `concurrency` items in flight, appending each record as it comes; no new item starts once
     a cap is reached, and Ctrl-C or a crash stops the items in flight unrecorded."""
-    # the specs' own URL credentials too: a backbone answering elsewhere (Ray workers) names no secrets here
-    secrets = [v for mb in metered for v in mb.secrets()] + [v for b in backbones if isinstance(b, str) for v in url_secrets(b)]
-    writer = JsonlWriter(run_dir / RESULTS, secrets)
+    writer = JsonlWriter(run_dir / RESULTS, _secrets(metered, backbones))
     pool = ThreadPoolExecutor(max_workers=concurrency)
     try:
         pending: set[Future[Any]] = set()
@@ -303,6 +322,10 @@ def _drive(one: Callable[[str, MeteredBackbone, Item], ResultRecord | None], tod
                 if nxt is None:
                     exhausted = True
                     break
+                if progress is not None:
+                    p, mb, it = nxt
+                    progress(Progress(counts["answered"] + counts["invalid"] + counts["unfit"], total, budget.now,
+                                      starting=Starting(p, mb.name, it.id, it.film_id)))
                 pending.add(pool.submit(one, *nxt))
             if not pending:
                 break
@@ -326,6 +349,12 @@ def _drive(one: Callable[[str, MeteredBackbone, Item], ResultRecord | None], tod
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
         writer.close()
+
+
+def _secrets(metered: list[MeteredBackbone], backbones: Sequence[Any]) -> list[str]:
+    """What a run file must never hold: the backbones' credentials, and the specs' own URL credentials too (a
+    backbone answering elsewhere, on Ray workers, names no secrets here)."""
+    return [v for mb in metered for v in mb.secrets()] + [v for b in backbones if isinstance(b, str) for v in url_secrets(b)]
 
 
 @_one_writer
@@ -410,9 +439,12 @@ def run_bench(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any
     lock = threading.Lock()
     stopped_at: list[str] = []
 
-    one = functools.partial(_answer_item, task, answerer, bench.format, digests, stopped_at, lock)
-
-    _drive(one, todo, metered, backbones, run_dir, concurrency, budget, counts, total, progress)
+    calls = CallWriter(run_dir, _secrets(metered, backbones))
+    one = functools.partial(_answer_item, task, answerer, bench.format, digests, stopped_at, lock, calls)
+    try:
+        _drive(one, todo, metered, backbones, run_dir, concurrency, budget, counts, total, progress)
+    finally:
+        calls.close()
     _record_prompts(manifest_path, header, run_dir)
 
     stopped = _closing(budget, counts, total, stopped_at, max_cost_usd, warnings)

@@ -139,6 +139,24 @@ class StepView(TypedDict):
     body: str  # the step's own keys as indented JSON
 
 
+class PromptLine(TypedDict):
+    text: str
+    css: str  # "" | "shown" | "cited", with " gold" where the line repeats evidence inside a gold span
+
+
+class MessageView(TypedDict):
+    role: str
+    lines: list[PromptLine]
+
+
+class CallView(TypedDict):
+    """One model call on an item page, as sent (collapsed there): its messages with evidence lines marked."""
+
+    head: str
+    messages: list[MessageView]
+    reply: str
+
+
 class QueryView(TypedDict):
     """One answer on an item page (inspector._query)."""
 
@@ -150,6 +168,7 @@ class QueryView(TypedDict):
     error: str | None
     evidence: list[EvidenceView]
     trace: list[StepView]
+    calls: list[CallView]
     usage: str
 
 

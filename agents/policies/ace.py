@@ -23,6 +23,11 @@ from ..registry import get_policy
 from ..types import Answer, Question, Step
 
 
+# each candidate is a whole answer by the base policy (its retrieval and model calls), and the selector reads
+# them all in one prompt: more than this is a mistyped number, not a wider search
+MAX_CANDIDATES = 16
+
+
 class SampledBackbone(Wrapper):
     """The base backbone with every call drawn at `temperature` with `seed` (a candidate's identity)."""
 
@@ -61,8 +66,8 @@ class Ace(BasePolicy):
     def __init__(self, **settings: Any):
         super().__init__(**settings)
         s = self.settings
-        if s.candidates < 2:
-            raise MovieMemError(f"ace needs at least 2 candidates, not {s.candidates}")
+        if not 2 <= s.candidates <= MAX_CANDIDATES:
+            raise MovieMemError(f"ace takes 2 to {MAX_CANDIDATES} candidates, not {s.candidates}")
         if s.temperature <= 0:
             raise MovieMemError("ace samples its candidates: temperature must be above 0")
         if s.base == "ace":
@@ -80,6 +85,7 @@ class Ace(BasePolicy):
             run.trace.extend(replace(step, data={**step.data, "candidate": k}) for step in a.trace)
             run.usage = run.usage + a.usage
             run.calls, run.replayed, run.faults = run.calls + a.calls, run.replayed + a.replayed_calls, run.faults + a.faults
+            run.sent.extend(a.sent)
             cands.append(a)
         name = getattr(backbone, "name", str(backbone))
         valid = [a for a in cands if not a.invalid]
@@ -107,7 +113,7 @@ class Ace(BasePolicy):
         if chosen is None:
             return Answer(choice=None, text="", confidence=None, invalid=True, policy=self.name, backbone=backbone,
                           trace=run.trace, usage=run.usage, error=error, calls=run.calls, replayed_calls=run.replayed,
-                          faults=run.faults)
+                          faults=run.faults, sent=run.sent)
         return Answer(choice=chosen.choice, text=chosen.text, confidence=chosen.confidence, invalid=False,
                       policy=self.name, backbone=backbone, evidence=chosen.evidence, trace=run.trace, usage=run.usage,
-                      calls=run.calls, replayed_calls=run.replayed, faults=run.faults)
+                      calls=run.calls, replayed_calls=run.replayed, faults=run.faults, sent=run.sent)
