@@ -7,12 +7,18 @@ a busy timeout, so several processes (a benchmark's workers) can share one file.
 
 Modes: off (pass through), read (serve hits, do not store), write (always call, store),
 readwrite (serve hits, store misses), replay-only (serve hits, a miss is an error).
+
+The key holds `model_id`, not the spec: one model served under two specs shares its replies. The other side of
+that is a backbone whose model changed while its `model_id` did not, which would answer with the old model's
+replies; so the cache records which specs each `model_id` answered for and warns, once a process, when a second
+spec appears (docs/backbones.md: change `model_id` when the model changes).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import sqlite3
 import threading
 import time
@@ -29,6 +35,7 @@ from .retry import redact
 from .settings import get_backbone_settings
 from .types import Reply, Request
 
+log = logging.getLogger(__name__)
 MODES: tuple[str, ...] = get_args(CacheMode)
 KEY_VERSION = 1
 DB_NAME = "replies.sqlite"
@@ -67,6 +74,8 @@ def _set_up(conn: sqlite3.Connection) -> None:
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute("CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, model_id TEXT NOT NULL,"
                  " reply TEXT NOT NULL, created REAL NOT NULL)")
+    conn.execute("CREATE TABLE IF NOT EXISTS specs (model_id TEXT NOT NULL, spec TEXT NOT NULL, first_seen REAL NOT NULL,"
+                 " PRIMARY KEY (model_id, spec))")
 
 
 class ReplayCache(Wrapper):
@@ -82,12 +91,28 @@ class ReplayCache(Wrapper):
         self.stats = CacheStats()
         self._stats_lock = threading.Lock()
         self._local = threading.local()
+        self.warning: str | None = None  # set when this model_id answered for another spec before (`_check_spec`)
         if mode != "off":
             try:  # create the schema now: a bad path fails at load, not mid-run
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 self._conn()
+                self._check_spec()
             except (OSError, sqlite3.Error) as exc:
                 raise MovieMemError(f"cannot keep a replay cache at {self.path}: {exc}") from None
+
+    def _check_spec(self) -> None:
+        """Record the spec this model_id answers for; warn when it answered for another (its model may differ)."""
+        spec = redact(str(self.name), self.secrets())
+        conn = self._conn()
+        conn.execute("INSERT OR IGNORE INTO specs (model_id, spec, first_seen) VALUES (?, ?, ?)",
+                     (self.model_id, spec, time.time()))
+        others = [r[0] for r in conn.execute("SELECT spec FROM specs WHERE model_id = ? AND spec != ? ORDER BY first_seen",
+                                             (self.model_id, spec))]
+        if others:
+            self.warning = (f"replay cache {self.path}: model_id {self.model_id!r} answered for {others[0]!r} before and "
+                            f"now for {spec!r}; replies stored for one are served to the other. If the model changed, "
+                            "give it its own model_id (docs/backbones.md)")
+            log.warning("%s", self.warning)
 
     def __repr__(self) -> str:
         return f"<ReplayCache {self.name} mode={self.mode} {self.path}>"

@@ -351,6 +351,18 @@ def _drive(one: Callable[[str, MeteredBackbone, Item], ResultRecord | None], tod
         writer.close()
 
 
+def _cache_warnings(metered: list[MeteredBackbone]) -> list[str]:
+    """What a replay cache found wrong on opening (one model_id answering for two specs)."""
+    found = []
+    for mb in metered:
+        b: Any = mb
+        while b is not None:
+            if getattr(b, "warning", None):
+                found.append(str(b.warning))
+            b = getattr(b, "inner", None)
+    return found
+
+
 def _secrets(metered: list[MeteredBackbone], backbones: Sequence[Any]) -> list[str]:
     """What a run file must never hold: the backbones' credentials, and the specs' own URL credentials too (a
     backbone answering elsewhere, on Ray workers, names no secrets here)."""
@@ -427,6 +439,7 @@ def run_bench(bench: Benchmark, policies: Sequence[str], backbones: Sequence[Any
     cache_path = Path(cache) if cache is not None else (Path(lib_path) / "cache" if lib_path else None)
     metered = [MeteredBackbone(_load_backbone(b, cache_path, cache_mode), budget, spec)
                for b, spec in zip(backbones, specs)]
+    warnings += _cache_warnings(metered)
     _record_provenance(manifest_path, header, old.provenance if old else None, metered, policies, warnings,
                        library or getattr(answerer, "library", None), [it.film_id for it in items])
 

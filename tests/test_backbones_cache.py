@@ -168,3 +168,17 @@ def test_a_cache_path_under_a_file_is_a_clear_error(tmp_path):
     blocker.write_text("not a folder")
     with pytest.raises(MovieMemError, match=f"cannot keep a replay cache at {blocker}"):
         ReplayCache(ScriptedBackbone(["x"]), blocker, "readwrite")
+
+
+def test_one_model_id_answering_for_two_specs_warns(tmp_path, caplog) -> None:
+    """A plug-in whose model changed but whose model_id did not would be served the old model's replies: warned."""
+    first = ReplayCache(ScriptedBackbone(["A"], name="myplugin:model-a", model_id="myplugin"), tmp_path / "c", "readwrite")
+    assert first.chat([user("Which?")], max_tokens=4).text == "A" and first.warning is None
+    again = ReplayCache(ScriptedBackbone(["A"], name="myplugin:model-a", model_id="myplugin"), tmp_path / "c", "readwrite")
+    assert again.warning is None  # the same spec again: nothing to say
+    with caplog.at_level("WARNING"):
+        second = ReplayCache(ScriptedBackbone(["B"], name="myplugin:model-b", model_id="myplugin"), tmp_path / "c",
+                             "readwrite")
+    assert second.chat([user("Which?")], max_tokens=4).text == "A"  # still served the stored reply, as keyed
+    assert second.warning and "'myplugin:model-a'" in second.warning and "'myplugin:model-b'" in second.warning
+    assert "own model_id" in caplog.text
