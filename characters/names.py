@@ -364,11 +364,31 @@ def build_registry(lines: Sequence[Line], min_score: float = 1.0, margin: float 
     by_name = {c.name: c for c in chars.values() if c.names}
     line_char = _assign_lines(lines, vs, chars, by_name, text, line_of)
     _register_unmatched(_unmatched_names(lines, lexicon, vs, voices), chars, by_name, text, line_of)
-    for ch in chars.values():
-        if ch.names:
-            said = re.compile("|".join(rf"\b{re.escape(n)}\b" for n in sorted(ch.names, key=len, reverse=True)))
-            ch.named_in = [ln.idx for ln in lines if said.search(ln.text)]
+    mentions(chars.values(), lines)
     return list(chars.values()), line_char
+
+
+def spelled(name: str) -> str:
+    """A pattern for a name however a line writes it: "Mr. Hollis" as "Mr Hollis" or "MR. HOLLIS", with
+    a possessive ("Hollis's"), never inside another word; a name without a title not right after
+    one ("Verloc" is not in "Mrs Verloc", she is another person)."""
+    title = TITLE.match(name)
+    rest = name[title.end():] if title else name
+    body = r"\s+".join(re.escape(w) for w in rest.split())
+    upper = r"\s+".join(re.escape(w.upper()) for w in rest.split())
+    if title:
+        t = title.group(1)
+        return rf"(?<![A-Za-z])(?:{t}|{t.upper()})\.?\s+(?:{body}|{upper})(?![A-Za-z])"
+    untitled = "".join(rf"(?<!{t}\s)(?<!{t}\.\s)(?<!{t.upper()}\s)(?<!{t.upper()}\.\s)" for t in TITLES.split("|"))
+    return rf"(?<![A-Za-z]){untitled}(?:{body}|{upper})(?![A-Za-z])"
+
+
+def mentions(chars: Iterable[Character], lines: Sequence[Line]) -> None:
+    """Each named character's `named_in`: the lines that say one of its names, however spelled (spelled)."""
+    for ch in chars:
+        if ch.names:
+            said = re.compile("|".join(spelled(n) for n in sorted(ch.names, key=len, reverse=True)))
+            ch.named_in = [ln.idx for ln in lines if said.search(ln.text)]
 
 
 _Scores = dict[int, Counter[str]]  # per voice cluster: the summed vote weights (floats) of each name

@@ -186,7 +186,15 @@ def show(film: Annotated[str, typer.Argument(help="Film id.")], library: Library
 
     _known_film(library, film)
     summary = saved(get_settings(library=library).library_dir, f"show {film}", lambda: _library(library).film(film).summary())
-    _print_json(summary) if as_json else _show_human(summary)
+    if as_json:
+        _print_json(summary)
+        return
+    _show_human(summary)
+    if not summary.get("has_video", True):
+        missing = [k for k in ("captions", "onscreen") if not summary["counts"].get(k)]
+        if missing:
+            out.print(f"  a text film: no {' or '.join(missing)} rows (no video to read them from); `search` and the "
+                      "other read commands use its dialogue", highlight=False)
 
 
 @app.command()
@@ -235,7 +243,8 @@ def search(
     out.print(t) if found["evidence"] else err.print(f"no match for {query!r} in {film}", highlight=False)
     if found["dropped"]:
         err.print(f"{found['dropped']} hit(s) left out: none of the query's words and a similarity under {MIN_SIMILARITY}")
-    for empty in found["empty_kinds"]:
+    # what a film lacks is said once, by `show`; here only for the kinds the user asked for by name
+    for empty in found["empty_kinds"] if kinds is not None else []:
         err.print(f"no {empty['kind']} rows ({empty['why']})", highlight=False, soft_wrap=True)
 
 

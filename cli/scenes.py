@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.console import Console
@@ -42,7 +42,16 @@ def print_scenes(data: dict[str, Any], console: Console) -> None:
 
 
 @app.command()
-def scenes(film: Annotated[str, typer.Argument(help="Film id.")], library: LibraryOpt = None, as_json: JsonOpt = False) -> None:
+def scenes(film: Annotated[str, typer.Argument(help="Film id.")], library: LibraryOpt = None, as_json: JsonOpt = False,
+           summarizer: Annotated[Optional[str], typer.Option("--summarizer", help="A text backbone (`local` for the offline one) that writes a short summary of each scene first: through the library's replay cache, so a stopped run resumes where it was; its cost is in the scenes stage's note (`moviemem show`).")] = None) -> None:
     """The film's scenes: time span, characters and a summary of each (extractive, or a model's)."""
-    data = scenes_json(_library(library).film(_known_film(library, film)))
+    film = _known_film(library, film)
+    if summarizer is not None:
+        from .rebuild import rebuild
+
+        if not summarizer.strip():
+            raise MovieMemError("--summarizer takes a backbone spec, e.g. local")
+        lib = _library(library, backbone=summarizer)
+        rebuild(lib, film, ["scenes"])
+    data = scenes_json(_library(library).film(film))
     _print_json(data) if as_json else print_scenes(data, out)

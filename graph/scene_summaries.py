@@ -15,6 +15,7 @@ from typing import Any
 from ..backbones import Backbone, system, user
 from ..backbones.prompt import Prompt
 from ..backbones.structured import Ask, ask_json
+from ..backbones.types import Usage
 from ..foundation.timefmt import hms
 from .scenes import Scene, prompt_line
 
@@ -59,9 +60,18 @@ def _check(data: Any) -> str | None:
 
 def write_summaries(backbone: Backbone, scenes: list[Scene], *, title: str, attempts: int = 3,
                     timeout: float | None = None,
-                    progress: Callable[[int, int], None] | None = None) -> list[str | None]:
-    """Each scene's summary by the model, or None where no attempt gave a usable one."""
+                    progress: Callable[[int, int], None] | None = None) -> tuple[list[str | None], Usage]:
+    """Each scene's summary by the model, or None where no attempt gave a usable one; and what the
+    calls cost (a reply the replay cache held costs nothing again)."""
     answers = ask_json(backbone, summary_asks(scenes, title), SUMMARY.schema or {}, max_tokens=160,
                        attempts=attempts, check=_check, timeout=timeout,
                        progress=(lambda n: progress(n, len(scenes))) if progress else None)
-    return [" ".join(a.data["summary"].split())[:MAX_CHARS] if a.ok else None for a in answers]
+    used = sum((a.usage for a in answers), Usage())
+    return [" ".join(a.data["summary"].split())[:MAX_CHARS] if a.ok else None for a in answers], used
+
+
+def cost_note(used: Usage, calls: int) -> str:
+    """What the summaries cost, for the stage's note (`moviemem show` prints it)."""
+    cost = f", ${used.cost_usd:.4f}" if used.cost_usd is not None else ""
+    return (f"{calls} calls, {used.input_tokens} tokens in, {used.output_tokens} out, "
+            f"{used.latency_s:.0f} s{cost}")

@@ -21,9 +21,11 @@ simple values; the stage that stores them is ingest/stages/scenes.py.
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -84,6 +86,8 @@ class Scene:
     names: list[str] = field(default_factory=list)
     central: list[TextLine] = field(default_factory=list)
     summary: str = ""
+    places: list[str] = field(default_factory=list)  # places its lines name ("at Simpson's")
+    objects: list[str] = field(default_factory=list)  # things its lines name most, for this scene ("the parcel")
 
 
 def prompt_line(line: TextLine) -> str:
@@ -222,16 +226,26 @@ def known_names(lines: list[TextLine]) -> frozenset[str]:
 # -- splitting ---------------------------------------------------------------------------------
 
 
+SHIFT_PAUSE_S = 4.0  # a shorter pause starts a scene too where the people named change wholly, or a place is named
+SHIFT_WINDOW_S = 60.0  # ... comparing the names of this much dialogue before and after it
+SHIFT_BONUS_S = 8.0  # a change of the people named weighs as this many seconds of pause when a long stretch is cut
+
+
 def split_at_gaps(lines: list[TextLine], *, min_s: float = 45.0, max_s: float = 240.0,
-                  pause_s: float = 12.0) -> list[tuple[float, float, list[TextLine]]]:
+                  pause_s: float = 12.0, names_of: Callable[[TextLine], set[str]] | None = None,
+                  placed: Callable[[TextLine], bool] | None = None) -> list[tuple[float, float, list[TextLine]]]:
     """Cut a text-only film where its lines pause: every pause of `pause_s` or more starts a scene
     (unless that leaves a scene under `min_s`), and a stretch still longer than `max_s` is cut
-    at its longest pause, recursively. Returns (start, end, lines) in screen order."""
+    at its longest pause, recursively. Returns (start, end, lines) in screen order.
+    With `names_of` (the people a line names) a pause of SHIFT_PAUSE_S starts a scene where the people
+    named in the SHIFT_WINDOW_S before and after share no one, or where `placed` says the line after
+    names a place ("at Simpson's"); a long stretch is cut where pause and change weigh most."""
     lines = sorted(lines, key=lambda ln: (ln.start, ln.end))
     if not lines:
         return []
     starts = np.array([ln.start for ln in lines])
     ends = np.array([ln.end for ln in lines])
+    change = _changes(lines, names_of, placed) if names_of is not None else np.zeros(len(lines))
 
     def cut_long(a: int, b: int) -> list[tuple[int, int]]:
         """Lines a..b-1 as index ranges of at most max_s each, each cut at its longest pause (the
@@ -245,6 +259,7 @@ def split_at_gaps(lines: list[TextLine], *, min_s: float = 45.0, max_s: float = 
                 out.append((a, b))
                 continue
             gap = starts[a + 1:b] - np.maximum.accumulate(ends[a:b - 1])  # the pause before each line a+1..b-1
+            gap = gap + SHIFT_BONUS_S * change[a + 1:b] * (gap >= 1.0)
             fits = (ends[a:b - 1] - starts[a] >= min_s) & (ends[b - 1] - starts[a + 1:b] >= min_s)
             if fits.any():
                 gap = np.where(fits, gap, -np.inf)
@@ -255,13 +270,40 @@ def split_at_gaps(lines: list[TextLine], *, min_s: float = 45.0, max_s: float = 
     firsts = [0]  # the first line of each part
     reach = lines[0].end
     for i in range(1, len(lines)):
-        if lines[i].start - reach >= pause_s and lines[i - 1].end - lines[firsts[-1]].start >= min_s:
+        pause = lines[i].start - reach
+        if (pause >= pause_s or (pause >= SHIFT_PAUSE_S and change[i] >= 1.0)) \
+                and lines[i - 1].end - lines[firsts[-1]].start >= min_s:
             firsts.append(i)
         reach = max(reach, lines[i].end)
     if len(firsts) > 1 and lines[-1].end - lines[firsts[-1]].start < min_s:  # a short tail joins the scene before
         firsts.pop()
     cuts = [r for a, b in zip(firsts, [*firsts[1:], len(lines)]) for r in cut_long(a, b)]
     return [(lines[a].start, float(ends[a:b].max()), lines[a:b]) for a, b in cuts]
+
+
+def _changes(lines: list[TextLine], names_of: Callable[[TextLine], set[str]],
+             placed: Callable[[TextLine], bool] | None) -> np.ndarray:
+    """For each line, how wholly the people named change at it (1: the SHIFT_WINDOW_S before and after
+    both name people, none the same; 0: no change or nothing to tell), 1 too where it names a place."""
+    named = [names_of(ln) for ln in lines]
+    starts = [ln.start for ln in lines]
+    out = np.zeros(len(lines))
+    for i in range(1, len(lines)):
+        lo = bisect.bisect_left(starts, starts[i] - SHIFT_WINDOW_S)
+        hi = bisect.bisect_right(starts, starts[i] + SHIFT_WINDOW_S)
+        before = set().union(*named[lo:i])
+        after = set().union(*named[i:hi])
+        if before and after:
+            out[i] = 1.0 - len(before & after) / len(before | after)
+        if placed is not None and placed(lines[i]):
+            out[i] = 1.0
+    return out
+
+
+def tiled(parts: list[tuple[float, float, list[TextLine]]]) -> list[tuple[float, float, list[TextLine]]]:
+    """Scenes that leave no minute out: each runs until the next one starts (a pause belongs to the
+    scene it follows), the first from its first line, the last to its last."""
+    return [(a, parts[i + 1][0] if i + 1 < len(parts) else b, own) for i, (a, b, own) in enumerate(parts)]
 
 
 def assign_to_spans(lines: list[TextLine], spans: list[tuple[float, float]]) -> list[list[TextLine]]:
@@ -303,7 +345,16 @@ def central_lines(lines: list[TextLine], idf: dict[str, float], k: int = 2) -> l
         bonus = 0.1 if lines[i].kind != "dialogue" else 0.0
         return cos + bonus + min(len(v), 12) / 120  # informative lines over one-word replies
 
-    best = sorted(range(len(lines)), key=lambda i: (-score(i), i))[:k]
+    best: list[int] = []
+    for i in sorted(range(len(lines)), key=lambda i: (-score(i), i)):
+        if len(best) >= k:
+            break
+        mine = set(vecs[i])
+        # a line that says again what a chosen one says ("We want our money back" twice) tells nothing more
+        if any(" ".join(words(lines[i].text)) == " ".join(words(lines[j].text)) or (mine and mine <= set(vecs[j]))
+               for j in best):
+            continue
+        best.append(i)
     return [lines[i] for i in sorted(best)]
 
 
@@ -321,11 +372,15 @@ def _short(text: str, n: int) -> str:
     return text if len(text) <= n else text[: n - 1].rstrip() + "…"
 
 
-def summarize(scene: Scene, idf: dict[str, float], *, k: int = 2, max_chars: int = 320) -> str:
-    """'Names. On screen: ... Central lines.' within max_chars."""
+def summarize(scene: Scene, idf: dict[str, float], *, k: int = 2, max_chars: int = 420) -> str:
+    """'With names. At places. Of things. On screen: ... Central lines.' within max_chars."""
     parts = []
     if scene.names:
         parts.append("With " + ", ".join(scene.names[:6]) + ".")
+    if scene.places:
+        parts.append("At " + ", ".join(scene.places[:3]) + ".")
+    if scene.objects:
+        parts.append("Of " + ", ".join(scene.objects[:4]) + ".")
     onscreen = [ln.text for ln in scene.lines if ln.kind == "onscreen"]
     if onscreen:
         parts.append("On screen: " + " / ".join(_short(t, 60) for t in dict.fromkeys(onscreen).keys() if t)[:120] + ".")
@@ -343,17 +398,47 @@ def build_scenes(lines: list[TextLine], segments: list[tuple[float, float]] | No
     """Scenes from segments (when given) or from pauses in the lines; empty scenes are dropped.
     `cast`: the film's character registry, when it has one."""
     lines = sorted((ln for ln in lines if ln.text.strip()), key=lambda ln: (ln.start, ln.end, ln.kind))
+    names = FilmNames.of(lines)
     if segments:
         parts = [(a, b, own) for (a, b), own in zip(segments, assign_to_spans(lines, segments)) if own]
     else:
-        parts = split_at_gaps(lines, min_s=min_s, max_s=max_s, pause_s=pause_s)
+        parts = tiled(split_at_gaps(lines, min_s=min_s, max_s=max_s, pause_s=pause_s,
+                                    names_of=lambda ln: set(scene_characters([ln], names, cast)),
+                                    placed=lambda ln: bool(places_in(ln.text, names))))
     idf = film_idf([p[2] for p in parts])
-    names = FilmNames.of(lines)
     scenes = []
     for i, (a, b, own) in enumerate(parts):
         sc = Scene(i, a, b, own, scene_characters(own, names, cast))
         sc.central = central_lines(own, idf, central_k)
+        sc.places = list(dict.fromkeys(p for ln in own for p in places_in(ln.text, names)))
+        sc.objects = objects_in(own, idf)
         sc.summary = summarize(sc, idf)
         scenes.append(sc)
     return scenes
+
+
+_DETERMINED = re.compile(r"\b(?:a|an|the|my|your|his|her|our|their|this|these|those)\s+([a-z][a-z'-]{2,})\b")
+_AT_PLACE = re.compile(r"\b(?:in|at|from|to|into|near|outside|inside|across|through|towards?|around)\s+(?:the\s+)?"
+                       r"([A-Z][a-z][A-Za-z'\u2019-]*)")
+OBJECTS_K = 4
+
+
+def places_in(text: str, film: FilmNames) -> list[str]:
+    """The places a line names: names said after "in", "at", "from"... here, and mostly so in the whole film."""
+    found = [re.sub("['\u2019]s$", "", m.group(1)) for m in _AT_PLACE.finditer(unquoted(text))]
+    return list(dict.fromkeys(w for w in found if w in film.places and w.lower() not in film.lower
+                              and w.lower() not in STOP and w.lower() not in ROLES))
+
+
+def objects_in(lines: list[TextLine], idf: dict[str, float], k: int = OBJECTS_K) -> list[str]:
+    """The things a scene's lines name most for this scene: words right after an article or a possessive
+    ("the parcel", "my money"), weighed by how rare they are in the film's other scenes."""
+    seen: Counter[str] = Counter()
+    for ln in lines:
+        for m in _DETERMINED.finditer(ln.text):
+            w = m.group(1).lower().strip("'-")
+            if w not in STOP and len(w) > 2 and not w.endswith("ly"):
+                seen[w] += 1
+    ranked = sorted(seen, key=lambda w: (-seen[w] * idf.get(w, 1.0), w))
+    return [w for w in ranked if seen[w] * idf.get(w, 1.0) > 1.0][:k]
 

@@ -63,7 +63,9 @@ def test_a_backbone_writes_each_scene_s_summary_from_its_lines(tmp_path: Path, c
     params = json.loads(run.params)
     assert params["summaries"] == "model" and params["prompts"] == [SUMMARY.ref] and params["backbone"] == "test-scenes"
     assert run.model == "test-scenes"
-    assert "summaries by model test-scenes, 1 kept extractive (no usable reply in 3 attempts)" in run.reason
+    # the calls' cost is in the note `moviemem show` prints
+    assert re.search(r"summaries by model test-scenes \(3 calls, \d+ tokens in, \d+ out, \d+ s, \$0\.0000\), "
+                     r"1 kept extractive \(no usable reply in 3 attempts\)", run.reason), run.reason
     scenes = film.scenes()
     assert len(scenes) == 3 and [s.how for s in scenes] == ["test-scenes", "extractive", "test-scenes"]
     assert scenes[0].summary == "Scene 1: Marta gets ready to travel to Turin."

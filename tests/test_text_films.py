@@ -341,3 +341,79 @@ def test_an_ingest_reads_nothing_a_run_did_not_write(tmp_path: Path, monkeypatch
     runs = {s.stage: s for s in film.stages()}
     assert (runs["frames"].status, runs["frames"].started_at) == ("skipped", runs["frames"].finished_at)  # one row
     assert film.scenes() and film.events()
+
+
+# --- issue 64: who is who, every minute in a scene, what a text film lacks said once ---------------------
+
+SABOTAGE_SYNOPSIS = ("A cinema is owned by Karl Verloc (Oskar Homolka). Verloc comes home, and his wife (Sylvia Sidney) "
+                     "comes for him. Detective Sergeant Ted Spencer (John Loder) works next door. Spencer likes "
+                     "Mrs. Verloc and her brother, Stevie (Desmond Tester).")
+
+
+def _sabotage_cues() -> list[tuple[float, float, str]]:
+    cues = [(10.0, 12.0, "I'm so sorry I'm late, Mrs Verloc."), (13.0, 15.0, "I do wish Mr Verloc would come."),
+            (40.0, 42.0, "Carl! When did you get home?"), (42.5, 44.0, "I haven't been out.")]
+    t = 60.0
+    for k in range(12):  # the names again and again, over the film: a feature film's cast
+        cues += [(t, t + 2, "Hello, Ted. Where are you going?"), (t + 3, t + 5, "Now, listen, Spencer."),
+                 (t + 6, t + 8, f"Is Mr Verloc in? Stevie says {k}."), (t + 9, t + 11, "Stevie, come here."),
+                 (t + 12, t + 14, "Thank you, Mrs Verloc."), (t + 15, t + 17, "Mrs Verloc, there's nothing to fear.")]
+        t += 25 + (200 if k == 5 else 0)  # a long pause after the sixth exchange
+    return cues
+
+
+def test_a_text_film_with_its_synopsis_knows_who_is_who(tmp_path: Path, cli, lib_dir: Path) -> None:
+    from tests.text_film import srt_text
+
+    (tmp_path / "6.srt").write_text(srt_text(_sabotage_cues()))
+    Library(lib_dir).ingest_text(tmp_path / "6.srt", film_id="sabotage", meta={"synopsis": SABOTAGE_SYNOPSIS})
+    chars = {c["name"]: c for c in cli("characters", "sabotage", "--json").json()["characters"]}
+    ted, verloc = chars["Ted Spencer"], chars["Karl Verloc"]
+    assert {"Ted", "Spencer"} <= set(ted["names"]) and {"Mr. Verloc", "Carl"} <= set(verloc["names"])
+    alias = next(lk for lk in ted["links"] if lk["kind"] == "alias")
+    assert alias["rule"] == "synopsis" and "Detective Sergeant Ted Spencer" in alias["evidence"][0]
+    # "Mr Verloc" (no period) is his: his times come from the film's own lines; hers from the first "Mrs Verloc"
+    assert verloc["first_s"] == 13.0 and chars["Mrs. Verloc"]["first_s"] == 10.0
+    # the reply to "Carl!" is his, with its reason and confidence
+    speech = next(lk for lk in verloc["links"] if lk["kind"] == "speech")
+    assert speech["lines"][0][1:] == ["question-reply", 0.7]
+    shown = cli("characters", "sabotage").out
+    assert "also" in shown and "(by synopsis)" in shown and "question-reply" in shown
+
+    # the user undoes a merge, and makes one; both stored in the library and kept by the next rebuild
+    res = cli("characters", "sabotage", "--split", "Spencer")
+    assert res.code == 0, res.err
+    assert json.loads((lib_dir / "overrides" / "sabotage.characters.json").read_text())["split"] == ["Spencer"]
+    after = {c["name"]: c["names"] for c in cli("characters", "sabotage", "--json").json()["characters"]}
+    assert after["Spencer"] == ["Spencer"] and "Spencer" not in after["Ted Spencer"]
+    assert cli("characters", "sabotage", "--merge", "Stevie,Spencer").code == 0
+    merged = [c["names"] for c in cli("characters", "sabotage", "--json").json()["characters"]]
+    assert any({"Stevie", "Spencer"} <= set(n) for n in merged)
+    bad = cli("characters", "sabotage", "--merge", "Stevie")
+    assert bad.code == 2 and "two names or more" in bad.err and bad.err.count("\n") == 1
+
+
+def test_a_text_film_s_scenes_leave_no_minute_out(tmp_path: Path, cli, lib_dir: Path) -> None:
+    from tests.text_film import srt_text
+
+    cues = _sabotage_cues()
+    (tmp_path / "6.srt").write_text(srt_text(cues))
+    Library(lib_dir).ingest_text(tmp_path / "6.srt", film_id="sabotage", meta={"synopsis": SABOTAGE_SYNOPSIS})
+    scenes = cli("scenes", "sabotage", "--json").json()["scenes"]
+    assert len(scenes) >= 2 and scenes[0]["start"] == cues[0][0] and scenes[-1]["end"] == cues[-1][1]
+    assert all(a["end"] == b["start"] for a, b in zip(scenes, scenes[1:]))  # the 200 s pause is in a scene
+    summary = scenes[-1]["summary"]
+    assert summary.startswith("With ") and summary.count('"Mrs Verloc, there\'s nothing to fear."') <= 1
+
+
+def test_search_leaves_what_a_text_film_lacks_to_show(tmp_path: Path, cli, lib_dir: Path) -> None:
+    from tests.text_film import srt_text
+
+    (tmp_path / "6.srt").write_text(srt_text(_sabotage_cues()))
+    assert cli("ingest", "--text", str(tmp_path / "6.srt"), "--film-id", "sabotage").code == 0
+    found = cli("search", "sabotage", "Verloc")
+    assert found.code == 0 and "Verloc" in found.out and "no caption rows" not in found.err and found.err == ""
+    asked = cli("search", "sabotage", "Verloc", "--kinds", "caption")  # asked for by name: then it is said
+    assert "no caption rows" in asked.err
+    shown = cli("show", "sabotage").out
+    assert shown.count("a text film: no captions or onscreen rows") == 1

@@ -15,7 +15,8 @@ from typing import Any
 
 from ...characters.name_model import NAME, name_voices
 from ...characters.names import Character, build_registry, link_faces, registry_lexicon
-from ...characters.stage_inputs import NAME_RULES, STRIP_STEP_S, face_appearances, registry_lines
+from ...characters.overrides import Overrides, load_overrides, overrides_path
+from ...characters.stage_inputs import NAME_RULES, STRIP_STEP_S, face_appearances, registry_lines, same_person
 from ...memory.lines import Span
 from ...memory.schema import CharacterRow, SpeakerRow
 from ..stage import Ctx, Outcome, Stage, chosen_backbone, chosen_backbone_label, load_chosen_backbone
@@ -27,7 +28,8 @@ class CharactersStage(Stage):
 
     def params(self, ctx: Ctx) -> dict[str, Any]:
         p = {"strip_step_s": STRIP_STEP_S, "turns": "one registry line per voice part (a cue's parts: its words)",
-             "name_rules": NAME_RULES}
+             "name_rules": NAME_RULES, "synopsis": _digest(_synopsis(ctx)),
+             "overrides": _overrides(ctx).as_json()}
         spec = chosen_backbone_label(ctx)
         return {**p, "names_backbone": spec, "prompts": [NAME.ref]} if spec else p
 
@@ -39,6 +41,7 @@ class CharactersStage(Stage):
         captions = ctx.rows("captions", vectors=False)
         shown = [Span(c.start, c.end, c.text, "caption") for c in captions]
         chars, line_char = build_registry(lines, shown=shown)
+        chars, line_char, merged = same_person(chars, line_char, lines, _synopsis(ctx), _overrides(ctx))
         by_model, model = "", ""
         if chosen_backbone(ctx) and not any(c.voice >= 0 and not c.names for c in chars):
             by_model = "; no unnamed voice: no model asked"
@@ -77,8 +80,8 @@ class CharactersStage(Stage):
             seen = list(face_times.get(ch.face, [])) if ch.face >= 0 else []
             told = [span for n in ch.names for span in mentions.get(n, [])]
             times = [t for span in spoken + told for t in span] + seen
-            if not times:  # named in the dialogue, never heard nor seen (a text film): from its mentions
-                times = [t for i in ch.named_in for t in (by_key[i].line.start, by_key[i].line.end)]
+            if not times or (ch.voice < 0 and ch.face < 0):  # a text film: its mentions count too
+                times += [t for i in ch.named_in for t in (by_key[i].line.start, by_key[i].line.end)]
             screen = screen_s.get(ch.face, 0.0) if seen else sum(b - a for a, b in told)
             links = ch.links + ([{"kind": "thumbnail", "value": thumbs[ch.face], "confidence": 1.0, "evidence": []}]
                                 if ch.face in thumbs else [])
@@ -98,4 +101,26 @@ class CharactersStage(Stage):
         n_split = len({t.line.line for t in turns if t.split})
         split = f"; {n_split} lines spoken by two voices or more, {len(turns)} turns" if n_split else ""
         return Outcome(model=model, note=f"{len(rows)} characters ({n_named} named), {attributed} of {len(utts)} "
-                                         f"lines attributed" + split + by_model)
+                                         f"lines attributed" + split + merged + by_model)
+
+
+def _synopsis(ctx: Ctx) -> str:
+    """The film's synopsis where it was imported with one (MF²): a source of its people's names."""
+    try:
+        meta = json.loads(ctx.inputs.film.meta or "{}")
+    except ValueError:
+        return ""
+    return str(meta.get("synopsis") or "") if isinstance(meta, dict) else ""
+
+
+def _digest(text: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16] if text else ""
+
+
+def _overrides(ctx: Ctx) -> Overrides:
+    """The user's merges and splits stored in the library (characters/overrides.py); none for a remote library."""
+    if not ctx.store.is_local:
+        return Overrides()
+    return load_overrides(overrides_path(ctx.store.root, ctx.film_id))

@@ -9,12 +9,14 @@ from collections import Counter
 from typing import Any
 
 from ...characters.names import bare
-from ...graph.scene_summaries import SUMMARY, write_summaries
+from ...graph.scene_summaries import SUMMARY, cost_note, write_summaries
 from ...graph.scenes import RegistryCast, Scene, TextLine, build_scenes
 from ...memory.schema import SceneRow, SegmentRow
 from ..stage import Ctx, Outcome, Stage, chosen_backbone, chosen_backbone_label, load_chosen_backbone
 
-SCENE_PARAMS = {"min_s": 45.0, "max_s": 240.0, "pause_s": 12.0, "central_k": 2,
+SCENE_PARAMS = {"min_s": 45.0, "max_s": 240.0, "pause_s": 12.0, "central_k": 3,
+                "cuts": "pauses; shorter ones where the people named change or a place is named; scenes tiled",
+                "summary": "names, places, things, telling lines",
                 "characters": "registry in dialogue; in descriptions names never written in lower case, "
                               "unquoted, not roles, not places"}
 
@@ -78,7 +80,7 @@ class ScenesStage(Stage):
 
     name = "scenes"
     needs = ("probe", "segments", "transcript", "ocr", "captions", "faces", "characters")
-    version = 4
+    version = 5  # 5: scenes tiled, cut where the people named change or a place is named; summaries say places and things
     attempts = 3
 
     def _shot_groups(self, ctx: Ctx) -> list[SegmentRow]:
@@ -118,13 +120,13 @@ class ScenesStage(Stage):
         textual = [i for i, sc in enumerate(scenes) if sc.lines]  # a model reads words; pictures stay as told
         if p["summaries"] == "model" and textual:
             backbone = load_chosen_backbone(ctx)
-            written = write_summaries(backbone, [scenes[i] for i in textual], title=ctx.inputs.film.title,
+            written, used = write_summaries(backbone, [scenes[i] for i in textual], title=ctx.inputs.film.title,
                                       attempts=self.attempts, progress=ctx.progress)
             for i, text in zip(textual, written):
                 if text is not None:
                     scenes[i].summary, hows[i] = text, backbone.model_id
             model, failed = backbone.model_id, written.count(None)
-            by_model = f"; summaries by model {model}" + (
+            by_model = f"; summaries by model {model} ({cost_note(used, len(textual))})" + (
                 f", {failed} kept extractive (no usable reply in {self.attempts} attempts)" if failed else "")
         ctx.write([SceneRow(film_id=ctx.film_id, scene_idx=s.idx, start=round(s.start, 3), end=round(s.end, 3),
                             summary=s.summary, characters=s.names[:12], lines=[ln.ref for ln in s.central],
