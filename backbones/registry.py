@@ -126,6 +126,13 @@ def load(spec: str | Backbone, *, cache: str | Path | bool | None = None, cache_
     return backbone
 
 
+
+def open_for_library(spec: str, library_root: str | Path | None, cache_mode: str) -> Backbone:
+    """A backbone behind a library's replay cache (<library>/cache, or the default cache for a library that is not
+    a local folder): the one way the CLI, `Library` and the captions stage open a backbone by spec."""
+    cache: Path | bool = Path(library_root) / "cache" if library_root is not None else True
+    return load(spec, cache=cache, cache_mode=cache_mode)
+
 def list_backbones() -> list[dict[str, Any]]:
     """Registered backbones with capabilities and readiness, JSON-serialisable (for `moviemem backbones`)."""
     return [_registration(n).to_dict() for n in sorted(BACKBONES.names())]

@@ -20,6 +20,7 @@ from . import evidence
 from .formats import LETTERS, Item, item_category
 from .log import CallLog, log_grid_at, read_at, read_header
 from .markdown import money
+from .names import display_names
 from .records import AnswerRecord, Config, EvidenceRecord, ResultRecord
 from .views import (
     AnswerLane,
@@ -300,6 +301,7 @@ def write_inspector(run_dir: str | Path) -> Path:
     (root / "thumbs").mkdir(exist_ok=True)
     env = _env()
     configs = sorted(grid)
+    names = display_names(p for p, _ in configs)  # the short names every table shows; run.json keeps the specs
     by_item: dict[str, dict[Config, ResultRecord]] = defaultdict(dict)
     for key, key_recs in grid.items():
         for rec in key_recs:
@@ -335,7 +337,7 @@ def write_inspector(run_dir: str | Path) -> Path:
                 f" ({cell['note']})" if cell["note"] and r.status not in ("invalid", "unfit") else "")
             queries = [_query(key, a, facts.get(it.film_id), header.library, root / "thumbs", gold, calls)
                        for key, a in r.answers.items()]
-            answers.append({"policy": c[0], "backbone": c[1], "css": cell["css"], "verdict": verdict,
+            answers.append({"policy": names[c[0]], "backbone": c[1], "css": cell["css"], "verdict": verdict,
                             "reason": r.reason, "queries": queries})
         lanes: list[AnswerLane] = [
             {"label": f"{a['policy']} / {a['backbone']}" + (f" ({q['key']})" if len(a["queries"]) > 1 else ""),
@@ -346,7 +348,7 @@ def write_inspector(run_dir: str | Path) -> Path:
                             answers=answers, lanes=lanes, hms=_hms, film_page=film_pages.get(it.film_id)),
             encoding="utf-8")
     (root / "index.html").write_text(env.get_template("index.html.j2").render(
-        title=title, fmt=header.format, items=items, configs=configs, rows=rows,
+        title=title, fmt=header.format, items=items, configs=[(names[p], b) for p, b in configs], rows=rows,
         categories=_category_table(items, configs, by_item), outcomes=evidence.OUTCOMES, page_size=INDEX_PAGE),
         encoding="utf-8")
     return root / "index.html"

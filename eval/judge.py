@@ -13,7 +13,6 @@ rerunning resumes, skipping what is there.
 from __future__ import annotations
 
 import itertools
-import json
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -23,12 +22,10 @@ import numpy as np
 
 from ..foundation.errors import MovieMemError
 from . import metrics
-from .formats import Narration, OpenQuestion, text_lines
-from .log import JsonlWriter, backbone_spec, log_grid, only_writer, read_header
+from .formats import Narration, OpenQuestion
+from .log import backbone_spec, judgement_writer, log_grid, only_writer, read_header, read_judgements
 from .outputs import JudgeCounts, JudgeSummaryRow
 from .records import EstimateLine, JudgementLine
-
-JUDGE = "judge.jsonl"
 
 RUBRICS: dict[str, dict[str, str]] = {
     "open": {
@@ -68,20 +65,6 @@ def judge_prompt(item: OpenQuestion | Narration, prediction: str, repeat: int) -
             f"Reply as JSON with the keys {', '.join(rubric)}.{run}")
 
 
-def read_judgements(run_dir: str | Path) -> list[JudgementLine]:
-    """judge.jsonl's lines, as `_judge` wrote them."""
-    path = Path(run_dir) / JUDGE
-    if not path.exists():
-        return []
-    out: list[JudgementLine] = []
-    for _, line in text_lines(path.read_text(encoding="utf-8")):
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
-            break  # a line cut short by a kill: judged again on resume
-    return out
-
-
 def judge_run(run_dir: str | Path, backbone: Any, *, repeats: int = 1, cache: str | Path | None = None,
               progress: Callable[[int, int], None] | None = None) -> JudgeCounts:
     """Judge every answered open / narration record; returns counts of judged, failed and skipped.
@@ -110,16 +93,12 @@ def _judge(run_dir: Path, fmt: str, backbone: Any, repeats: int, cache: str | Pa
     items, grid = log_grid(run_dir)
     by_id = {it.id: it for it in items if isinstance(it, (OpenQuestion, Narration))}  # as RUBRICS' formats load
     done = {(j["key"], j["repeat"], j["judge"]) for j in read_judgements(run_dir) if "key" in j}
-    path = run_dir / JUDGE
-    if path.exists() and not path.read_bytes().endswith(b"\n") and path.stat().st_size:
-        data = path.read_bytes()
-        path.write_bytes(data[: data.rfind(b"\n") + 1])  # drop a line cut short by a kill
     criteria = list(RUBRICS[fmt])
     todo = [(r, k) for recs in grid.values() for r in recs if r.status == "answered" for k in range(repeats)
             if (r.key, k, spec) not in done]
     counts: JudgeCounts = {"judged": 0, "failed": 0, "skipped_invalid": sum(r.status != "answered" for recs in grid.values()
                                                                  for r in recs)}
-    writer = JsonlWriter(path, getattr(bb, "secrets", list)())
+    writer = judgement_writer(run_dir, getattr(bb, "secrets", list)())
     try:
         for n, (rec, k) in enumerate(todo, 1):
             answer = rec.answers.get("answer")

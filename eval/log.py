@@ -5,6 +5,7 @@ Run directory layout (plain JSON, readable without moviemem):
 - items.jsonl    the validated benchmark items (so reports need no other file)
 - results.jsonl  one line per (policy, backbone, item): status answered | invalid (with the
                  reason), the score, and every Answer in full (evidence, trace, usage) (records.ResultRecord)
+- judge.jsonl    one line per (record, repeat, judge backbone): the judge's scores (records.JudgementLine; judge.py)
 - calls/         every model call as sent and as answered: calls.jsonl (records.CallLine, one line a call) and
                  texts.jsonl (the texts they sent, in pieces cut at content-defined line ends, each piece once:
                  a film's transcript is stored once however many questions read it). An answer names its calls
@@ -27,7 +28,7 @@ import threading
 import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from filelock import FileLock, Timeout
 
@@ -60,6 +61,7 @@ RESULTS = "results.jsonl"
 ITEMS = "items.jsonl"
 MANIFEST = "run.json"
 LOCK = ".writer.lock"
+JUDGE = "judge.jsonl"
 CALLS = "calls"
 CALL_LINES = "calls.jsonl"
 CALL_TEXTS = "texts.jsonl"
@@ -231,6 +233,25 @@ class JsonlWriter:
         self._f.close()
 
 
+def read_judgements(run_dir: str | Path) -> list[JudgementLine]:
+    """judge.jsonl's lines, as the judge wrote them; a line cut short by a kill ends the read (it is judged again on
+    resume), and a line that is not a judgement is a one-line error naming it."""
+    out: list[JudgementLine] = []
+    for n, obj in enumerate(_read_jsonl_objects(Path(run_dir) / JUDGE, strict=True), 1):
+        if not isinstance(obj.get("key"), str) or not isinstance(obj.get("repeat"), int):
+            raise MovieMemError(f"{Path(run_dir) / JUDGE}: line {n} is not a judgement; the file was edited or is damaged")
+        out.append(cast(JudgementLine, obj))
+    return out
+
+
+def judgement_writer(run_dir: Path, secrets: Iterable[str] = ()) -> JsonlWriter:
+    """The writer of judge.jsonl, its torn last line (a kill) cut off first so the next line starts on its own."""
+    path = run_dir / JUDGE
+    if path.exists():
+        _cut_torn_tail(path)
+    return JsonlWriter(path, secrets)
+
+
 def write_json(path: Path, obj: Any) -> None:
     atomic_write_text(path, redact(json.dumps(obj, ensure_ascii=False, indent=1, default=str)) + "\n")
 
@@ -336,21 +357,24 @@ def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 
-def _read_jsonl_objects(path: Path) -> Iterator[dict[str, Any]]:
-    """The JSON objects of an append-only file, a torn last line (a kill) and damaged lines skipped: a call log
-    explains answers and never decides one, so a damaged line costs that call's text, not the run."""
+def _read_jsonl_objects(path: Path, strict: bool = False) -> Iterator[dict[str, Any]]:
+    """The JSON objects of an append-only file, a torn last line (a kill) left out. A damaged line is skipped (a
+    call log explains answers and never decides one, so it costs that call's text, not the run), or with `strict`
+    is a one-line error."""
     if not path.exists():
         return
     with path.open("rb") as f:
-        for line in f:
+        for n, line in enumerate(f, 1):
             if not line.endswith(b"\n"):
                 break
             try:
                 obj = json.loads(line)
             except (json.JSONDecodeError, UnicodeDecodeError):
-                continue
+                obj = None
             if isinstance(obj, dict):
                 yield obj
+            elif strict:
+                raise MovieMemError(f"{path}: line {n} is not a JSON object; the file was edited or is damaged")
 
 
 class CallWriter:

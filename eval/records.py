@@ -294,6 +294,7 @@ class EstimateLine(TypedDict):
     ci_high: float
     se: float
     k: float | None
+    reason: NotRequired[str]  # why there is no interval: "too few films (N)" (metrics.MIN_FILMS)
 
 
 class PairedLine(TypedDict):
@@ -308,6 +309,7 @@ class PairedLine(TypedDict):
     statistic: float
     n10: int | None
     n01: int | None
+    interval: NotRequired[str]  # how the interval was made: "newcombe" | "bootstrap-percentile"
 
 
 class ClaimScoresLine(TypedDict):

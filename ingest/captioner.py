@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..backbones import Backbone, Clip, Reply, Request, load, system, user
+from ..backbones import Backbone, Clip, Reply, Request, system, user
 from ..backbones.base import send_all
 from ..backbones.prompt import Prompt, names_clause
 from ..foundation.errors import MovieMemError
@@ -27,13 +27,6 @@ from .prompts import CLIP_FRAMES, CLIP_VIDEO, FRAME
 FRAME_WINDOW_S = 60.0  # one frame-caption request per minute of film
 MAX_IMAGES = 30  # stills per request (a minute of the 0.5 fps strip)
 CAPTION_MAX_TOKENS = 400
-
-
-def open_backbone(spec: str, library_root: Path | None, cache_mode: str) -> Backbone:
-    """A backbone behind the library's replay cache (<library>/cache, or the default cache for
-    a library that is not a local folder)."""
-    cache: Path | bool = library_root / "cache" if library_root is not None else True
-    return load(spec, cache=cache, cache_mode=cache_mode)
 
 
 def check_captioner(backbone: Backbone) -> None:

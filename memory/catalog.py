@@ -11,14 +11,16 @@ it again. Local libraries only (an object store has no cheap folder listing); no
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ..foundation.errors import MovieMemError
 from ..foundation.files import PRIVATE, atomic_write_text
 
 log = logging.getLogger(__name__)
@@ -87,3 +89,12 @@ def saved(uri: str | Path, key: str, compute: Callable[[], T], refresh: Refresh 
             refresh(None)
         return compute()
     return cached(Path(uri), key, compute, refresh)
+
+
+def unknown_film(film_id: str, known: Sequence[str], lister: str) -> MovieMemError:
+    """The error for an id the library does not hold, naming the nearest ids it does (a typo's likely
+    target) and `lister`, what lists them where the user is (a CLI command, an MCP tool)."""
+    near = difflib.get_close_matches(film_id, known, n=3, cutoff=0.5)
+    hint = f"did you mean {', '.join(near[:-1])} or {near[-1]}? " if len(near) > 1 else \
+        f"did you mean {near[0]}? " if near else ""
+    return MovieMemError(f"film {film_id!r} is not in the library ({hint}{lister} lists the films)")

@@ -17,7 +17,7 @@ import shutil
 import uuid
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Literal, cast, overload
 
 import numpy as np
 import pyarrow as pa
@@ -243,8 +243,20 @@ class MemoryStore:
             q = q.select(columns)
         return q.limit(None).to_arrow()
 
+    @overload
+    def rows(self, name: Literal["stages"], where: str | None = None, columns: list[str] | None = None, *,
+             vectors: bool = True) -> list[StageRow]: ...
+
+    @overload
+    def rows(self, name: Literal["films"], where: str | None = None, columns: list[str] | None = None, *,
+             vectors: bool = True) -> list[FilmRow]: ...
+
+    @overload
     def rows(self, name: str, where: str | None = None, columns: list[str] | None = None, *,
-             vectors: bool = True) -> list[Row]:
+             vectors: bool = True) -> list[Row]: ...
+
+    def rows(self, name: str, where: str | None = None, columns: list[str] | None = None, *,
+             vectors: bool = True) -> list[Any]:
         """Rows as models; with `columns`, only those are read, and without `vectors` no vector column is
         (the others take their defaults, None for vectors)."""
         model = ROW_MODELS[name]
@@ -259,7 +271,7 @@ class MemoryStore:
 
     # -- stage runs --------------------------------------------------------
     def stage_rows(self, film_id: str) -> list[StageRow]:
-        return [r for r in self.rows("stages", f"film_id = {sql_str(film_id)}")]  # type: ignore[misc]  # rows() of "stages" are StageRow
+        return self.rows("stages", f"film_id = {sql_str(film_id)}")
 
     def finished_runs(self, film_id: str) -> dict[str, StageRow]:
         """The visible run of each stage: its latest finished row."""
@@ -346,7 +358,7 @@ class MemoryStore:
         if "probe" not in runs:
             return None
         rows = self.rows("films", f"film_id = {sql_str(film_id)} AND run_id = {sql_str(runs['probe'].run_id)}")
-        return rows[0] if rows else None  # type: ignore[return-value]  # rows() of "films" are FilmRow
+        return rows[0] if rows else None
 
     @_retry_conflicts
     def update_film(self, film_id: str, values: dict[str, Any]) -> None:

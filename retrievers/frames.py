@@ -65,7 +65,10 @@ class FrameRetriever(Retriever):
         keep = [i for i, f in enumerate(idx) if f in frames and f not in self.exclude]
         if not keep:
             return []
-        name, pretrained = clip_model_of(film)  # type: ignore[misc]  # clip_status() above has checked the film has CLIP rows
+        model = clip_model_of(film)
+        if model is None:  # clip_status() above has checked the film has CLIP rows
+            raise MovieMemError(f"no CLIP model is recorded for {film.film_id!r}")
+        name, pretrained = model
         q = ClipEncoder(name, pretrained).encode_texts([query or " "])[0]
         sims = vecs[keep] @ q
         top = np.argsort(-sims)[: max(k, 1)]

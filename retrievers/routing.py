@@ -78,8 +78,10 @@ TABLES = {"utterance": "utterances", "caption": "captions", "onscreen": "onscree
 def holds(film: FilmMemory, kind: str) -> bool:
     """Whether a channel has rows this film view can see (counted in LanceDB, not read)."""
     table = TABLES.get(kind)
-    where = visible_filter(film, table) if table else None
-    return where is not None and film.store.count(table, where) > 0  # type: ignore[arg-type]  # where implies table
+    if table is None:
+        return False
+    where = visible_filter(film, table)
+    return where is not None and film.store.count(table, where) > 0
 
 
 def queries_for(question: Question, per_option: int, option_alone: bool = False) -> list[str]:

@@ -8,7 +8,7 @@ both, so neither side imports the other's machinery. `Trace` is where a retrieve
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, cast, get_args
 
 from ..foundation.errors import MovieMemError
 
@@ -48,7 +48,10 @@ class Question:
         if isinstance(options, str):  # a string would become one option per character
             raise MovieMemError(f"options are a list of strings, not one string ({options[:40]!r})")
         opts = tuple(str(o) for o in options or ())
-        return cls(text, opts, (kind or ("mcq" if opts else "open")))  # type: ignore[arg-type]  # a free string here; __post_init__ rejects an unknown kind
+        chosen = kind or ("mcq" if opts else "open")
+        if chosen not in get_args(Kind):
+            raise MovieMemError(f"unknown question kind {chosen!r}; use mcq, claim or open")
+        return cls(text, opts, cast(Kind, chosen))
 
     def to_dict(self) -> dict[str, Any]:
         return {"text": self.text, "options": list(self.options), "kind": self.kind}

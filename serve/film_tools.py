@@ -9,7 +9,6 @@ after checking that they lie inside the library. Bad input raises MovieMemError.
 
 from __future__ import annotations
 
-import difflib
 import math
 import re
 from collections.abc import Callable, Sequence
@@ -18,8 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..foundation.errors import MovieMemError
-from ..foundation.numbers import numbers_in
-from ..memory.catalog import saved  # answers saved while the library is unchanged (no LanceDB imports)
+from ..memory.catalog import saved, unknown_film  # answers saved while the library is unchanged (no LanceDB imports)
 
 if TYPE_CHECKING:
     from ..library import Film, Library
@@ -70,38 +68,6 @@ def film(lib: Library, film_id: Any) -> Film:
             raise unknown_film(film_id, [f["film_id"] for f in list_films(lib)["films"]], "list_films") from None
 
     return Film(lib.store, film_id, state=_saved(lib, f"film-state {film_id}", lambda: opened().state()))
-
-
-def _not_finite() -> MovieMemError:
-    return MovieMemError("the answer holds a number that is not finite (NaN or Infinity), which JSON cannot "
-                         "hold; the library may hold rows no ingest wrote")
-
-
-def check_finite(value: Any) -> None:
-    """Raise where `value` (dicts, lists and tuples of plain values, walked) holds NaN or Infinity; other
-    objects (an image, a text block) are left to their own serialiser."""
-    if any(not math.isfinite(x) for x in numbers_in(value)):
-        raise _not_finite()
-
-
-def finite_json(value: Any) -> str:
-    """`value` as JSON text, never NaN or Infinity, which are not JSON (a client reading them fails):
-    such a number is an error, the same for the CLI's --json and the MCP server's replies."""
-    import json
-
-    try:
-        return json.dumps(value, ensure_ascii=False, default=str, allow_nan=False)
-    except ValueError:
-        raise _not_finite() from None
-
-
-def unknown_film(film_id: str, known: Sequence[str], lister: str) -> MovieMemError:
-    """The error for an id the library does not hold, naming the nearest ids it does (a typo's likely
-    target) and `lister`, what lists them where the user is (a CLI command, an MCP tool)."""
-    near = difflib.get_close_matches(film_id, known, n=3, cutoff=0.5)
-    hint = f"did you mean {', '.join(near[:-1])} or {near[-1]}? " if len(near) > 1 else \
-        f"did you mean {near[0]}? " if near else ""
-    return MovieMemError(f"film {film_id!r} is not in the library ({hint}{lister} lists the films)")
 
 
 def seconds(value: Any, name: str, duration: float, *, low: float = 0.0) -> float:

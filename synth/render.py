@@ -120,7 +120,8 @@ RGB = tuple[int, int, int]
 
 
 def _shade(rgb: RGB, v: float) -> RGB:
-    return tuple(max(0, min(255, int(c * v))) for c in rgb)  # type: ignore[return-value]  # three channels in, three out
+    r, g, b = (max(0, min(255, int(c * v))) for c in rgb)
+    return r, g, b
 
 
 SKIN = ((236, 196, 160), (200, 150, 110), (150, 105, 75), (240, 210, 180), (180, 130, 95))

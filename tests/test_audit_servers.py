@@ -137,7 +137,8 @@ def test_item5_judge_output_has_no_url_credentials_or_echoed_keys(tmp_path: Path
 def test_item11_judge_holds_the_run_directory_as_its_only_writer(tmp_path: Path) -> None:
     from filelock import FileLock
 
-    from moviemem.eval.judge import JUDGE, RUBRICS, judge_run
+    from moviemem.eval.judge import RUBRICS, judge_run
+    from moviemem.eval.log import JUDGE
 
     run = _open_run(tmp_path)
     judge = ScriptedBackbone([json.dumps({c: 3 for c in RUBRICS["open"]})], cycle=True, name="grader")

@@ -10,7 +10,8 @@ import pytest
 from moviemem.agents.types import Answer
 from moviemem.backbones import ScriptedBackbone, user
 from moviemem.eval.formats import Benchmark, validate_rows
-from moviemem.eval.judge import JUDGE, RUBRICS, judge_run, judge_summary, read_judgements
+from moviemem.eval.judge import RUBRICS, judge_run, judge_summary
+from moviemem.eval.log import JUDGE, read_judgements
 from moviemem.eval.report import write_report
 from moviemem.eval.runner import run_bench
 from moviemem.foundation.errors import MovieMemError
