@@ -57,9 +57,12 @@ class Film(FilmMemory):
         "open"; `until` shows the policy only what is on screen by then. A backbone spec is
         loaded behind the library's replay cache. Returns an agents.Answer."""
         from .agents import ask
+        from .backbones.prefix_states import asking
 
-        return ask(self, question, options, kind, policy=policy, backbone=self._backbone(backbone), until=until,
-                   **settings)
+        # a local backbone files the film's saved prompt state under this film, in this library's cache folder
+        with asking(self.film_id, Path(self.store.root) / "cache" if self.store.is_local else None):
+            return ask(self, question, options, kind, policy=policy, backbone=self._backbone(backbone), until=until,
+                       **settings)
 
     def _backbone(self, backbone: str | Backbone | None) -> Backbone:
         """A spec is loaded behind the library's replay cache; a Backbone object is used as given."""

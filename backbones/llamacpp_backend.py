@@ -7,7 +7,9 @@ forced tool calls become grammars, so even a 135M model returns parseable output
 Prompt reuse: llama.cpp keeps the last prompt's KV cache and only evaluates the part of
 a new prompt that differs; a LlamaRAMCache also keeps KV states of earlier prompts, so
 switching between films (contexts) does not start from scratch. `chat_many` orders
-requests so questions over the same context run back to back.
+requests so questions over the same context run back to back. Across processes, a call that
+read a long prompt saves the model's state on disk and a later process sharing that prefix
+restores it instead of reading it again (`prefix_states.py`).
 """
 
 from __future__ import annotations
@@ -24,8 +26,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ..foundation.digests import file_sha256
 from ..foundation.errors import MovieMemError
 from ..foundation.hardware import default_threads
+from . import prefix_states
 from .base import ProviderBackbone
 from .pace import SETTING, PaceBook
 from .settings import get_backbone_settings
@@ -208,7 +212,9 @@ class LlamaCppBackbone(ProviderBackbone):
     Options: n_ctx (default: the llm_context setting; 0, its default, is the model's trained length), n_threads (llm_threads; 0 = the physical
     cores this process may use, for prompt reading and generation alike), cache_bytes (RAM prompt
     cache), seed, isolate (llm_isolate: the model runs in a child process, `llamacpp_worker.py`, so a
-    native crash is an error, not the end of this process), and ProviderBackbone's reliability options;
+    native crash is an error, not the end of this process), state_dir, state_max_bytes and state_min_tokens
+    (prompt states saved on disk: llm_state_dir, llm_state_max_bytes, llm_state_min_tokens; the folder
+    defaults to the asking library's cache folder), and ProviderBackbone's reliability options;
     the KV cache's type and flash attention come from the llm_kv_type and llm_flash_attn settings.
     """
 
@@ -217,7 +223,8 @@ class LlamaCppBackbone(ProviderBackbone):
 
     def __init__(self, path: str | Path, *, name: str | None = None, n_ctx: int | None = None,
                  n_threads: int | None = None, cache_bytes: int | None = None, seed: int = 0,
-                 isolate: bool | None = None, **options: Any) -> None:
+                 isolate: bool | None = None, state_dir: str | Path | None = None, state_max_bytes: int | None = None,
+                 state_min_tokens: int | None = None, **options: Any) -> None:
         options.setdefault("concurrency", 1)
         options.setdefault("max_attempts", 1)  # a local model has no transient failures to retry
         super().__init__(**options)
@@ -233,6 +240,10 @@ class LlamaCppBackbone(ProviderBackbone):
         self.cache_bytes = settings.llm_cache_bytes if cache_bytes is None else int(cache_bytes)
         self.seed = seed
         self.isolate = settings.llm_isolate if isolate is None else isolate
+        self.state_dir = Path(state_dir).expanduser() if state_dir else settings.llm_state_dir
+        self.state_max_bytes = settings.llm_state_max_bytes if state_max_bytes is None else int(state_max_bytes)
+        self.state_min_tokens = settings.llm_state_min_tokens if state_min_tokens is None else int(state_min_tokens)
+        self._state_key: dict[str, Any] | None = None
         self.name = name or f"llamacpp:{self.path}"
         # the file's name and size identify the weights without hashing a GB on every start
         size = self.path.stat().st_size if self.path.is_file() else 0
@@ -263,14 +274,16 @@ class LlamaCppBackbone(ProviderBackbone):
         """The child process that holds this model (one per model and settings, shared by backbones)."""
         from .llamacpp_worker import worker_for
 
-        key = (str(self.path), self._n_ctx, self.n_threads, self.cache_bytes, self.kv_type, self.flash)
+        key = (str(self.path), self._n_ctx, self.n_threads, self.cache_bytes, self.kv_type, self.flash,
+               self.state_max_bytes, self.state_min_tokens)
         return worker_for(key, self.name, self._worker_spec(self._n_ctx or None, self.cache_bytes))
 
     def _worker_spec(self, n_ctx: int | None, cache_bytes: int) -> dict[str, Any]:
         """What the worker builds its in-process twin from: this class by dotted path (no import back to
         here) and its options (kv type and flash attention it reads from the same settings)."""
         options = {"path": str(self.path), "name": self.name, "n_ctx": n_ctx, "n_threads": self.n_threads,
-                   "cache_bytes": cache_bytes, "seed": self.seed}
+                   "cache_bytes": cache_bytes, "seed": self.seed, "state_max_bytes": self.state_max_bytes,
+                   "state_min_tokens": self.state_min_tokens}
         return {"target": f"{type(self).__module__}:{type(self).__qualname__}", "options": options}
 
     def load_check(self, timeout: float) -> float:
@@ -282,7 +295,7 @@ class LlamaCppBackbone(ProviderBackbone):
         worker = Worker(self.name, self._worker_spec(self._n_ctx or 512, 0))
         try:
             request = Request.build([user("Say yes.")], max_tokens=1)
-            reply, _ = worker.call("send", request, timeout, timeout=timeout)
+            reply, _ = worker.call("send", request, timeout, (None, None), timeout=timeout)
         finally:
             worker.close()
         if reply.invalid:
@@ -358,11 +371,80 @@ class LlamaCppBackbone(ProviderBackbone):
     def _send(self, request: Request, timeout: float) -> Reply:
         if not self.isolate:
             return self.send_here(request, timeout)
-        reply, self.last_perf = self.worker().call("send", request, timeout)
+        film, folder = self.state_place()
+        reply, self.last_perf = self.worker().call("send", request, timeout, (film, str(folder) if folder else None))
         return reply  # type: ignore[no-any-return]
 
-    def send_here(self, request: Request, timeout: float) -> Reply:
-        """One call answered by the model in this process."""
+    # -- prompt states on disk
+
+    def state_place(self) -> tuple[str | None, Path | None]:
+        """The film being asked about and the folder of saved prompt states (None: saving is off): the state_dir
+        option or setting, else the asking library's cache folder (`prefix_states.asking`), else the settings'."""
+        if self.state_max_bytes <= 0:
+            return None, None
+        asking = prefix_states.current()
+        if self.state_dir is not None:
+            return asking.film, self.state_dir
+        return asking.film, prefix_states.folder_for(asking.cache_folder)
+
+    def _states(self, folder: str | Path | None) -> prefix_states.PrefixStates | None:
+        return prefix_states.store_at(Path(folder), self.state_max_bytes, self.state_min_tokens) if folder else None
+
+    def state_key(self, model: _Model) -> dict[str, Any]:
+        """What a saved state must have been made with: these weights (by digest), this llama.cpp build, these
+        context settings (a state's bytes, and the numbers read after it, depend on each)."""
+        if self._state_key is None:
+            llm = model.llm
+            self._state_key = {"model_sha256": file_sha256(self.path), "build": prefix_states.build_key(),
+                               "n_ctx": int(llm.n_ctx()), "n_batch": int(llm.n_batch),
+                               "n_ubatch": int(llm.context_params.n_ubatch), "kv_type": self.kv_type, "flash": self.flash}
+        return self._state_key
+
+    def _restore(self, model: _Model, tokens: list[int], states: prefix_states.PrefixStates | None) -> tuple[int, float]:
+        """Restore the saved state sharing the longest prefix with `tokens` when it spares at least min_tokens of
+        reading beyond what this process already holds; (tokens restored, seconds taken)."""
+        llm = model.llm
+        if states is None or len(tokens) < states.min_tokens:
+            return 0, 0.0
+        from llama_cpp import Llama
+
+        held = Llama.longest_token_prefix(llm.input_ids[: llm.n_tokens].tolist(), tokens)
+        ram = getattr(llm.cache, "cache_state", None) or {}
+        held = max([held, *(Llama.longest_token_prefix(k, tokens) for k in ram)])
+        if len(tokens) - held < states.min_tokens:
+            return 0, 0.0
+        started = time.perf_counter()
+        found = states.find(self.state_key(model), tokens, held + states.min_tokens)
+        if found is None:
+            return 0, 0.0
+        entry, shared = found
+        payload = states.payload(entry)
+        if payload is None:
+            return 0, 0.0
+        keep = min(shared, len(tokens) - 1)  # the last prompt token is always read: its logits are the ones used
+        try:
+            prefix_states.restore(llm, entry.tokens, payload, keep)
+        except prefix_states.Damaged as exc:
+            states.drop(entry.path, str(exc), entry.inode)
+            return 0, 0.0
+        return keep, time.perf_counter() - started
+
+    def _save(self, model: _Model, film: str | None, read: int, states: prefix_states.PrefixStates | None) -> float:
+        """Save this context's state when the call read at least min_tokens new tokens; seconds taken. A failed
+        write (a full or read-only disk) is said once and costs the answer nothing."""
+        if states is None or read < states.min_tokens:
+            return 0.0
+        started = time.perf_counter()
+        try:
+            tokens, payload = prefix_states.capture(model.llm)
+            states.save(self.state_key(model), tokens, payload, film=film, backbone=self.name)
+        except OSError as exc:
+            states.warn(states.folder, f"cannot save a prompt state there: {exc}")
+        return time.perf_counter() - started
+
+    def send_here(self, request: Request, timeout: float, where: tuple[str | None, str | None] | None = None) -> Reply:
+        """One call answered by the model in this process; `where` is (film, state folder) when the parent
+        resolved them (the worker), else they come from this process's own asking context."""
         model = self.model()  # first: it says so when llama-cpp-python is not installed
         from llama_cpp import Llama, StoppingCriteriaList
         from llama_cpp import llama_cpp as C  # noqa: N812 - the C API, named as llama.cpp's own examples do
@@ -374,13 +456,16 @@ class LlamaCppBackbone(ProviderBackbone):
         if room < 1:
             return Reply.failed(f"prompt has {len(tokens)} tokens; the context holds {self.n_ctx}",
                                 usage=Usage(input_tokens=len(tokens)), finish_reason=CONTEXT)
+        film, folder = where if where is not None else self.state_place()
+        states = self._states(folder)
         if request.logprobs:
-            return self._next_token(model, tokens, request.logprobs)
+            return self._next_token(model, tokens, request.logprobs, film, states)
         grammar = self._grammar(model, request)
         greedy = request.temperature <= 0
         max_new = min(request.max_tokens, room)
         with model.lock:
             C.llama_perf_context_reset(llm.ctx)
+            restored, restore_s = self._restore(model, tokens, states)
             started = time.perf_counter()
             to_read = len(tokens) - Llama.longest_token_prefix(llm.input_ids[: llm.n_tokens].tolist(), tokens)
             clock = self._clock(request, started, to_read, max_new)
@@ -391,15 +476,17 @@ class LlamaCppBackbone(ProviderBackbone):
                 stopping_criteria=StoppingCriteriaList([clock.stop]))
             elapsed = time.perf_counter() - started
             perf = C.llama_perf_context(llm.ctx)
+            save_s = self._save(model, film, perf.n_p_eval, states)
         self.last_perf = {"prompt_tokens": len(tokens), "prompt_eval_tokens": perf.n_p_eval,
                           "prompt_eval_s": perf.t_p_eval_ms / 1000, "gen_tokens": perf.n_eval,
-                          "gen_s": perf.t_eval_ms / 1000, "wall_s": elapsed}
+                          "gen_s": perf.t_eval_ms / 1000, "wall_s": elapsed, "restored_tokens": restored,
+                          "restore_s": restore_s, "save_s": save_s}
         self.paces.record(self.pace_key, read=perf.n_p_eval, read_s=perf.t_p_eval_ms / 1000, written=perf.n_eval,
                           write_s=perf.t_eval_ms / 1000)
         choice = out["choices"][0]
         raw_text = choice["text"]
         usage = Usage(input_tokens=out["usage"]["prompt_tokens"], output_tokens=out["usage"]["completion_tokens"],
-                      cached_input_tokens=max(0, len(tokens) - perf.n_p_eval))
+                      cached_input_tokens=max(0, len(tokens) - perf.n_p_eval), restored_input_tokens=restored)
         finish = choice.get("finish_reason") or "stop"
         if clock.out:
             return Reply.failed(clock.why(elapsed, perf.n_p_eval, len(tokens), perf.n_eval, max_new), raw=raw_text,
@@ -424,7 +511,8 @@ class LlamaCppBackbone(ProviderBackbone):
         limit, how = pace.limit(self.timeout, to_read, max_new)
         return _Clock(started, limit, how, reply_share=pace.limit(self.timeout, 0, max_new)[0])
 
-    def _next_token(self, model: _Model, tokens: list[int], top: int) -> Reply:
+    def _next_token(self, model: _Model, tokens: list[int], top: int, film: str | None = None,
+                    states: prefix_states.PrefixStates | None = None) -> Reply:
         """The next token's top alternatives with log-probabilities, from one forward pass.
 
         Without `logits_all` llama.cpp keeps only the last position's logits, which is all a
@@ -435,6 +523,7 @@ class LlamaCppBackbone(ProviderBackbone):
 
         llm = model.llm
         with model.lock:
+            restored, restore_s = self._restore(model, tokens, states)
             started = time.perf_counter()
             # at least the last token is evaluated: its logits are the ones wanted
             same = Llama.longest_token_prefix(llm.input_ids[: llm.n_tokens].tolist(), tokens[:-1])
@@ -442,6 +531,7 @@ class LlamaCppBackbone(ProviderBackbone):
             llm.eval(tokens[same:])
             logits = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),)).astype(np.float64)  # noqa: SLF001 - llama-cpp-python exposes logits only on its context
             elapsed = time.perf_counter() - started
+            save_s = self._save(model, film, len(tokens) - same, states)
         logp = logits - (logits.max() + np.log(np.exp(logits - logits.max()).sum()))
         best = np.argsort(-logp)[:top]
         alternatives: dict[str, float] = {}
@@ -449,9 +539,10 @@ class LlamaCppBackbone(ProviderBackbone):
             text = llm.detokenize([int(t)]).decode("utf-8", errors="replace")
             alternatives.setdefault(text, float(logp[t]))
         self.last_perf = {"prompt_tokens": len(tokens), "prompt_eval_tokens": len(tokens) - same,
-                          "prompt_eval_s": elapsed, "gen_tokens": 0, "gen_s": 0.0, "wall_s": elapsed}
+                          "prompt_eval_s": elapsed, "gen_tokens": 0, "gen_s": 0.0, "wall_s": elapsed,
+                          "restored_tokens": restored, "restore_s": restore_s, "save_s": save_s}
         text = next(iter(alternatives))
-        usage = Usage(input_tokens=len(tokens), output_tokens=1, cached_input_tokens=same)
+        usage = Usage(input_tokens=len(tokens), output_tokens=1, cached_input_tokens=same, restored_input_tokens=restored)
         return Reply(text=text.strip(), usage=usage, finish_reason="length", raw=text, logprobs=[alternatives])
 
 

@@ -156,7 +156,7 @@ def serve(fd: int) -> None:
                 result: Any = None
             elif backbone is None:
                 raise MovieMemError("the worker was not initialised")
-            elif method == "send":
+            elif method == "send":  # (request, timeout, (film, state folder)): the parent's asking context
                 reply = backbone.send_here(*args)
                 result = (reply, backbone.last_perf)
             elif method == "prompt":

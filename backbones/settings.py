@@ -40,6 +40,13 @@ class BackboneSettings(Settings):
     # the CPU cannot run, a memory fault) is one error naming `moviemem doctor`, not the death of a bench,
     # an MCP server or a notebook. bench/worker_overhead.py measures what it costs per answer
     llm_isolate: bool = True
+    # llama.cpp: prompt states saved on disk (backbones/prefix_states.py), so a film's transcript or caption history
+    # is read once per machine. The folder (None: <library>/cache/prefix-states), its cap (least recently used go
+    # first; 0 turns saving and restoring off), and the fewest new prompt tokens a call must read to save its state
+    # (and a saved state must spare to be restored): below ~4,000 tokens a prompt is a retrieval's, not a film's
+    llm_state_dir: Path | None = None
+    llm_state_max_bytes: int = Field(default=20 << 30, ge=0, le=1 << 50)
+    llm_state_min_tokens: int = Field(default=4096, ge=256, le=1 << 24)
     # Gemini video: send inline below these sizes, otherwise upload with the Files API
     gemini_inline_max_bytes: int = Field(default=15_000_000, ge=0, le=20_000_000)
     gemini_inline_clip_max_s: Seconds = 120.0

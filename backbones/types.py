@@ -357,11 +357,17 @@ class Capabilities:
 @dataclass
 class Usage:
     """What one call (or a sum of calls) consumed. cost_usd is None when no price is known;
-    a sum carries the cost of the priced calls and is None only if none was priced."""
+    a sum carries the cost of the priced calls and is None only if none was priced.
+
+    Input tokens are counted three ways: `input_tokens` the prompt (what a price table bills, its cached part at
+    the cached rate), `cached_input_tokens` the part the model did not read (a provider's cache, a local model's
+    prompt cache), `restored_input_tokens` the part of that restored from a state saved on disk by an earlier
+    process (backbones/prefix_states.py); `read_input_tokens` is what the model really read."""
 
     input_tokens: int = 0
     output_tokens: int = 0
     cached_input_tokens: int = 0
+    restored_input_tokens: int = 0
     images: int = 0
     video_s: float = 0.0
     audio_s: float = 0.0
@@ -373,10 +379,11 @@ class Usage:
             return NotImplemented
         costs = [c for c in (self.cost_usd, other.cost_usd) if c is not None]
         return Usage(
-            self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens,
-            self.cached_input_tokens + other.cached_input_tokens, self.images + other.images,
-            self.video_s + other.video_s, self.audio_s + other.audio_s, self.latency_s + other.latency_s,
-            sum(costs) if costs else None,
+            input_tokens=self.input_tokens + other.input_tokens, output_tokens=self.output_tokens + other.output_tokens,
+            cached_input_tokens=self.cached_input_tokens + other.cached_input_tokens,
+            restored_input_tokens=self.restored_input_tokens + other.restored_input_tokens,
+            images=self.images + other.images, video_s=self.video_s + other.video_s, audio_s=self.audio_s + other.audio_s,
+            latency_s=self.latency_s + other.latency_s, cost_usd=sum(costs) if costs else None,
         )
 
     def __radd__(self, other: Any) -> Usage:  # sum(usages) starts from 0
@@ -384,6 +391,16 @@ class Usage:
 
     @property
     def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    @property
+    def read_input_tokens(self) -> int:
+        """Prompt tokens the model read itself: neither cached nor restored."""
+        return max(0, self.input_tokens - self.cached_input_tokens)
+
+    @property
+    def billed_tokens(self) -> int:
+        """Tokens a price table charges for: the whole prompt (its cached part at the cached rate) and the reply."""
         return self.input_tokens + self.output_tokens
 
     def to_dict(self) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from ..foundation.errors import MovieMemError
 from . import (  # noqa: F401 - each registers its commands on the app
     answers,
     bench,
+    cache,
     calls,
     characters,
     demo,
