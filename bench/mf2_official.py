@@ -56,8 +56,8 @@ def _share(e: metrics.Estimate) -> str:
 
 def _pairs(lines: list[dict[str, Any]]) -> metrics.ClaimScores:
     """MF²'s scores of some records (results.jsonl lines) from their verdicts on each pair's two statements."""
-    return metrics.claim_pairs([(ln.get("detail") or {}).get("on_true") for ln in lines],
-                               [(ln.get("detail") or {}).get("on_false") for ln in lines])
+    verdicts = [mf2_scores.claim_verdicts(ln.get("detail")) for ln in lines]  # today's detail keys and older runs' on_true / on_false
+    return metrics.claim_pairs([t for t, _ in verdicts], [f for _, f in verdicts])
 
 
 def report(run_dir: Path) -> dict[str, dict[str, object]]:

@@ -118,11 +118,14 @@ def bench(
     if as_json:
         _print_json(summary)
         return
+    from ..eval.names import display_names
+
+    names = display_names(r["policy"] for r in summary["results"])  # run.json keeps the full specs
     t = Table("policy", "backbone", "n", "accuracy", "95% CI", "median input tokens", box=None)
     for r in summary["results"]:
         acc = "n/a" if r["accuracy"] is None else f"{100 * r['accuracy']:.1f}"
         ci = "" if r["ci_low"] is None or r["ci_high"] is None else f"{100 * r['ci_low']:.1f}-{100 * r['ci_high']:.1f}"
-        t.add_row(r["policy"], r["backbone"], str(r["n"]), acc, ci, str(r["median_input_tokens"]))
+        t.add_row(names[r["policy"]], r["backbone"], str(r["n"]), acc, ci, str(r["median_input_tokens"]))
     out.print(t)
     err.print(f"{res.answered} answered, {res.invalid} invalid" + (f", {res.unfit} not sent (longer than the context)" if res.unfit else "")
               + f" of {res.total}; {res.spend.calls} model calls, "
@@ -134,12 +137,13 @@ def report(
     run_dir: Annotated[Path, typer.Argument(help="A run directory written by `moviemem bench`.")],
     baseline: Annotated[Optional[str], typer.Option(help="Policy to compare the others with (default closed-book or subtitles when present).")] = None,
     inspector: Annotated[bool, typer.Option("--inspector/--no-inspector", help="Also write the HTML inspector.")] = True,
+    wide: Annotated[bool, typer.Option("--wide", help="Keep every table of report.md whole (by default one wider than 100 columns is cut into several, each led by the policy and backbone).")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Write report.md, accuracy_vs_tokens.png and the HTML inspector of a run."""
     from ..eval.report import write_report
 
-    paths = write_report(run_dir, baseline=baseline, inspector=inspector)
+    paths = write_report(run_dir, baseline=baseline, inspector=inspector, wide=wide)
     _print_paths(paths, as_json)
 
 
@@ -153,6 +157,7 @@ def compare(
     backbone_b: Annotated[Optional[str], typer.Option(help="The second run's backbone, where it holds several.")] = None,
     group: Annotated[Optional[list[str]], typer.Option("--group", help="NAME=FILM,FILM: also compare on these films' items (repeatable; e.g. the dev set's halves).")] = None,
     html: Annotated[Optional[Path], typer.Option("--html", help="Also write the two side by side to this HTML page: the items only one got right first, both sides' evidence on one timeline.")] = None,
+    wide: Annotated[bool, typer.Option("--wide", help="One table with every column, however wide (by default the columns are cut into tables that fit the terminal).")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Two configurations paired item by item, overall and per group of films: right answers, the items
@@ -172,13 +177,34 @@ def compare(
     if as_json:
         _print_json({"a": str(run_a), "b": str(run_b), "groups": [r.to_dict() for r in rows]})
         return
-    t = Table("group", "paired", "A right", "B right", "A only", "B only", "p", "median tokens A / B", "unpaired",
-              "unmatched", box=None)
-    for r in rows:
-        tokens = " / ".join("n/a" if x is None else f"{x:,.0f}" for x in (r.a_median_input_tokens, r.b_median_input_tokens))
-        t.add_row(r.group, str(r.n), str(r.a_correct), str(r.b_correct), str(r.a_only), str(r.b_only),
-                  "n/a" if r.n == 0 else f"{r.p_value:.3g}", tokens, str(r.unpaired), str(r.unmatched))
-    out.print(t)
+    from ..eval.markdown import diff
+
+    body = [[r.group, str(r.n), str(r.a_correct), str(r.b_correct), str(r.a_only), str(r.b_only),
+             diff(r.difference, r.ci_low, r.ci_high), "n/a" if r.n == 0 else f"{r.p_value:.3g}",
+             " / ".join("n/a" if x is None else f"{x:,.0f}" for x in (r.a_median_input_tokens, r.b_median_input_tokens)),
+             str(r.unpaired), str(r.unmatched)] for r in rows]
+    _fitted(["group", "paired", "A right", "B right", "A only", "B only", "A - B (95% CI)", "p", "median tokens A / B",
+             "unpaired", "unmatched"], body, wide)
+
+
+def _fitted(header: list[str], rows: list[list[str]], wide: bool, keys: int = 1) -> None:
+    """A table on stdout that fits the terminal: its columns cut into several tables, each led by the `keys`
+    columns, rather than squeezed until headers read `unpair…`; `wide` prints it whole, however wide."""
+    from rich.console import Console
+
+    from ..eval.markdown import column_groups
+
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
+    groups = [list(range(len(header)))] if wide else column_groups([widths], keys, out.width, gap=2)
+    # --wide: a console as wide as the table, whatever the terminal's width (the terminal may then wrap lines)
+    console = Console(file=out.file, width=sum(w + 2 for w in widths), markup=False, emoji=False) if wide else out
+    for n, cols in enumerate(groups):
+        t = Table(*(header[i] for i in cols), box=None)
+        for r in rows:
+            t.add_row(*(r[i] for i in cols))
+        if n:
+            console.print()
+        console.print(t)
 
 
 class InspectorFiles(http.server.SimpleHTTPRequestHandler):

@@ -8,7 +8,10 @@ by id when both sides asked the same question of the same film (the film and the
 two runs that reuse ids for other questions or films pair nothing under them, and those ids are counted
 apart as unmatched. An invalid answer counts as wrong, as in every accuracy here; an item only one side
 has a record for (the other run unfinished, its prompt longer than the context, an open answer not yet
-judged) is counted apart, never scored as wrong. The test is McNemar's, exact below 25 discordant items.
+judged) is counted apart, never scored as wrong. The test is McNemar's, exact below 25 discordant items; the
+difference A - B comes with Newcombe's score interval for paired proportions (metrics.newcombe_paired), which
+stays within ±100 points where a Wald interval overshoots on a few items. A side's policy may be named by its
+full spec or by its display name (names.py).
 
 A log is read a line at a time and each record is reduced to the few fields the comparison needs
 (`Scored`), so a run of any size fits in memory.
@@ -26,6 +29,7 @@ from ..foundation.errors import MovieMemError
 from . import metrics
 from .formats import validate_rows
 from .log import ITEMS, item_digest, iter_log, read_header, read_items
+from .names import display_name, matches
 from .outputs import GroupComparisonLine
 from .records import Config, ResultRecord
 
@@ -57,12 +61,18 @@ class GroupComparison:
     b_median_input_tokens: float | None
     unpaired: int  # items of this group only one side has a scored record for
     unmatched: int = 0  # ids both sides scored, but for another film or another question: not paired
+    difference: float = math.nan  # A's accuracy minus B's on the paired items, a share
+    ci_low: float = math.nan  # Newcombe's 95% interval of the difference (metrics.newcombe_paired)
+    ci_high: float = math.nan
 
     def to_dict(self) -> GroupComparisonLine:
-        """As JSON holds it: no p value (None) where nothing was paired, not NaN."""
+        """As JSON holds it: no p value, difference or interval (None) where nothing was paired, not NaN."""
+        def finite(x: float) -> float | None:
+            return x if math.isfinite(x) else None
+
         return {"group": self.group, "n": self.n, "a_correct": self.a_correct, "b_correct": self.b_correct,
-                "a_only": self.a_only, "b_only": self.b_only,
-                "p_value": self.p_value if math.isfinite(self.p_value) else None, "test": self.test,
+                "a_only": self.a_only, "b_only": self.b_only, "p_value": finite(self.p_value), "test": self.test,
+                "difference": finite(self.difference), "ci_low": finite(self.ci_low), "ci_high": finite(self.ci_high),
                 "a_median_input_tokens": self.a_median_input_tokens, "b_median_input_tokens": self.b_median_input_tokens,
                 "unpaired": self.unpaired, "unmatched": self.unmatched}
 
@@ -100,7 +110,8 @@ def pick(side: Side) -> tuple[Config, dict[str, Scored], frozenset[str]]:
         if _scored(r):
             recs[r.item_id] = Scored(r.film_id, r.item_digest or digests[r.item_id], bool(r.correct),
                                      r.usage.input_tokens)
-    configs = [c for c in grid if (side.policy in (None, c[0])) and (side.backbone in (None, c[1]))]
+    configs = [c for c in grid if (side.policy is None or matches(side.policy, c[0]))
+               and (side.backbone in (None, c[1]))]
     if len(configs) != 1:
         raise MovieMemError(_not_one(side, configs, sorted(grid)))
     return configs[0], grid[configs[0]], frozenset(films[configs[0]])
@@ -109,7 +120,7 @@ def pick(side: Side) -> tuple[Config, dict[str, Scored], frozenset[str]]:
 def _not_one(side: Side, matching: Sequence[Config], held: Sequence[Config]) -> str:
     """Why a side names no configuration, or several: what was asked, and what the run holds."""
     def listed(configs: Sequence[Config]) -> str:
-        return "; ".join(f"policy {p!r} with backbone {b!r}" for p, b in configs)
+        return "; ".join(f"policy {display_name(p)!r} with backbone {b!r}" for p, b in configs)
 
     if not held:
         return f"{side.run_dir} holds no scored answers yet"
@@ -171,5 +182,6 @@ def compare(a: Side, b: Side, groups: Mapping[str, frozenset[str]] | None = None
         rows.append(GroupComparison(
             name, len(both), sum(scored_a[k].correct for k in both), sum(scored_b[k].correct for k in both),
             p.n10 or 0, p.n01 or 0, p.p_value, p.test, _median([scored_a[k] for k in both]),
-            _median([scored_b[k] for k in both]), len(scored_a.keys() ^ scored_b.keys()), len(shared) - len(both)))
+            _median([scored_b[k] for k in both]), len(scored_a.keys() ^ scored_b.keys()), len(shared) - len(both),
+            p.diff, p.ci_low, p.ci_high))
     return rows

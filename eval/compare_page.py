@@ -21,6 +21,7 @@ from ..foundation.timefmt import hms
 from .compare import ALL, Side, pick
 from .formats import Item, item_category, validate_rows
 from .log import ITEMS, item_digest, iter_log, read_header, read_items
+from .names import display_name
 from .records import AnswerRecord, Config, EvidenceRecord, ResultRecord
 from .timeline import film_facts, timeline
 from .views import ComparisonRow, ShownEvidence, SideView, TimelineBar
@@ -127,10 +128,11 @@ def write_compare_page(a: Side, b: Side, out: str | Path, groups: Mapping[str, f
     rows, config_a, config_b = comparison_rows(a, b, groups)
     counts = {k: sum(r["kind"] == k for r in rows) for k in ORDER}
     env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=True, undefined=StrictUndefined)
+    name_a, name_b = display_name(config_a[0]), display_name(config_b[0])  # the full specs are in each run.json
     page = env.get_template(TEMPLATE).render(
-        title=f"moviemem: {config_a[0]} / {config_a[1]} vs {config_b[0]} / {config_b[1]}",
-        a={"run": str(a.run_dir), "policy": config_a[0], "backbone": config_a[1]},
-        b={"run": str(b.run_dir), "policy": config_b[0], "backbone": config_b[1]},
+        title=f"moviemem: {name_a} / {config_a[1]} vs {name_b} / {config_b[1]}",
+        a={"run": str(a.run_dir), "policy": name_a, "backbone": config_a[1]},
+        b={"run": str(b.run_dir), "policy": name_b, "backbone": config_b[1]},
         rows=rows, counts=counts, groups=[g for g in (groups or {}) if g != ALL],
         categories=sorted({r["category"] for r in rows if r["category"]}))
     atomic_write_text(out, page)

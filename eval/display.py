@@ -1,5 +1,7 @@
 """A run's summary and a comparison that show themselves in a notebook (issue 57): accuracy with its 95%
-Wilson interval, calls and tokens per configuration; the paired figures of `compare`. Every text is escaped."""
+Wilson interval and its film-clustered interval (or why there is none: "too few films (2)"), tokens and cost
+per configuration, each policy by its display name (names.py); the paired figures of `compare` with the
+difference's Newcombe interval. Every text is escaped."""
 
 from __future__ import annotations
 
@@ -8,7 +10,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import markdown as md
 from .compare import GroupComparison, Side, compare
+from .names import display_name, display_names
 from .records import EstimateLine, SummaryRow
 from .summary import summarise
 
@@ -16,7 +20,8 @@ from .summary import summarise
 def _pct(e: EstimateLine | None) -> str:
     if not e or not e.get("n") or e.get("value") is None:
         return "n/a"
-    return f"{100 * e['value']:.1f} <span style='color:#777'>[{100 * e['ci_low']:.1f}, {100 * e['ci_high']:.1f}]</span>"
+    interval = md.pct(e).partition(" ")[2]  # "[low, high]", or "" where there is none
+    return f"{100 * e['value']:.1f}" + (f" <span style='color:#777'>{interval}</span>" if interval else "")
 
 
 def _table(header: list[str], rows: list[list[str]]) -> str:
@@ -37,12 +42,16 @@ class RunSummary:
 
     def _repr_html_(self) -> str:
         esc = html.escape
-        body = [[esc(r["policy"]), esc(r["backbone"]), str(r["n"]), _pct(r.get("accuracy")),
+        names = display_names(r["policy"] for r in self.rows)
+        body = [[esc(names[r["policy"]]), esc(r["backbone"]), str(r["n"]), _pct(r.get("accuracy")),
+                 esc(md.ci(r.get("accuracy_clustered"))),
                  "n/a" if r["median_input_tokens"] is None else f"{round(r['median_input_tokens']):,}",
                  f"{r['total_output_tokens']:,}", "n/a" if r["cost_usd"] is None else f"${r['cost_usd']:.4f}"]
                 for r in self.rows]
-        return (f"<p><code>{esc(str(self.run_dir))}</code>: accuracy in % with its 95% Wilson interval</p>"
-                + _table(["policy", "backbone", "n", "accuracy", "median input tokens", "output tokens", "cost"], body))
+        return (f"<p><code>{esc(str(self.run_dir))}</code>: accuracy in % with its 95% Wilson interval, and the "
+                "film-clustered one</p>"
+                + _table(["policy", "backbone", "n", "accuracy", "clustered 95% CI", "median input tokens",
+                          "output tokens", "cost"], body))
 
 
 @dataclass
@@ -59,9 +68,12 @@ class Comparison:
 
     def _repr_html_(self) -> str:
         def side(s: Side) -> str:
-            return html.escape(" / ".join(x for x in (s.policy, s.backbone) if x) or str(s.run_dir))
+            return html.escape(" / ".join(x for x in (s.policy and display_name(s.policy), s.backbone) if x)
+                               or str(s.run_dir))
 
         body = [[html.escape(r.group), str(r.n), str(r.a_correct), str(r.b_correct), str(r.a_only), str(r.b_only),
-                 "n/a" if r.n == 0 else f"{r.p_value:.3g}"] for r in self.rows]
-        return (f"<p>A: {side(self.a)}, B: {side(self.b)}; McNemar's test on the items only one got right</p>"
-                + _table(["group", "paired", "A right", "B right", "A only", "B only", "p"], body))
+                 md.diff(r.difference, r.ci_low, r.ci_high), "n/a" if r.n == 0 else f"{r.p_value:.3g}"]
+                for r in self.rows]
+        return (f"<p>A: {side(self.a)}, B: {side(self.b)}; A − B in points with Newcombe's 95% interval; "
+                "McNemar's test on the items only one got right</p>"
+                + _table(["group", "paired", "A right", "B right", "A only", "B only", "A − B", "p"], body))

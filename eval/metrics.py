@@ -6,12 +6,19 @@ separately as the invalid rate. Intervals are 95% unless `level` says otherwise.
 References:
 - Wilson score interval for proportions (statsmodels `proportion_confint`): unlike Wald it
   neither collapses to 0-0 at 0/n nor spans [0, 1] at small n. Every proportion keeps the Wald
-  `se` = sqrt(p(1-p)/n) too, so a CHNB-style table can show p ± z·se, labelled Wald.
+  `se` = sqrt(p(1-p)/n) too, so a CHNB-style table can show p ± z·se, labelled Wald; where that
+  Wald interval degenerates (`wald_degenerate`: zero width at 0/n or n/n, or reaching past 0 or 1
+  at small n) a table shows the Wilson interval in its place.
 - Film-clustered standard errors: cluster-robust (CR1) variance of a mean, items grouped by
   film (Cameron & Miller 2015); questions about one film are not independent. Computed with
-  statsmodels OLS on an intercept, `cov_type="cluster"`.
+  statsmodels OLS on an intercept, `cov_type="cluster"`. Below MIN_FILMS films the clustered
+  interval is not given (its `reason` says "too few films (N)"): with two films the between-film
+  variance rests on two residual sums, and two films of 2/3 each give a zero-width interval.
 - McNemar's test for paired accuracies (statsmodels `mcnemar`; exact binomial when the
-  discordant pairs are fewer than 25, else chi-square with continuity correction).
+  discordant pairs are fewer than 25, else chi-square with continuity correction), with
+  Newcombe's score interval for the difference of paired proportions (Newcombe 1998, Statist.
+  Med. 17:2635, method 10: the two Wilson intervals combined with the correlation of the pairs,
+  corrected as there), which stays within [-1, 1] where the Wald interval overshoots.
 - Paired bootstrap of score differences (scipy `bootstrap`, percentile interval).
 - MF² pairwise accuracy, TPR, TNR and unparseable share (Zaranis et al. 2025).
 - NEST per-relation precision / recall / F1 and the flashback subset.
@@ -39,9 +46,13 @@ def _z(level: float) -> float:
     return float(stats.norm.ppf(0.5 + level / 2))
 
 
+MIN_FILMS = 5  # below this many films a film-clustered interval is not given: too few clusters to estimate
+
+
 @dataclass(frozen=True)
 class Estimate:
-    """A proportion or mean with its interval. `se` is the standard error the interval uses."""
+    """A proportion or mean with its interval. `se` is the standard error the interval uses; `reason`
+    says why there is no interval (NaN bounds) where that is not just an empty sample."""
 
     n: int
     value: float
@@ -49,16 +60,22 @@ class Estimate:
     ci_high: float
     se: float
     k: float | None = None  # successes, for proportions
+    reason: str | None = None
 
     def to_dict(self) -> EstimateLine:
-        return cast(EstimateLine, asdict(self))
+        """As JSON holds it; `reason` only where set, so an estimate with its interval reads as before."""
+        d = asdict(self)
+        if self.reason is None:
+            del d["reason"]
+        return cast(EstimateLine, d)
 
     def fmt(self, pct: bool = True) -> str:
         if self.n == 0 or math.isnan(self.value):
             return "n/a"
-        if pct:
-            return f"{100 * self.value:.1f} ± {100 * (self.ci_high - self.ci_low) / 2:.1f}"
-        return f"{self.value:.2f} ± {(self.ci_high - self.ci_low) / 2:.2f}"
+        scale, digits = (100, 1) if pct else (1, 2)
+        if math.isnan(self.ci_low) or math.isnan(self.ci_high):
+            return f"{scale * self.value:.{digits}f}" + (f"; {self.reason}" if self.reason else "")
+        return f"{scale * self.value:.{digits}f} ± {scale * (self.ci_high - self.ci_low) / 2:.{digits}f}"
 
 
 NAN = float("nan")
@@ -78,6 +95,17 @@ def wald(k: float, n: int, level: float = 0.95) -> Estimate:
     se = math.sqrt(p * (1 - p) / n)
     z = _z(level)
     return Estimate(n, p, max(0.0, p - z * se), min(1.0, p + z * se), se, k)
+
+
+def wald_degenerate(k: float, n: int, level: float = 0.95) -> bool:
+    """Whether the Wald interval p ± z·se of k/n is degenerate: zero width (k = 0 or k = n, the
+    "0.0 ± 0.0" of a perfect or null score) or reaching past 0 or 1 (small n), where a table shows
+    the Wilson interval in its place."""
+    if n <= 0:
+        return True
+    p = k / n
+    half = _z(level) * math.sqrt(p * (1 - p) / n)
+    return k <= 0 or k >= n or p - half < 0 or p + half > 1
 
 
 def wilson(k: float, n: int, level: float = 0.95) -> Estimate:
@@ -119,17 +147,24 @@ def clustered_se(values: Sequence[float] | np.ndarray, clusters: Sequence[Hashab
     return float(fit.bse[0])
 
 
-def clustered_accuracy(correct: Sequence[bool | None], films: Sequence[Hashable], level: float = 0.95) -> Estimate:
-    """Accuracy with a Wald-type interval from film-clustered standard errors."""
+def clustered_accuracy(correct: Sequence[bool | None], films: Sequence[Hashable], level: float = 0.95,
+                       min_films: int = MIN_FILMS) -> Estimate:
+    """Accuracy with a Wald-type interval from film-clustered standard errors; below `min_films` films no
+    interval (NaN bounds, `reason` "too few films (N)"): a handful of clusters gives no usable variance."""
     x = _bools(correct)
     if len(x) == 0:
         return _empty()
-    p = float(x.mean())
+    if len(x) != len(films):
+        raise MovieMemError(f"{len(x)} values but {len(films)} cluster labels")
+    p, k = float(x.mean()), float(x.sum())
+    n_films = len({str(f) for f in films})
+    if n_films < max(2, min_films):
+        return Estimate(len(x), p, NAN, NAN, NAN, k, f"too few films ({n_films})")
     se = clustered_se(x, films)
     if math.isnan(se):
-        return Estimate(len(x), p, NAN, NAN, NAN, float(x.sum()))
+        return Estimate(len(x), p, NAN, NAN, NAN, k)
     z = _z(level)
-    return Estimate(len(x), p, max(0.0, p - z * se), min(1.0, p + z * se), se, float(x.sum()))
+    return Estimate(len(x), p, max(0.0, p - z * se), min(1.0, p + z * se), se, k)
 
 
 def invalid_rate(invalid: Sequence[bool], level: float = 0.95) -> Estimate:
@@ -164,15 +199,52 @@ class Paired:
     statistic: float = NAN
     n10: int | None = None
     n01: int | None = None
+    interval: str = ""  # how ci_low..ci_high was made: newcombe (paired proportions), bootstrap-percentile
 
     def to_dict(self) -> PairedLine:
         return {"n": self.n, "diff": self.diff, "ci_low": self.ci_low, "ci_high": self.ci_high, "p_value": self.p_value,
                 "test": self.test, "statistic": self.statistic, "n10": self.n10, "n01": self.n01}
 
 
+def newcombe_paired(n11: int, n10: int, n01: int, n00: int, level: float = 0.95) -> tuple[float, float]:
+    """Newcombe's score interval for p_A - p_B on paired items (Newcombe 1998, Statist. Med. 17:2635,
+    method 10), from the counts both right, only A right, only B right, both wrong.
+
+    The Wilson intervals (l1, u1) of p_A and (l2, u2) of p_B are combined as
+    L = d - sqrt((p_A - l1)^2 - 2 phi (p_A - l1)(u2 - p_B) + (u2 - p_B)^2) and U likewise, with phi the
+    correlation of the pairs, (n11 n00 - n10 n01) / sqrt of the four margins' product, taken as 0 where a
+    margin is empty and, where positive, reduced by n/2 (never below 0) as Newcombe does. Each square root
+    is at most the sum of the two Wilson arms, so L >= -1 and U <= 1 (the bounds are still clipped for
+    rounding): the Wald interval's +104% cannot happen.
+    """
+    n = n11 + n10 + n01 + n00
+    if n <= 0:
+        return NAN, NAN
+    a_right, b_right = n11 + n10, n11 + n01
+    pa, pb = a_right / n, b_right / n
+    wa, wb = wilson(a_right, n, level), wilson(b_right, n, level)
+    margins = a_right * (n - a_right) * b_right * (n - b_right)
+    cross = n11 * n00 - n10 * n01
+    if margins == 0:
+        phi = 0.0
+    elif cross > 0:
+        phi = max(cross - n / 2, 0.0) / math.sqrt(margins)
+    else:
+        phi = cross / math.sqrt(margins)
+    d = pa - pb
+
+    def arm(x: float, y: float) -> float:
+        return math.sqrt(max(0.0, x * x - 2 * phi * x * y + y * y))
+
+    low = d - arm(pa - wa.ci_low, wb.ci_high - pb)
+    high = d + arm(wa.ci_high - pa, pb - wb.ci_low)
+    return max(-1.0, low), min(1.0, high)
+
+
 def mcnemar(a_correct: Sequence[bool | None], b_correct: Sequence[bool | None], exact: bool | None = None,
             level: float = 0.95) -> Paired:
-    """McNemar's test of A vs B accuracy on paired items, with a Wald interval for the difference.
+    """McNemar's test of A vs B accuracy on paired items, with Newcombe's score interval for the
+    difference (`newcombe_paired`; the Wald interval reached past ±100 on a few items).
 
     `exact=None` uses the exact binomial test when the discordant pairs are fewer than 25.
     """
@@ -183,7 +255,7 @@ def mcnemar(a_correct: Sequence[bool | None], b_correct: Sequence[bool | None], 
         raise MovieMemError(f"paired comparison needs the same items: {len(a)} vs {len(b)}")
     n = len(a)
     if n == 0:
-        return Paired(0, NAN, NAN, NAN, NAN, "mcnemar")
+        return Paired(0, NAN, NAN, NAN, NAN, "mcnemar", interval="newcombe")
     n11 = int(((a == 1) & (b == 1)).sum())
     n10 = int(((a == 1) & (b == 0)).sum())
     n01 = int(((a == 0) & (b == 1)).sum())
@@ -195,11 +267,20 @@ def mcnemar(a_correct: Sequence[bool | None], b_correct: Sequence[bool | None], 
     else:
         res = sm_mcnemar([[n11, n10], [n01, n00]], exact=use_exact, correction=True)
         p_value, stat = float(res.pvalue), float(res.statistic)
-    diff = (n10 - n01) / n
-    se = math.sqrt(max(0.0, discordant - (n10 - n01) ** 2 / n)) / n
+    low, high = newcombe_paired(n11, n10, n01, n00, level)
+    return Paired(n, (n10 - n01) / n, low, high, p_value, "mcnemar-exact" if use_exact else "mcnemar-chi2", stat,
+                  n10, n01, "newcombe")
+
+
+def paired_wald(n10: int, n01: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """The Wald interval of a paired difference, (n10 - n01)/n ± z·sqrt(n10 + n01 - (n10 - n01)^2/n)/n,
+    unclipped: what CHNB-style tables print, kept to show beside Newcombe's (it can leave [-1, 1])."""
+    if n <= 0:
+        return NAN, NAN
+    d = (n10 - n01) / n
+    se = math.sqrt(max(0.0, n10 + n01 - (n10 - n01) ** 2 / n)) / n
     z = _z(level)
-    return Paired(n, diff, diff - z * se, diff + z * se, p_value,
-                  "mcnemar-exact" if use_exact else "mcnemar-chi2", stat, n10, n01)
+    return d - z * se, d + z * se
 
 
 def paired_bootstrap(a_scores: Sequence[float], b_scores: Sequence[float], n_resamples: int = 10000,
@@ -211,16 +292,17 @@ def paired_bootstrap(a_scores: Sequence[float], b_scores: Sequence[float], n_res
         raise MovieMemError(f"paired comparison needs the same items: {len(a)} vs {len(b)}")
     d = a - b
     if len(d) == 0:
-        return Paired(0, NAN, NAN, NAN, NAN, "paired-bootstrap")
+        return Paired(0, NAN, NAN, NAN, NAN, "paired-bootstrap", interval="bootstrap-percentile")
     mean = float(d.mean())
     if len(d) < 2 or np.all(d == d[0]):
-        return Paired(len(d), mean, mean, mean, 1.0 if mean == 0 else 0.0, "paired-bootstrap")
+        return Paired(len(d), mean, mean, mean, 1.0 if mean == 0 else 0.0, "paired-bootstrap",
+                      interval="bootstrap-percentile")
     res = stats.bootstrap((d,), np.mean, n_resamples=n_resamples, confidence_level=level, method="percentile",
                           rng=np.random.default_rng(seed))
     dist = res.bootstrap_distribution
     p = 2 * min(float((dist <= 0).mean()), float((dist >= 0).mean()))
     return Paired(len(d), mean, float(res.confidence_interval.low), float(res.confidence_interval.high),
-                  min(1.0, p), "paired-bootstrap")
+                  min(1.0, p), "paired-bootstrap", interval="bootstrap-percentile")
 
 
 # ----------------------------------------------------------------------------- MF² claims

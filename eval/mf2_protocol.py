@@ -87,14 +87,17 @@ def policy_protocols(policies: Sequence[str], old: Mapping[str, Any] | None = No
     return out
 
 
-def protocol_markdown(protocols: Mapping[str, Any] | None) -> list[str]:
-    """The report's lines saying which released protocol each policy followed."""
+def protocol_markdown(protocols: Mapping[str, Any] | None, names: Mapping[str, str] | None = None) -> list[str]:
+    """The report's lines saying which released protocol each policy followed, each under the name the
+    report's tables give it (`names`: spec -> display name) with its full spec."""
     if not protocols:
         return []
     lines = ["", "## Released protocols", ""]
     for spec, p in protocols.items():
         files = ", ".join(f"{name} sha256:{digest[:12]}" for name, digest in p.get("files", {}).items())
-        lines.append(f"- `{spec}`: {p.get('template')} (style {p.get('style')}, system prompt {p.get('system')}), "
+        short = (names or {}).get(spec, spec)
+        label = f"`{spec}`" if short == spec else f"`{short}` (`{spec}`)"
+        lines.append(f"- {label}: {p.get('template')} (style {p.get('style')}, system prompt {p.get('system')}), "
                      f"parser {p.get('parser')}, release {p.get('release')} at commit {p.get('commit') or 'n/a'} "
                      f"({files})" + (f"; {p['evidence']}" if p.get("evidence") else ""))
     return lines

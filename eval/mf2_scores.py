@@ -1,6 +1,12 @@
 """MF²'s scores per granularity and per category, as the release's notebook breaks them down: pairwise
 accuracy, TPR (TRUE on the true statement), TNR (FALSE on the false one) and the unparseable share,
-an unparseable verdict counting as wrong in every rate (metrics.claim_pairs)."""
+an unparseable verdict counting as wrong in every rate (metrics.claim_pairs).
+
+A claim pair's scored detail says each verdict in words (issue 61): `said_true_on_true_claim` and
+`said_false_on_false_claim`, each true (the claim judged rightly), false (judged wrongly) or null (no
+verdict could be read). Runs written before keep `on_true` / `on_false`, the verdict itself (true = said
+TRUE); `claim_verdicts` reads both.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +14,28 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from . import markdown as md
 from . import metrics
 from .records import ClaimScoresLine, EstimateLine, ResultRecord
 
 GROUPS = ("granularity", "category")
+RIGHT_ON_TRUE = "said_true_on_true_claim"
+RIGHT_ON_FALSE = "said_false_on_false_claim"
+
+
+def pair_detail(on_true: bool | None, on_false: bool | None) -> dict[str, bool | None]:
+    """A pair's detail from its two verdicts (True = said TRUE, None = none read)."""
+    return {RIGHT_ON_TRUE: on_true, RIGHT_ON_FALSE: None if on_false is None else not on_false}
+
+
+def claim_verdicts(detail: Mapping[str, Any] | None) -> tuple[bool | None, bool | None]:
+    """The verdicts (True = said TRUE, None = none read) on a pair's true and false claim, from its detail as
+    written now or, in older runs, as `on_true` / `on_false`."""
+    d = detail or {}
+    if RIGHT_ON_TRUE in d or RIGHT_ON_FALSE in d:
+        on_false = d.get(RIGHT_ON_FALSE)
+        return d.get(RIGHT_ON_TRUE), None if on_false is None else not on_false
+    return d.get("on_true"), d.get("on_false")
 
 
 def by_group(items: Sequence[Any], records: Sequence[ResultRecord], key: str) -> dict[str, metrics.ClaimScores]:
@@ -20,9 +44,9 @@ def by_group(items: Sequence[Any], records: Sequence[ResultRecord], key: str) ->
     groups: dict[str, tuple[list[bool | None], list[bool | None]]] = defaultdict(lambda: ([], []))
     for it, rec in zip(items, records):
         on_true, on_false = groups[getattr(it, key, None) or "uncategorised"]
-        detail = rec.detail or {}
-        on_true.append(detail.get("on_true"))
-        on_false.append(detail.get("on_false"))
+        verdict_true, verdict_false = claim_verdicts(rec.detail)
+        on_true.append(verdict_true)
+        on_false.append(verdict_false)
     return {name: metrics.claim_pairs(t, f) for name, (t, f) in sorted(groups.items())}
 
 
@@ -35,19 +59,15 @@ def _pct(e: EstimateLine) -> str:
     return "n/a" if not e.get("n") else f"{100 * e['value']:.1f}"
 
 
-def _cell(text: str) -> str:
-    return str(text).replace("|", "\\|")
-
-
-def markdown(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+def markdown(rows: Sequence[Mapping[str, Any]], wide: bool = False) -> list[str]:
     """A table per breakdown: each configuration's pairs, pairwise %, TPR %, TNR % and unparseable % per group."""
     out: list[str] = []
     for key in GROUPS:
-        lines = [f"| {_cell(r['policy'])} / {_cell(r['backbone'])} | {_cell(name)} | {s['pairs']} | {_pct(s['pairwise'])} | {_pct(s['tpr'])} | "
-                 f"{_pct(s['tnr'])} | {_pct(s['unparseable'])} |"
-                 for r in rows for name, s in ((r.get("mf2_groups") or {}).get(key) or {}).items()]
-        if lines:
+        body = [[f"{r['policy']} / {r['backbone']}", name, s["pairs"], _pct(s["pairwise"]), _pct(s["tpr"]),
+                 _pct(s["tnr"]), _pct(s["unparseable"])]
+                for r in rows for name, s in ((r.get("mf2_groups") or {}).get(key) or {}).items()]
+        if body:
             out += ["", f"## MF² claim pairs per {key}", "",
-                    f"| paradigm / backbone | {key} | pairs | pairwise % | TPR % | TNR % | unparseable % |",
-                    "|---|---|---|---|---|---|---|", *lines]
+                    md.tables(["policy / backbone", key, "pairs", "pairwise %", "TPR %", "TNR %", "unparseable %"], body,
+                              wide=wide)]
     return out

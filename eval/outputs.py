@@ -89,6 +89,9 @@ class GroupComparisonLine(TypedDict):
     b_only: int
     p_value: float | None  # None: nothing was paired
     test: str
+    difference: float | None  # A's accuracy minus B's on the paired items (a share); None: nothing was paired
+    ci_low: float | None  # its 95% interval: Newcombe's score interval for paired proportions, within [-1, 1]
+    ci_high: float | None
     a_median_input_tokens: float | None
     b_median_input_tokens: float | None
     unpaired: int

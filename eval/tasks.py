@@ -115,8 +115,9 @@ class Task:
 
     breakdowns: tuple[tuple[str, str], ...] = (("per_category", "Per category"),)  # summary keys: report.md's per-group tables
 
-    def report_section(self, rows: Sequence[SummaryRow]) -> list[str]:
-        """The format's own tables in report.md (after the results table); none by default."""
+    def report_section(self, rows: Sequence[SummaryRow], wide: bool = False) -> list[str]:
+        """The format's own tables in report.md (after the results table); none by default. Rows name their
+        policy as the tables show it; `wide`: keep each table whole (else cut to 100 columns, md.tables)."""
         return []
 
 
@@ -143,8 +144,10 @@ class ClaimsTask(Task):
         return [Query("true", item.true_claim, "claim"), Query("false", item.false_claim, "claim")]
 
     def score(self, item: ClaimPair, answers: dict[str, AnswerRecord]) -> Score:
+        """Right when TRUE was said of the true claim and FALSE of the false one; the detail says each in words
+        (mf2_scores.pair_detail), None where that claim's reply had no verdict."""
         on_true, on_false = _verdict(answers.get("true")), _verdict(answers.get("false"))
-        detail = {"on_true": on_true, "on_false": on_false}
+        detail = mf2_scores.pair_detail(on_true, on_false)
         bad = [k for k, v in (("true", on_true), ("false", on_false)) if v is None]
         if bad:
             return Score(None, detail, "; ".join(f"{k} claim: {_reason(answers.get(k), 'no TRUE/FALSE verdict')}"
@@ -155,7 +158,8 @@ class ClaimsTask(Task):
 
     def summarise(self, items: Sequence[ClaimPair], records: Sequence[ResultRecord]) -> Metrics:
         out = cast(ClaimRow, super().summarise(items, records))
-        cs = metrics.claim_pairs([r.detail.get("on_true") for r in records], [r.detail.get("on_false") for r in records])
+        verdicts = [mf2_scores.claim_verdicts(r.detail) for r in records]  # old runs' on_true / on_false read too
+        cs = metrics.claim_pairs([t for t, _ in verdicts], [f for _, f in verdicts])
         out["mf2"] = cs.to_dict()
         out["mf2_groups"] = mf2_scores.breakdown(items, records)  # issue 56: TPR, TNR, unparseable per group
         if any(it.granularity for it in items):  # MF²'s own breakdown: a pair right when both claims are
@@ -163,12 +167,12 @@ class ClaimsTask(Task):
                 [r.correct for r in records], [it.granularity for it in items]).items()}
         return out
 
-    def report_section(self, rows: Sequence[SummaryRow]) -> list[str]:
+    def report_section(self, rows: Sequence[SummaryRow], wide: bool = False) -> list[str]:
         mf2 = [cast(ClaimRow, r)["mf2"] for r in rows]
-        return ["", "## MF² claim pairs", "", md.table(
-            ["paradigm", "backbone", "pairs", "pairwise accuracy", "TPR", "TNR", "unparseable %"],
+        return ["", "## MF² claim pairs", "", md.tables(
+            ["policy", "backbone", "pairs", "pairwise accuracy", "TPR", "TNR", "unparseable %"],
             [[r["policy"], r["backbone"], m["pairs"], md.pct(m["pairwise"]), md.pct(m["tpr"]), md.pct(m["tnr"]),
-              md.pct(m["unparseable"])] for r, m in zip(rows, mf2)])] + mf2_scores.markdown(rows)
+              md.pct(m["unparseable"])] for r, m in zip(rows, mf2)], wide=wide)] + mf2_scores.markdown(rows, wide)
 
 
 class RelationsTask(Task):
@@ -194,14 +198,14 @@ class RelationsTask(Task):
                                               labels=RELATION_TYPES, flashback=[it.in_flashback_subset for it in items])
         return out
 
-    def report_section(self, rows: Sequence[SummaryRow]) -> list[str]:
+    def report_section(self, rows: Sequence[SummaryRow], wide: bool = False) -> list[str]:
         nest = [cast(RelationRow, r)["nest"] for r in rows]
         types = [t for t in nest[0]["per_type"] if any(n["per_type"][t]["support"] for n in nest)]
-        return ["", "## NEST relations (F1 per type)", "", md.table(
-            ["paradigm", "backbone", "micro F1", "macro F1", *types, "flashback subset acc."],
+        return ["", "## NEST relations (F1 per type)", "", md.tables(
+            ["policy", "backbone", "micro F1", "macro F1", *types, "flashback subset acc."],
             [[r["policy"], r["backbone"], f"{n['micro']['f1']:.2f}", f"{n['macro']['f1']:.2f}",
               *(f"{n['per_type'][t]['f1']:.2f}" for t in types), md.pct(n["flashback"]["accuracy"])]
-             for r, n in zip(rows, nest)])]
+             for r, n in zip(rows, nest)], wide=wide)]
 
 
 class LocalizationTask(Task):

@@ -88,4 +88,5 @@ def test_report_shows_wilson_and_a_labelled_wald_column(tmp_path: Path) -> None:
               answerer=_answer(lambda q, p: "json"))
     md = write_report(tmp_path / "run", inspector=False)["report"].read_text()
     assert "95% Wilson intervals" in md and "accuracy ± (Wald, CHNB)" in md
-    assert "| 100.0 [34.2, 100.0] | 100.0 ± 0.0 |" in md
+    # 2/2: Wald's 100.0 ± 0.0 is degenerate, so its column gives the Wilson interval, marked (issue 61)
+    assert "| 100.0 [34.2, 100.0] | 100.0 [34.2, 100.0] (Wilson) |" in md and "± 0.0" not in md

@@ -50,10 +50,13 @@ def test_clustered_se_by_hand_and_statsmodels():
     codes = [0, 0, 1, 1, 2, 2]
     fit = sm.OLS(np.array(y, float), np.ones((6, 1))).fit(cov_type="cluster", cov_kwds={"groups": np.array(codes)})
     assert metrics.clustered_se(y, films) == pytest.approx(float(fit.bse[0]))
-    e = metrics.clustered_accuracy(y, films)
+    e = metrics.clustered_accuracy(y, films, min_films=3)
     assert e.value == 0.5 and e.se == pytest.approx(by_hand) and (e.ci_low, e.ci_high) == (0.0, 1.0)  # clipped
-    e = metrics.clustered_accuracy([1] * 8 + [0] * 2 + [1] * 5 + [0] * 5, ["a"] * 10 + ["b"] * 10)
+    e = metrics.clustered_accuracy([1] * 8 + [0] * 2 + [1] * 5 + [0] * 5, ["a"] * 10 + ["b"] * 10, min_films=2)
     assert e.ci_low == pytest.approx(0.65 - Z * e.se) and e.se == pytest.approx(math.sqrt(2 * (1.5**2 * 2) / 400))
+    # by default (issue 61) three films are too few for an interval: none is given, and the reason says why
+    e = metrics.clustered_accuracy(y, films)
+    assert e.value == 0.5 and math.isnan(e.ci_low) and e.reason == "too few films (3)"
     assert math.isnan(metrics.clustered_se([1, 0, 1], ["a", "a", "a"]))  # one film: undefined
 
 
@@ -83,7 +86,8 @@ def test_mcnemar_exact_by_hand():
     assert p.p_value == pytest.approx(2 * (1 + 10 + 45) / 1024)  # two-sided binomial, 0.109375
     assert p.diff == pytest.approx(6 / 20)
     se = math.sqrt(10 - 36 / 20) / 20
-    assert p.ci_low == pytest.approx(0.3 - Z * se)
+    assert metrics.paired_wald(8, 2, 20)[0] == pytest.approx(0.3 - Z * se)  # the CHNB-style Wald form, kept
+    assert (p.ci_low, p.ci_high) == metrics.newcombe_paired(5, 8, 2, 5) and p.interval == "newcombe"
 
 
 def test_mcnemar_asymptotic_matches_chi2():

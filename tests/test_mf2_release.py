@@ -217,11 +217,16 @@ def test_bench_protocol_fills_the_release_template_and_records_it(imported: Path
     assert (p["modality"], p["style"], p["parser"], p["template"]) == (
         "transcripts_only", "terse", "last", "templates/transcripts_only.py:trans_terse")
     assert p["files"] == dict(load_release(release).digests)
-    assert {(rec["detail"]["on_true"], rec["detail"]["on_false"]) for rec in _sent(out)} == {(False, False)}
+    # FALSE said to both claims: wrong on the true one, right on the false one (issue 61: keys that say so)
+    assert {(rec["detail"]["said_true_on_true_claim"], rec["detail"]["said_false_on_false_claim"])
+            for rec in _sent(out)} == {(False, True)}
     assert cli("report", str(out), "--no-inspector", library=False).code == 0
     report = (out / "report.md").read_text()
     assert "## Released protocols" in report and "templates/statement_only.py:stmt_terse" in report
-    assert "## MF² claim pairs per granularity" in report and "| Single | 1 | 0.0 | 0.0 | 100.0 | 0.0 |" in report
+    assert "## MF² claim pairs per granularity" in report and "| Single | 1 | 0.0 | 0.0 | 100.0 |" in report
+    # issue 61: tables name the configuration short, and the report says which full spec each name stands for
+    assert "| closed-book@mf2:terse:last / scripted:I say TRUE... no. FALSE | Single | 0.0 |" in report
+    assert f"- `closed-book@mf2:terse:last`: `{specs[0]}`" in report
     official = load_script("bench/mf2_official.py")  # it reads the same run, per half and per group
     rows = official.report(out)
     assert rows and all(row["pairs"] >= 1 and row["granularity"] and row["category"] for row in rows.values())
