@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 from ..backbones.base import Backbone
 from ..backbones.types import CONTEXT, Reply, Request, Usage
@@ -124,7 +124,8 @@ P = typing.TypeVar("P")
 
 def settings_part(part: type[P], settings: Any) -> P:
     """The fields of `part` (a dataclass) out of a larger settings object (`joined_settings`)."""
-    return part(**{f.name: getattr(settings, f.name) for f in dataclasses.fields(part)})  # type: ignore[arg-type]
+    fields = dataclasses.fields(cast(Any, part))  # a dataclass type, as joined_settings takes
+    return part(**{f.name: getattr(settings, f.name) for f in fields})
 
 
 @runtime_checkable

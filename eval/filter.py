@@ -111,7 +111,7 @@ def filter_benchmark(path: str | Path, backbones: Sequence[Any], out: str | Path
     wanted = {b if isinstance(b, str) else getattr(b, "name", "") for b in backbones}
     correct = {b: {r.item_id: r.correct for r in recs} for (p, b), recs in grid.items()
                if p == policy and b in wanted}
-    result = memorization_filter(bench.items, correct)  # type: ignore[arg-type]  # an mcq benchmark (checked on load) holds MCQ items
+    result = memorization_filter([it for it in bench.items if isinstance(it, MCQ)], correct)  # an mcq benchmark (checked on load)
     kept = set(result.kept)
     write_jsonl([it for it in bench.items if it.id in kept], out)
     atomic_write_text(report, json.dumps({"source": str(path), "run_dir": str(run_dir), **result.to_dict()}, indent=1,

@@ -18,7 +18,7 @@ import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 from .errors import MovieMemError
 
@@ -60,7 +60,7 @@ class Entry(Generic[T]):
     def load(self) -> T:
         if self._loaded is None:
             self._loaded = import_target(self.target) if isinstance(self.target, str) else self.target
-        return self._loaded  # type: ignore[no-any-return]  # the registry's kind is T by construction
+        return cast(T, self._loaded)  # the registry's kind is T by construction
 
 
 class Registry(Generic[T]):

@@ -40,6 +40,12 @@ class Inputs:
     captions: TextTrack | None = None
     captions_sha: str = ""
 
+    def video_file(self, stage: str) -> Path:
+        """The video a pixel or audio stage reads; such a stage is skipped for a film without one (skip_reason)."""
+        if self.video is None:
+            raise MovieMemError(f"the {stage} stage needs the film's video file, and this film has none")
+        return self.video
+
 
 @dataclass
 class Ctx:
@@ -166,13 +172,12 @@ def chosen_backbone_label(ctx: Ctx) -> str | None:
 def load_chosen_backbone(ctx: Ctx) -> Backbone:
     """The chosen backbone, its replies through the library's replay cache (a rerun asks only
     what a stopped run had not finished)."""
-    from ..backbones import load
+    from ..backbones.registry import open_for_library
 
     spec = chosen_backbone(ctx)
     if spec is None:
         raise MovieMemError("no text backbone chosen: pass --backbone SPEC")
-    cache = ctx.store.root / "cache" if ctx.store.is_local else True
-    return load(spec, cache=cache, cache_mode=ctx.settings.cache_mode)
+    return open_for_library(spec, ctx.store.root if ctx.store.is_local else None, ctx.settings.cache_mode)
 
 
 def pooled_or_embedded(ctx: Ctx, texts: Sequence[str],

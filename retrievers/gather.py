@@ -54,7 +54,7 @@ def search(hits: Hits, s: GatherSettings) -> None:
             elif retriever is not None:
                 found = retriever.retrieve(film, query, k=n)
             else:
-                found = TextRetriever(s.search, [kind]).retrieve(film, query, k=n)  # type: ignore[arg-type]  # a settings string; TextRetriever rejects a bad mode
+                found = TextRetriever(s.search, [kind]).retrieve(film, query, k=n)
             if trace is not None:
                 trace.retrieved(kind if retriever is not None else f"{kind}:{s.search}", query, found)
             hits.searches.append(found)

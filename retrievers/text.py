@@ -15,7 +15,7 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast, get_args
 
 import numpy as np
 
@@ -109,15 +109,15 @@ class TextRetriever(Retriever):
 
     name = "text"
 
-    def __init__(self, mode: Mode = "hybrid", kinds: Sequence[str] = KINDS, *,
+    def __init__(self, mode: Mode | str = "hybrid", kinds: Sequence[str] = KINDS, *,
                  caption_kinds: Sequence[str] | None = None, embedder: str | None = None,
                  candidates: int = 20, pool: bool = False):
-        if mode not in ("vector", "fts", "hybrid"):
+        if mode not in get_args(Mode):  # a settings string (archival's `search`, a gather setting) is checked here
             raise MovieMemError(f"unknown text retrieval mode {mode!r}; use vector, fts or hybrid")
         unknown = [k for k in kinds if k not in SOURCES]
         if unknown or not kinds:
             raise MovieMemError(f"unknown text kind(s) {unknown or list(kinds)}; use {', '.join(SOURCES)}")
-        self.mode: Mode = mode
+        self.mode: Mode = cast(Mode, mode)
         self.kinds = tuple(kinds)
         self.caption_kinds = tuple(caption_kinds) if caption_kinds else None
         self.embedder = embedder

@@ -18,7 +18,7 @@ def _imports(path: Path) -> set[str]:
 
 
 def test_the_cli_library_and_captions_stage_open_a_backbone_through_backbones() -> None:
-    for rel in ("cli/common.py", "library.py", "ingest/stages/captions.py"):
+    for rel in ("cli/common.py", "library.py", "ingest/stages/captions.py", "ingest/stage.py"):
         names = _imports(ROOT / rel)
         assert any(n.endswith("registry.open_for_library") for n in names), rel
         assert not any("captioner.open_backbone" in n for n in names), rel

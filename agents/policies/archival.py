@@ -81,7 +81,7 @@ class ArchivalSearch:
     def __init__(self, film: FilmMemory, settings: ArchivalSettings):
         self.film = film
         self.settings = settings
-        self.retriever = TextRetriever(settings.search, store_kinds(film, settings.kinds))  # type: ignore[arg-type]  # a settings string; TextRetriever rejects a bad mode
+        self.retriever = TextRetriever(settings.search, store_kinds(film, settings.kinds))
 
     def __call__(self, arguments: dict[str, Any]) -> tuple[list[Evidence], list[dict[str, Any]] | dict[str, str]]:
         query = str(arguments.get("query") or "").strip()

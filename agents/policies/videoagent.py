@@ -77,8 +77,10 @@ class VideoAgent(BasePolicy):
                 break
             seen = sorted(seen + more, key=lambda f: f.t)
             run.note(f"round {rnd + 1}: {len(seen)} frames")
+        if last is None:  # max_rounds >= 1 (checked above), so the loop ran
+            raise MovieMemError("videoagent ran no round")
         if best is None:
-            return last  # type: ignore[return-value]  # max_rounds >= 1 (checked above), so the loop set it
+            return last
         if last is not best:
             run.note("the last round's reply was invalid; keeping the last valid answer")
         return best

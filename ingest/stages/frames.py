@@ -25,7 +25,7 @@ class FramesStage(Stage):
 
         film, s = ctx.inputs.film, ctx.settings
         out = ctx.run_dir("frames")
-        picks = extract_frames(ctx.inputs.video, out, n_frames=film.n_frames, duration_s=film.duration_s,  # type: ignore[arg-type]  # a video stage: it runs for films with a video file
+        picks = extract_frames(ctx.inputs.video_file("frames"), out, n_frames=film.n_frames, duration_s=film.duration_s,
                                pools=tuple(s.frame_pools), strip_fps=s.strip_fps, max_side=s.frame_max_side,
                                quality=s.jpeg_quality, progress=ctx.progress)
         root = ctx.store.root

@@ -24,7 +24,7 @@ class ShotsStage(Stage):
         from ..shots import detect_shots
 
         s = ctx.settings
-        shots = detect_shots(ctx.inputs.video, detector=s.shot_detector, threshold=s.shot_threshold,  # type: ignore[arg-type]  # a video stage: it runs for films with a video file
+        shots = detect_shots(ctx.inputs.video_file("shots"), detector=s.shot_detector, threshold=s.shot_threshold,
                              min_len_s=s.shot_min_len_s, progress=ctx.progress)
         ctx.write([ShotRow(film_id=ctx.film_id, shot_idx=i, start=round(a, 3), end=round(b, 3)) for i, (a, b) in enumerate(shots)])
         return Outcome(model=f"scenedetect:{s.shot_detector}", note=counted(len(shots), "shot"))

@@ -51,7 +51,7 @@ class TranscriptStage(Stage):
             if not Path(model_ref).exists():
                 offline = resolve_name(name) or resolve_name(f"whisper-{name}")
                 model_ref = model_path(offline.name, s) if offline else name
-            tr = transcribe(ctx.inputs.video, model=model_ref, language=s.asr_language, compute_type=s.asr_compute_type,  # type: ignore[arg-type]  # ASR runs on films with an audio track, so a video file
+            tr = transcribe(ctx.inputs.video_file("transcript"), model=model_ref, language=s.asr_language, compute_type=s.asr_compute_type,
                             threads=s.asr_threads, beam_size=s.asr_beam_size, gaps=s.asr_gaps, progress=ctx.progress)
             items = [dict(u, speaker=u.get("speaker", "")) for u in tr.utterances]
             model = f"faster-whisper:{name}"
