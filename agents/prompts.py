@@ -199,6 +199,11 @@ READ_CLAIM = Prompt("read-claim", 1, READER_SYSTEM,
                     + "Statement: {claim}\n\nDoes the evidence show that this statement is true, with every detail "
                     "(who, what, where, when, why) as stated? Answer yes or no only.")
 
+# The evidence an answer read from one token rests on (agents/readers/cite.py): the conversation that read the answer
+# goes on with the answer as the model's turn and this question, so a local model reads only these few new tokens.
+CITE_BLOCK = Prompt("cite-block", 1, READER_SYSTEM,
+                    "Which evidence block supports that answer best? Answer with its number only: for [E3], answer 3.")
+
 # Reranking (hybrid[rerank=N], agents/rerank.py): the question comes first, so the calls about one question share a
 # prefix that llama.cpp reads once, and each candidate passage after it is the only new text of its call.
 RERANK_SYSTEM = "You judge whether a passage from a film helps answer a question about the film."
@@ -286,7 +291,7 @@ NARRATE_CLIP = Prompt(
 
 
 PROMPTS = {p.id: p for p in [CLOSED_BOOK, SUBTITLES, SOCRATIC, END_TO_END_FRAMES, END_TO_END_VIDEO, VIDEOAGENT, ARCHIVAL,
-                             ARCHIVAL_FINAL, GRAPH, HYBRID, ACE_SELECT, READ_LETTER, READ_WORD, READ_CLAIM, CLAIM_QUESTIONS, CLAIM_ANSWERS, CLAIM_CLOZE, RERANK,
+                             ARCHIVAL_FINAL, GRAPH, HYBRID, ACE_SELECT, READ_LETTER, READ_WORD, READ_CLAIM, CITE_BLOCK, CLAIM_QUESTIONS, CLAIM_ANSWERS, CLAIM_CLOZE, RERANK,
                              ARCHIVAL_TEXT,
                              ARCHIVAL_TEXT_FINAL]}
 PROMPTS.update({p.id: p for p in [LETTA, LETTA_FINAL, DESCRIBE_GAP, SHORTEN, NARRATE_CLIP]})

@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import get_args
 
-from .records import AnswerRecord, EvidenceScores, EvidenceSummary, Outcome, ResultRecord
+from . import markdown as md
+from .records import AnswerRecord, EvidenceScores, EvidenceSummary, Grid, Outcome, ResultRecord
 
 Span = tuple[float, float]
 
@@ -130,3 +131,23 @@ def summary(records: Sequence[ResultRecord]) -> EvidenceSummary:
         out["searched_share"] = round(sum(x > 0 for x in n) / len(n), 4)
         out["mean_searches"] = round(sum(n) / len(n), 3)
     return out
+
+
+def json_fallbacks(grid: Grid) -> list[str]:
+    """The report's count of answers read by the JSON fallback: a reader of log-probabilities asked for (hybrid's
+    `reader=auto` on a multiple-choice question or a claim) through a backbone that gives none, so the model wrote
+    JSON instead (the answer's last parse step says `reader_fallback`, which a `lean` record keeps). Empty where
+    no answer was."""
+    rows = []
+    for (policy, backbone), recs in sorted(grid.items()):
+        parses = [steps[-1] for r in recs for a in r.answers.values()
+                  if (steps := [s for s in a.trace if s.kind == "parse"])]
+        fallback = sum(bool(p.data.get("reader_fallback")) for p in parses)
+        if fallback:
+            rows.append([policy, backbone, len(parses), fallback])
+    if not rows:
+        return []
+    return ["", "## Answers read by the JSON fallback", "",
+            "A reader of log-probabilities was asked for, but the backbone gives none: the model wrote its answer "
+            "as JSON instead (each such answer says so in its trace).", "",
+            md.table(["paradigm", "backbone", "answers", "read by the JSON fallback"], rows)]

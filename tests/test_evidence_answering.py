@@ -252,7 +252,7 @@ def _lp(**alts: float) -> Reply:
 def test_letter_logprob_reader_and_claim_calibration(textfilm) -> None:
     _, film, _ = textfilm
     b = ScriptedBackbone([_lp(_B=-0.2, A=-0.9, C=-3.0, D=-4.0, The=-1.0)], capabilities={"logprobs": True})
-    ans = ask(film, "Where does Sara's uncle work?", OPTIONS, policy="hybrid", backbone=b, letter_rotations="one")
+    ans = ask(film, "Where does Sara's uncle work?", OPTIONS, policy="hybrid", backbone=b, letter_rotations="one", cite="none")
     assert (ans.choice, ans.invalid) == ("B", False) and 0.4 < ans.confidence < 0.7
     req = b.calls[0]
     assert req.logprobs == 20 and req.max_tokens == 1 and "lighthouse" in req.messages[-1].text
@@ -263,7 +263,7 @@ def test_letter_logprob_reader_and_claim_calibration(textfilm) -> None:
 
     b = ScriptedBackbone([_lp(yes=math.log(0.6), no=math.log(0.4)), _lp(Yes=math.log(0.8), No=math.log(0.2))],
                          capabilities={"logprobs": True})
-    ans = ask(film, "Sara's uncle keeps the lighthouse.", policy="hybrid", backbone=b, kind="claim", claims="calibrated")
+    ans = ask(film, "Sara's uncle keeps the lighthouse.", policy="hybrid", backbone=b, kind="claim", claims="calibrated", cite="none")
     assert ans.choice == "FALSE" and "N/A" in b.calls[1].messages[-1].text
     assert b.calls[0].messages[-1].text.split("Statement:")[0] == b.calls[1].messages[-1].text.split("Statement:")[0]
     b = ScriptedBackbone([_lp(Hmm=-0.1, Well=-0.5)], capabilities={"logprobs": True})
@@ -289,7 +289,7 @@ def test_claim_read_as_questions(textfilm) -> None:
     # one detail differs and the letter reader prefers the evidence's answer in both orders: FALSE
     b = ScriptedBackbone([asked, found, _lp(A=math.log(0.3), B=math.log(0.7)), _lp(A=math.log(0.8), B=math.log(0.2))],
                          capabilities={"logprobs": True})
-    ans = ask(film, claim, policy="hybrid", backbone=b, kind="claim", claims="qa")
+    ans = ask(film, claim, policy="hybrid", backbone=b, kind="claim", claims="qa", cite="none")
     assert (ans.choice, ans.invalid) == ("FALSE", False)
     to_questions, to_answers, first, second = b.calls
     assert "Statement about a film: " + claim in to_questions.messages[-1].text
@@ -308,17 +308,17 @@ def test_claim_read_as_questions(textfilm) -> None:
     # the claim's answer wins over both orders: TRUE
     b = ScriptedBackbone([asked, found, _lp(A=math.log(0.7), B=math.log(0.3)), _lp(A=math.log(0.4), B=math.log(0.6))],
                          capabilities={"logprobs": True})
-    assert ask(film, claim, policy="hybrid", backbone=b, kind="claim", claims="qa").choice == "TRUE"
+    assert ask(film, claim, policy="hybrid", backbone=b, kind="claim", claims="qa", cite="none").choice == "TRUE"
     # every answer agrees word for word (stemmed, stop words aside): TRUE, no letter reading
     b = ScriptedBackbone([asked, json.dumps({"answers": ["The old bakeries", "northern cliffs"]})],
                          capabilities={"logprobs": True})
-    ans = ask(film, claim, policy="hybrid", backbone=b, kind="claim", claims="qa")
+    ans = ask(film, claim, policy="hybrid", backbone=b, kind="claim", claims="qa", cite="none")
     assert ans.choice == "TRUE" and len(b.calls) == 2
     assert agreement("the old bakery", "old bakeries") == 1.0 and agreement("the old bakery", "a lighthouse") == 0.0
     # unusable replies: invalid with the reason, never a default verdict
     for replies in (['{"checks": []}'], [asked, '{"answers": ["a lighthouse"]}']):
         b = ScriptedBackbone(replies, capabilities={"logprobs": True})
-        ans = ask(film, claim, policy="hybrid", backbone=b, kind="claim", claims="qa")
+        ans = ask(film, claim, policy="hybrid", backbone=b, kind="claim", claims="qa", cite="none")
         assert ans.invalid and ans.choice is None and "claim reader:" in (ans.error or "")
     with pytest.raises(Exception, match="unknown claim reader"):
         ask(film, claim, policy="hybrid", backbone=ScriptedBackbone(["{}"], capabilities={"logprobs": True}),

@@ -105,3 +105,4 @@ def test_a_claims_order_of_two_events_is_checked_where_the_film_shows_them(synth
     reader = ScriptedBackbone([], capabilities={"logprobs": True})  # hybrid reads claims by foils with such a backbone
     ans = ask(film, f"{late} before {early}.", policy="hybrid", backbone=reader, kind="claim")
     assert ans.choice == "FALSE" and ans.calls == 0
+    assert any(e.cited for e in ans.evidence)  # the lines that placed the two events, with no follow-up call

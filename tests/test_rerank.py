@@ -85,10 +85,10 @@ def test_rerank_lifts_the_passage_the_model_judges_relevant_and_fuses_with_searc
 def test_rerank_is_off_by_default_said_when_unreadable_and_counted_in_the_answer(film) -> None:
     q = "Where does Sara's uncle work?"
     b = ScriptedBackbone(_judge("northern cliffs"), capabilities={"logprobs": True})
-    plain = ask(film, q, OPTIONS, policy="hybrid", backbone=b, letter_rotations="one")
+    plain = ask(film, q, OPTIONS, policy="hybrid", backbone=b, letter_rotations="one", cite="none")
     assert len(b.calls) == 1 and not any(s.kind == "rerank" for s in plain.trace)
     b = ScriptedBackbone(_judge("northern cliffs"), capabilities={"logprobs": True})
-    ans = ask(film, q, OPTIONS, policy="hybrid[rerank=5]", backbone=b, letter_rotations="one")
+    ans = ask(film, q, OPTIONS, policy="hybrid[rerank=5]", backbone=b, letter_rotations="one", cite="none")
     assert len(b.calls) == 6 and ans.choice == "A"
     assert ans.usage.input_tokens > plain.usage.input_tokens
     assert any(e.text.find("northern cliffs") >= 0 for e in ans.evidence)

@@ -4,8 +4,10 @@ The retriever (retrievers/: by default the routed one, which reads the question'
 wording and searches the memory channels it needs with the question and each option) ranks the
 evidence; it is cut to the reader's token budget in rank order, shown in time order with ids, and
 read by a reader (agents/readers/): by answer-token log-probabilities where the backbone gives them
-(letters, or claims for a claim), else as JSON citing the ids used. Order questions are first put to
-the order reader, which locates each option in the film and answers where that decides.
+(letters, or claims for a claim, each then naming the block its answer rests on in one short follow-up:
+readers/cite.py), else as JSON citing the ids used (said in the trace where it stands in for log-probabilities).
+Order questions are first put to the order reader, which locates each option in the film and answers where
+that decides.
 `hybrid[retriever=NAME]` gathers with any registered retriever instead.
 """
 
@@ -25,6 +27,7 @@ from ..base import BasePolicy, Run, joined_settings, settings_part
 from ..browse import overview_block
 from ..parsing import Parsed
 from ..readers.base import Reader, ReaderSettings, Reading
+from ..readers.cite import check_cite
 from ..readers.claims import ClaimsReader, check_reading
 from ..readers.json_answer import JsonReader
 from ..readers.letters import LettersReader, can_read, check_rotations
@@ -65,6 +68,7 @@ class Hybrid(BasePolicy):
             raise MovieMemError(f"unknown order reader {s.order!r}; use locate or read")
         check_reading(s.rotations, s.foil_form, s.claim_calibration)
         check_rotations(s.letter_rotations)
+        check_cite(s.cite)
         located = OrderLocate().read(run, film, question) if s.order == "locate" else None
         if located is not None:
             return located
@@ -94,7 +98,10 @@ class Hybrid(BasePolicy):
         if s.reader not in ("auto", "json", "logprobs"):
             raise MovieMemError(f"unknown reader {s.reader!r}; use auto, json or logprobs")
         if not (s.reader == "logprobs" or (s.reader == "auto" and can_read(run, question))):
-            return JsonReader(s)
+            # auto on a multiple-choice question or a claim would read log-probabilities: this backbone gives none
+            fallback = (f"{getattr(run.backbone, 'name', 'the backbone')} gives no log-probabilities"
+                        if s.reader == "auto" and question.kind in ("mcq", "claim") else "")
+            return JsonReader(s, fallback)
         if question.kind == "claim":
             return ClaimsReader(s, claim_order if s.order == "locate" else None)
         return LettersReader(s)

@@ -49,6 +49,10 @@ class ReaderSettings:
     # locate places each option (each event) by its best line and answers from their order where it is
     # decisive (readers/order_locate.py); read leaves them to the model
     order: str = "locate"
+    # how a reader of log-probabilities (letters, claims) names the evidence its answer rests on: follow-up (after
+    # the answer is read, one short question in the same conversation for the block's number: readers/cite.py) |
+    # none. The JSON reader cites in its reply either way
+    cite: str = "follow-up"
     max_tokens: int | None = None
     temperature: float = 0.0
 

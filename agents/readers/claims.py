@@ -45,9 +45,10 @@ from ...foundation.words import dialogue_stop_words
 from ...memory.view import FilmMemory
 from ..base import Run
 from ..parsing import Parsed
-from ..prompts import CLAIM_ANSWERS, CLAIM_CLOZE, CLAIM_QUESTIONS
+from ..prompts import CLAIM_ANSWERS, CLAIM_CLOZE, CLAIM_QUESTIONS, READ_CLAIM
 from ..types import LETTERS, Question, Step
 from .base import ReaderSettings, Reading
+from .cite import cite
 from .letters import calibrated, check_calibration, check_rotations, choose, done, shown_for_logprobs
 
 CLAIM_READERS = ("calibrated", "foils", "qa")
@@ -285,6 +286,26 @@ def _evidence_lines(context: str) -> list[str]:
     """The evidence's lines in the order shown, which is screen order: blocks are listed by time
     and a passage's lines in their order."""
     return [text for raw in context.splitlines() if (text := _HEAD.sub("", raw.strip()))]
+
+
+def timeline_blocks(claim: str, context: str) -> list[str]:
+    """The ids of the evidence blocks (E1, ...) holding the lines that place the claim's two events
+    (`timeline_order`): what a verdict read from their order rests on."""
+    split = ordered_events(claim)
+    lines: list[str] = []
+    blocks: list[str] = []
+    block = ""
+    for raw in context.splitlines():
+        head = re.match(r"\[(E\d+)\]", raw.strip())
+        block = head.group(1) if head else block
+        if text := _HEAD.sub("", raw.strip()):
+            lines.append(text)
+            blocks.append(block)
+    if split is None or not lines:
+        return []
+    words = [_stems(line) for line in lines]
+    at = [_placed(split[0], words), _placed(split[2], words)]
+    return list(dict.fromkeys(blocks[i] for i in at if i is not None and blocks[i]))
 
 
 def _placed(clause: str, lines: list[set[str]]) -> int | None:
@@ -539,5 +560,28 @@ class ClaimsReader:
         shown_for_logprobs(run, reading)
         common = lowercase_words(reading.lines.text()) if s.claims == "foils" else frozenset()  # only foils reads it
         in_film = (lambda: locate(run, reading.film, q.text)) if locate is not None else None
-        return read_claim(run, q, reading.text, s.claims, common=common, located=in_film, rotations=s.rotations,
-                          form=s.foil_form, calibration=s.claim_calibration)
+        parsed = read_claim(run, q, reading.text, s.claims, common=common, located=in_film, rotations=s.rotations,
+                            form=s.foil_form, calibration=s.claim_calibration)
+        if s.cite == "follow-up" and parsed.choice in ("TRUE", "FALSE"):
+            self.cite(run, reading, parsed)
+        return parsed
+
+    @staticmethod
+    def cite(run: Run, reading: Reading, parsed: Parsed) -> None:
+        """A verdict from where the claim's two events are placed rests on the lines that placed them (no model
+        call); any other is asked in a follow-up: the evidence and statement as the yes/no reader shows them,
+        the verdict as the model's reply (readers/cite.py)."""
+        q = reading.question
+        if parsed.how == "timeline" and any(e.cited for e in run.evidence.values()):
+            run.note("cited: the lines that placed the claim's two events in the film (no follow-up)")
+            return
+        placed = timeline_blocks(q.text, reading.text) if parsed.how == "timeline" else []
+        if placed:
+            for eid in placed:
+                e = reading.ids[eid]
+                e.cited = run.evidence.get(e.key, e).cited = True
+            run.trace.append(Step("cite", {"how": "the evidence blocks whose lines placed the claim's two events",
+                                           "cited": placed, "ids": {k: reading.ids[k].id for k in placed}}))
+            return
+        cite(run, reading, READ_CLAIM, READ_CLAIM.render(context=reading.text, claim=q.text),
+             "yes" if parsed.choice == "TRUE" else "no")

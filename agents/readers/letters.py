@@ -24,6 +24,7 @@ from ..parsing import Parsed
 from ..prompts import READ_CLAIM, READ_LETTER, READ_WORD, question_head
 from ..types import Question, Step
 from .base import ReaderSettings, Reading
+from .cite import cite
 
 ROTATIONS = ("one", "two", "all")
 TOP = 20  # alternatives asked for: option letters and yes/no are always among them when the prompt asks for one
@@ -230,5 +231,13 @@ class LettersReader:
 
     def read(self, run: Run, reading: Reading) -> Parsed:
         shown_for_logprobs(run, reading)
-        return read_letter(run, reading.question, reading.text, words=self.settings.option_words,
-                           rotations=self.settings.letter_rotations)
+        q, rotations = reading.question, self.settings.letter_rotations
+        parsed = read_letter(run, q, reading.text, words=self.settings.option_words, rotations=rotations)
+        if self.settings.cite == "follow-up" and not parsed.invalid and parsed.choice in q.letters:
+            # the conversation of the last order read (its prompt is the one the model has just read)
+            order = orders(len(q.options), rotations)[-1]
+            shown = Question(q.text, tuple(q.options[i] for i in order))
+            letter = shown.letters[order.index(q.letters.index(parsed.choice))]
+            cite(run, reading, READ_LETTER, READ_LETTER.render(context=reading.text, question=question_head(shown)),
+                 letter)
+        return parsed

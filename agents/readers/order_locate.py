@@ -140,6 +140,8 @@ def claim_order(run: Run, film: FilmMemory, claim: str) -> bool | None:
     run.trace.append(Step("locate", {"clock": "screen", "claim": word, "events": {a: hms(ha.start), b: hms(hb.start)},
                                      "agrees": agrees}))
     run.show([ha, hb])
+    for h in (ha, hb):  # the order of these two lines is what the verdict rests on
+        run.evidence[h.key].cited = h.cited = True
     return agrees
 
 
