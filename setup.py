@@ -1,37 +1,46 @@
-"""What pyproject.toml cannot say: the package list, read from the tree, so that a new subpackage
-ships without anyone listing it (a hand-written list once left out moviemem.agents.policies).
+"""What pyproject.toml cannot say: the wheel is built from the tree as it is now, never from what an
+earlier build left behind.
 
-The repository root is the package `moviemem` (pyproject's package-dir maps it to "."), so
-`[tool.setuptools.packages.find]`, which names packages after their folders, would list `agents`
-where the wheel needs `moviemem.agents`; and this file, in the package's folder, would ship as a module.
+The package list is written out in pyproject.toml (tests/test_wheel_contents.py keeps it equal to the
+package's folders). The repository root is the package `moviemem` (pyproject's package-dir maps it to
+"."), so this file, in the package's folder, would ship as a module: build_py leaves it out.
 """
 
-from setuptools import find_packages, setup
+import shutil
+from pathlib import Path
+
+from setuptools import setup
+from setuptools.command.bdist_wheel import bdist_wheel
 from setuptools.command.build_py import build_py
 
-# folders of the checkout that are not the package: tests, scripts run by hand, run outputs, build trees
-NOT_SHIPPED = ["tests", "tests.*", "bench", "bench.*", "scripts", "scripts.*", "docs", "docs.*", "out", "out.*",
-               "build", "build.*", "dist", "dist.*"]
+
+def _emptied(folder: str) -> None:
+    """Remove a build folder, unless it is this checkout or holds it (a `--build-lib .` would say so)."""
+    target, here = Path(folder).resolve(), Path.cwd().resolve()
+    if target.is_dir() and target != here and target not in here.parents:
+        shutil.rmtree(target)
 
 
 class BuildPy(build_py):
     """build_py without this file (setuptools leaves out only a setup script that it ran by its own name),
-    into an emptied build/lib: files an earlier build left there (a module since renamed or deleted)
-    would otherwise ship in the wheel."""
+    into an emptied build/lib: files an earlier build (or anyone) left there, a module since renamed or a
+    top-level `stale_top.py`, would otherwise ship in the wheel."""
 
     def run(self) -> None:
-        import shutil
-        from pathlib import Path
-
-        stale = Path(self.build_lib) / "moviemem"
-        if stale.is_dir():
-            shutil.rmtree(stale)
+        _emptied(self.build_lib)
         super().run()
 
     def find_package_modules(self, package: str, package_dir: str) -> list[tuple[str, str, str]]:
         return [m for m in super().find_package_modules(package, package_dir) if (m[0], m[1]) != ("moviemem", "setup")]
 
 
+class BdistWheel(bdist_wheel):
+    """bdist_wheel into an emptied build/bdist.*/wheel: what is left there is packed into the wheel as it is."""
+
+    def run(self) -> None:
+        _emptied(self.bdist_dir)
+        super().run()
+
+
 if __name__ == "__main__":  # setuptools runs this file as __main__; importing it builds nothing
-    setup(packages=["moviemem", *(f"moviemem.{p}" for p in find_packages(".", exclude=NOT_SHIPPED))],
-          cmdclass={"build_py": BuildPy})
+    setup(cmdclass={"build_py": BuildPy, "bdist_wheel": BdistWheel})

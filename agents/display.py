@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import warnings
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -36,12 +37,14 @@ def still(path: str | Path | None, root: str | Path | None = None) -> str:
     from PIL import Image
 
     try:
-        with Image.open(p) as opened:
-            im = opened.convert("RGB")
-            im.thumbnail((STILL_WIDTH, STILL_WIDTH * 2))
-            buf = io.BytesIO()
-            im.save(buf, "JPEG", quality=75)
-    except OSError:
+        with warnings.catch_warnings():  # a header claiming a huge picture is refused, not decoded
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            with Image.open(p) as opened:
+                im = opened.convert("RGB")
+                im.thumbnail((STILL_WIDTH, STILL_WIDTH * 2))
+                buf = io.BytesIO()
+                im.save(buf, "JPEG", quality=75)
+    except (OSError, Image.DecompressionBombError, Image.DecompressionBombWarning):
         return ""
     data = base64.b64encode(buf.getvalue()).decode()
     return f'<img src="data:image/jpeg;base64,{data}" width="{im.width}" alt="still at {esc(p.name)}">'

@@ -209,7 +209,9 @@ def _fitted(header: list[str], rows: list[list[str]], wide: bool, keys: int = 1)
 
 class InspectorFiles(http.server.SimpleHTTPRequestHandler):
     """The inspector's files, to loopback requests only (foundation/loopback.py says why). A client that
-    stalls mid-request is dropped after `timeout` seconds instead of holding its thread."""
+    stalls mid-request is dropped after `timeout` seconds instead of holding its thread. Only regular
+    files that resolve inside the folder are served, and no folder is listed: a run folder from someone
+    else may hold links (`inspector/root -> /`)."""
 
     timeout = 10
 
@@ -217,10 +219,26 @@ class InspectorFiles(http.server.SimpleHTTPRequestHandler):
         if foreign(self.headers.get("host"), self.headers.get("origin")):
             self.send_error(403, "this inspector answers only requests to and from 127.0.0.1, localhost and ::1")
             return None
-        if "\0" in self.translate_path(self.path):  # /%00: open() would raise ValueError, not OSError
+        path = self.translate_path(self.path)
+        if "\0" in path:  # /%00: open() would raise ValueError, not OSError
             self.send_error(400, "a path with a NUL byte names no file")
             return None
-        return super().send_head()
+        if not (self._inside(Path(path)) or self._inside(Path(path), folder=True) and self._inside(Path(path) / "index.html")):
+            self.send_error(404, "File not found")
+            return None
+        return super().send_head()  # a folder is answered by its index.html (checked above) or a redirect to it
+
+    def _inside(self, path: Path, folder: bool = False) -> bool:
+        """Whether `path` resolves inside the served folder to a regular file (with `folder`: to a folder)."""
+        try:
+            real = path.resolve(strict=True)
+        except (OSError, RuntimeError):  # missing, a loop of links
+            return False
+        return real.is_relative_to(Path(self.directory).resolve()) and (real.is_dir() if folder else real.is_file())
+
+    def list_directory(self, path: Any) -> None:
+        self.send_error(404, "File not found")  # never a listing, whatever reached here
+        return None
 
 
 @app.command()

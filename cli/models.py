@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 
 from ..foundation.config import get_settings
+from ..foundation.errors import MovieMemError
 
 if TYPE_CHECKING:
     from ..letta import Sidecar
@@ -88,7 +89,8 @@ def backbones_cmd(as_json: JsonOpt = False) -> None:
 @app.command()
 def serve(
     backbone: Annotated[str, typer.Option(help="Backbone spec answering /v1/chat/completions.")] = "local",
-    embedder: Annotated[str, typer.Option(help="Text embedder answering /v1/embeddings.")] = "minilm",
+    embedder: Annotated[str, typer.Option(help="Text embedder answering /v1/embeddings: an offline encoder (minilm, "
+                                               "mpnet), a sentence-transformers folder, or none.")] = "minilm",
     host: Annotated[str, typer.Option(help="Address to bind (loopback by default).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port (0: any free one).", min=0, max=65535)] = 8383,
     cache: Annotated[Optional[Path], typer.Option(help="Replay-cache directory for the backbone's requests.")] = None,
@@ -99,9 +101,24 @@ def serve(
     """An OpenAI-compatible gateway (/v1/models, /v1/chat/completions, /v1/embeddings) over moviemem's models."""
     from ..backbones import serve as run_gateway
 
-    run_gateway(backbone, embedder, host, port, cache=cache, token=token,
+    run_gateway(backbone, _embedder_option(embedder), host, port, cache=cache, token=token,
                 announce=lambda line: err.print(line, highlight=False, soft_wrap=True))
 
+
+
+def _embedder_option(name: str) -> str | None:
+    """`--embedder`: None for `none` (the gateway then answers /v1/embeddings with 404); else an offline
+    sentence encoder or a local folder of one, checked here: any other name reached sentence-transformers,
+    which tried to download it and ended in a traceback."""
+    from ..models.offline import MODELS, resolve_name
+
+    if name.strip().lower() == "none":
+        return None
+    model = resolve_name(name)
+    if (model is not None and model.onnx) or Path(name).expanduser().is_dir():  # onnx: the sentence encoders
+        return name
+    known = ", ".join(m.name for m in MODELS.values() if m.onnx)
+    raise MovieMemError(f"unknown embedder {name!r}: use one of {known}, a sentence-transformers folder, or none")
 
 
 letta_app = typer.Typer(no_args_is_help=True, help="A local Letta server for the letta policy (or $MOVIEMEM_LETTA_URL).", rich_markup_mode=None)

@@ -21,8 +21,11 @@ from ..foundation.cpu import probe
 from ..foundation.errors import MovieMemError
 
 MIN_FREE_BYTES = 2 << 30  # an import of a film collection with its search packs; models are counted apart
-LOAD_TIMEOUT_S = 90.0  # loading SmolLM2-135M and writing a token takes about 2 s here; a hang is far past this
+# loading SmolLM2-135M and writing a token takes about 2 s here, the default Qwen2.5-Coder-1.5B 6-30 s (30 with
+# the two cores shared); a hang is far past this
+LOAD_TIMEOUT_S = 180.0
 BUILD_RECORD = "moviemem-llama-build.json"  # written into the environment by scripts/setup.sh
+DEFAULT_BACKBONE = "local"  # the bundled offline model `ask` uses when none is named: the llama check always loads it
 
 
 @dataclass(frozen=True)
@@ -57,9 +60,10 @@ def check_tesseract() -> Check:
 
 
 def check_models(settings: Settings, verify: bool = False) -> list[Check]:
-    """Each offline model in place with its recorded SHA-256 (re-hashed with `verify`); an optional one that
-    is not prepared is said, not failed."""
-    from ..models.offline import MODELS, sha256_of, status
+    """Each offline model in place and its file the one its SHA-256 names: hashed once, then trusted while
+    the file's stamp (size, times, inode) is the one recorded after that hash (re-hashed with `verify`);
+    an optional one that is not prepared is said, not failed."""
+    from ..models.offline import identity, status
 
     out = []
     for item in status(settings):
@@ -70,11 +74,15 @@ def check_models(settings: Settings, verify: bool = False) -> list[Check]:
         if not item["ready"]:
             out.append(Check(f"model {name}", False, f"not prepared under {item['path']}", f"moviemem models prepare {name}"))
             continue
-        model = MODELS[name]
-        if verify and sha256_of(Path(str(item["path"])) / model.checked_file) != model.sha256:
-            out.append(Check(f"model {name}", False, "its file does not match its SHA-256", f"moviemem models prepare {name} --verify"))
+        started = time.perf_counter()
+        try:
+            how = identity(name, settings, rehash=verify)
+        except MovieMemError as exc:
+            out.append(Check(f"model {name}", False, str(exc), f"moviemem models prepare {name} --verify"))
             continue
-        out.append(Check(f"model {name}", True, "re-hashed" if verify else "in place, checksum recorded"))
+        said = ("its SHA-256 checked, unchanged since (size, times, inode)" if how == "stamp"
+                else f"{how}: matches its SHA-256 ({time.perf_counter() - started:.1f} s)")
+        out.append(Check(f"model {name}", True, said))
     return out
 
 
@@ -95,8 +103,12 @@ def check_llama_build(runnable: frozenset[str] | None = None) -> Check:
     try:
         record = json.loads(record_path.read_text())
     except ValueError:
-        return Check("llama.cpp build", False, f"{record_path} is damaged", "make setup")
-    needs = set(record.get("features", []))
+        record = None
+    features = record.get("features", []) if isinstance(record, dict) else None
+    if not isinstance(features, list) or not all(isinstance(f, str) for f in features):  # a string would count letters
+        return Check("llama.cpp build", False, f"{record_path} is damaged (not a JSON object with a list of features)",
+                     "make setup")
+    needs = set(features)
     runs = probe().runnable if runnable is None else runnable
     missing = needs - runs
     what = f"{record.get('level')} build {record.get('key')}: " + (" ".join(sorted(needs)) or "no extra instruction set")
@@ -170,7 +182,8 @@ def run_checks(only: Sequence[str] | None = None, *, settings: Settings | None =
     if "cpu" in wanted:
         steps.append(lambda: [check_cpu()])
     if "llama" in wanted:
-        steps.append(lambda: [check_llama_build(), check_llama_runs(backbone)])
+        # the default backbone always (a broken `local` must fail here, not at the first question), and the named one
+        steps.append(lambda: [check_llama_build(), *(check_llama_runs(b) for b in dict.fromkeys((DEFAULT_BACKBONE, backbone)))])
     if "disk" in wanted:
         steps.append(lambda: [check_disk(settings)])
     if "library" in wanted:

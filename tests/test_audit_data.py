@@ -25,8 +25,18 @@ import moviemem
 from moviemem import Library, MovieMemError
 
 ROOT = Path(moviemem.__file__).resolve().parent
-# a tiny JPEG (what the frames and faces stages write), made once
-JPEG = b"\xff\xd8\xff\xe0\x00\x10JFIF\x00\x01\x01\x00\x00\x01\x00\x01\x00\x00\xff\xd9"
+
+
+def _tiny_jpeg() -> bytes:
+    """A 4x4 JPEG (what the frames and faces stages write): an import reads its frame header (issue 62)."""
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("RGB", (4, 4), (90, 90, 90)).save(buf, "JPEG")
+    return buf.getvalue()
+
+
+JPEG = _tiny_jpeg()  # made once
 
 
 # --- item 1: the built wheel has every module and plug-in, and nothing of the checkout's runs ----

@@ -22,7 +22,6 @@ from ..prompts import ACE_SELECT
 from ..registry import get_policy
 from ..types import Answer, Question, Step
 
-
 # each candidate is a whole answer by the base policy (its retrieval and model calls), and the selector reads
 # them all in one prompt: more than this is a mistyped number, not a wider search
 MAX_CANDIDATES = 16
