@@ -290,10 +290,10 @@ def merge(chars: list[Character], ties: Sequence[Tie], said: Sequence[str] = (),
         held = [cid for cid in held if claims[cid] == 1 or tie.rule == "user"]
         held = sorted((cid for cid in held if cid not in gone), key=order.__getitem__)
         if not held:
-            new = _said_person(tie, said, len(by_id) + 1)
-            if new is not None:
-                chars.append(new)
-                by_id[new.char_id], order[new.char_id] = new, len(order)
+            person = _said_person(tie, said, len(by_id) + 1)
+            if person is not None:
+                chars.append(person)
+                by_id[person.char_id], order[person.char_id] = person, len(order)
             continue
         keep = by_id[held[0]]
         for cid in held[1:]:
@@ -310,9 +310,9 @@ def merge(chars: list[Character], ties: Sequence[Tie], said: Sequence[str] = (),
             gone.add(cid)
             if moved is not None:
                 moved[cid] = keep.char_id
-                for old, new in list(moved.items()):
-                    if new == cid:
-                        moved[old] = keep.char_id
+                for was, now in list(moved.items()):
+                    if now == cid:
+                        moved[was] = keep.char_id
         added = [n for n in tie.names if n not in keep.names and (tie.rule != "synopsis" or _says(spoken, n))]
         keep.names += added
         if tie.label and tie.rule == "synopsis" and " " in tie.label and not keep.name.startswith(("speaker ", "face ")):

@@ -29,8 +29,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .aliases import norm, spelled
-from .names import _ADDR_END, _ADDR_START, _NAME, _SELF, Character, Line, _clean, bare, name_lexicon
+from .aliases import norm
+from .names import _ADDR_END, _ADDR_START, _NAME, _SELF, Character, Line, _clean, bare, name_lexicon, spelled
 
 REPLY_GAP_S = 2.5  # a reply follows the line that calls its speaker within this pause
 CONTINUE_GAP_S = 1.5  # a sentence carried over to the next cue

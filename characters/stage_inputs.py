@@ -19,7 +19,7 @@ from .overrides import Overrides, apply_overrides
 STRIP_STEP_S = 2.0  # one strip frame stands for this much screen time (0.5 fps)
 
 
-NAME_RULES = 6  # version of characters/names.py's rules: a change re-runs the stage on the next ingest
+NAME_RULES = 7  # version of characters/names.py's rules: a change re-runs the stage on the next ingest
 
 
 def face_appearances(faces: list[FaceRow]) -> tuple[dict[int, list[float]], dict[int, float], dict[int, str]]:
@@ -103,7 +103,7 @@ def same_person(chars: list[Character], line_char: dict[int, tuple[str, float]],
                                 "lines": [[text[i].line, r, x] for i, r, x in mine],
                                 "evidence": [f"line {text[i].line} ({r} {x:.2f}): {text[i].text}" for i, r, x in mine[:5]]})
     mentions(chars, lines)
-    note = f"; {len(owner)} characters merged into others as one person" if owner else ""
+    note = f"; {len(owner)} character{'s' if len(owner) != 1 else ''} merged into another as one person" if owner else ""
     if attributed:
         note += f"; {attributed} lines attributed from the text"
     if missing:

@@ -72,6 +72,8 @@ _BUILTIN: dict[str, tuple[str, dict[str, Any]]] = {
 }
 for _name, (_description, _settings) in _BUILTIN.items():
     RETRIEVERS.add(_name, _routed(**_settings), description=_description)
+RETRIEVERS.add("scene-prior", "moviemem.retrievers.scene_prior:ScenePrior",
+              description="the hybrid gathering re-ranked by the scenes whose summaries match the question (measures summaries)")
 RETRIEVERS.add("best-line", "moviemem.retrievers.best_line:BestLine",
               description="the one line or caption that best matches the question (where a moment is in the film)")
 
