@@ -20,6 +20,8 @@ from typing import Any, Protocol, runtime_checkable
 import json_repair
 
 from ..foundation.errors import MovieMemError
+from ..foundation.progress import CALLS, read_speed
+from ..foundation.words import estimate_tokens
 from .pace import SETTING
 from .pricing import cost, load_prices
 from .retry import call_with_retries, redact
@@ -230,7 +232,8 @@ class ProviderBackbone(SendBackbone):
             raise MovieMemError(f"backbone {self.name} does not take {', '.join(missing)}")
         timeout = request.timeout or self.timeout
         started = time.perf_counter()
-        with self._slots:
+        prompt = sum(estimate_tokens(m.text) for m in request.messages)
+        with self._slots, CALLS.call(self.name, prompt, read_speed(self)):  # what a log's heartbeat names (issue 61)
             reply = call_with_retries(lambda: self._send(request, timeout), label=self.name,
                                       attempts=self.max_attempts, initial=self.retry_initial_s,
                                       max_wait=self.retry_max_s, secrets=self.secrets(),

@@ -541,6 +541,8 @@ class LlamaCppBackbone(ProviderBackbone):
         self.last_perf = {"prompt_tokens": len(tokens), "prompt_eval_tokens": len(tokens) - same,
                           "prompt_eval_s": elapsed, "gen_tokens": 0, "gen_s": 0.0, "wall_s": elapsed,
                           "restored_tokens": restored, "restore_s": restore_s, "save_s": save_s}
+        # a letter read from log-probabilities times the prompt's reading too: `bench --plan` prices with it (issue 61)
+        self.paces.record(self.pace_key, read=len(tokens) - same, read_s=elapsed, written=0, write_s=0.0)
         text = next(iter(alternatives))
         usage = Usage(input_tokens=len(tokens), output_tokens=1, cached_input_tokens=same, restored_input_tokens=restored)
         return Reply(text=text.strip(), usage=usage, finish_reason="length", raw=text, logprobs=[alternatives])

@@ -18,7 +18,10 @@ from pathlib import Path
 from ..foundation.files import atomic_write_text
 
 SLACK = 2.0  # the limit allows twice the measured time: the machine may be busier than when it was measured
-MIN_TOKENS = 32  # fewer tokens measure a call's overhead, not a speed
+MIN_TOKENS = 32  # fewer tokens read measure a call's overhead, not a speed
+# a reply is written a token a step, so a short one still times the steps: a JSON answer of ~14 tokens (the
+# full-context policies' reply) gives the writing speed `bench --plan` needs (issue 61)
+MIN_WRITTEN = 8
 KEEP = 0.5  # weight of the past in the running speed: the latest call counts as much as all before it
 SETTING = "backbone_timeout_s ($MOVIEMEM_BACKBONE_TIMEOUT_S)"
 
@@ -65,12 +68,14 @@ class PaceBook:
             return Pace(**asdict(self._paces.get(key, Pace())))
 
     def record(self, key: str, *, read: int, read_s: float, written: int, write_s: float) -> None:
-        """Fold one call's counts into the running speeds (a count under MIN_TOKENS is left out) and save."""
+        """Fold one call's counts into the running speeds (fewer than MIN_TOKENS read or MIN_WRITTEN written
+        are left out) and save."""
         with self._lock:
             pace = self._paces.setdefault(key, Pace())
             changed = False
-            for n, s, name in ((read, read_s, "read_tok_s"), (written, write_s, "write_tok_s")):
-                if n >= MIN_TOKENS and s > 0:
+            counts = ((read, MIN_TOKENS, read_s, "read_tok_s"), (written, MIN_WRITTEN, write_s, "write_tok_s"))
+            for n, least, s, name in counts:
+                if n >= least and s > 0:
                     old = getattr(pace, name)
                     setattr(pace, name, n / s if old is None else KEEP * old + (1 - KEEP) * n / s)
                     changed = True

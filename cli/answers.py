@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..foundation.errors import MovieMemError
+from . import follow
 
 if TYPE_CHECKING:
     from ..agents.types import Answer, Step
@@ -46,6 +47,7 @@ def ask(
     backbone: Annotated[str, typer.Option(help="Backbone spec (e.g. local, gemini:gemini-3-flash).")] = "local",
     until: Annotated[Optional[str], typer.Option(help="Show the policy only what is on screen by this time (seconds or h:mm:ss).")] = None,
     setting: Annotated[Optional[list[str]], typer.Option("--set", help="Override a policy setting: key=value (repeatable).")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", help="No progress on stderr (a terminal shows the steps, a log plain lines with a heartbeat every progress_interval_s).")] = False,
     library: LibraryOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -53,7 +55,7 @@ def ask(
     _known_film(library, film)
     f = _library(library).film(film)
     cutoff = _seconds(until, "--until") if until is not None else None
-    with _steps_shown(err):
+    with _steps_shown(err, quiet), follow.ask_lines(quiet, policy, backbone, film):  # issue 61: a log gets lines
         ans = f.ask(question, options=option or None, kind=kind, policy=policy, backbone=backbone, until=cutoff,
                     **_policy_settings(setting))
     if as_json:
@@ -79,10 +81,10 @@ def ask(
 
 
 @contextmanager
-def _steps_shown(console: Console) -> Iterator[None]:
+def _steps_shown(console: Console, quiet: bool = False) -> Iterator[None]:
     """The policy's steps on stderr as it takes them, when stderr is a terminal (as ingest shows its
     stages): a minute of silence reads as a hang. A spinner names the step under way."""
-    if not console.is_terminal:
+    if quiet or not console.is_terminal:
         yield
         return
     from ..agents.base import watching

@@ -13,6 +13,7 @@ from rich.table import Table
 
 from ..foundation.errors import MovieMemError
 from ..foundation.loopback import foreign
+from . import follow
 from .common import (
     JsonOpt,
     LibraryOpt,
@@ -51,12 +52,11 @@ def bench(
     ray_workers: Annotated[Optional[int], typer.Option("--ray-workers", help="With --ray: answering workers (default one per CPU); --concurrency is then per worker.")] = None,
     plan: Annotated[bool, typer.Option("--plan", help="Call no model: print what the bench would take (calls, tokens, cost, wall time, cache hits) and stop.")] = False,
     protocol: Annotated[Optional[str], typer.Option("--protocol", help="mf2:DIR[:STYLE[:PARSER]]: ask claims with the MF² release's own templates and parser, read from your copy of the release in DIR (default direct_free, first-occurrence); closed-book asks the statement alone, subtitles the transcript, hybrid its evidence in the transcript's place.")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", help="No progress on stderr (a terminal shows bars, a log plain lines with a heartbeat every progress_interval_s).")] = False,
     library: LibraryOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Run policies x backbones over a benchmark; resumable, with caps on cost and tokens."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from ..eval.formats import load_benchmark
     from ..eval.runner import bench_json, run_bench
 
@@ -102,14 +102,9 @@ def bench(
 
             err.print(stack.enter_context(session(ray)).line(), highlight=False)
             run = functools.partial(bench_on_ray, library=lib.path, settings=lib.settings, workers=ray_workers)
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      TextColumn("${task.fields[cost]:.4f}  {task.fields[calls]} calls, {task.fields[hits]} cached"),
-                      console=err, transient=True) as bar:
-            task = bar.add_task(f"bench {b.format}", total=None, cost=0.0, calls=0, hits=0)
-            res = run(b, pols, bbs, run_dir, concurrency=concurrency, max_cost_usd=max_cost, max_tokens=max_tokens,
-                      cache=cache, limit=limit, retry_invalid=retry_invalid, reask_changed=reask_changed,
-                      progress=lambda p: bar.update(task, completed=p.done, total=p.total, cost=p.spend.cost_usd,
-                                                    calls=p.spend.calls, hits=p.spend.cache_hits))
+        shown = stack.enter_context(follow.bench_progress(quiet, f"bench {b.format}"))  # issue 61: bars, log lines or none
+        res = run(b, pols, bbs, run_dir, concurrency=concurrency, max_cost_usd=max_cost, max_tokens=max_tokens,
+                  cache=cache, limit=limit, retry_invalid=retry_invalid, reask_changed=reask_changed, progress=shown)
     for w in res.warnings:
         _styled(err, "yellow", "warning:", f" {w}")
     if res.stopped:

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from ..foundation.config import get_settings
 from ..foundation.errors import MovieMemError
+from . import follow
 from .common import (
     JsonOpt,
     LibraryOpt,
@@ -20,7 +21,6 @@ from .common import (
     _known_film,
     _library,
     _print_json,
-    _reporter,
     _seconds,
     _show_human,
     _span,
@@ -53,6 +53,7 @@ def ingest(
     events_mode: Annotated[Optional[str], typer.Option("--events-mode", help="With --backbone: 'refine' (default: the model checks the rule graph's candidate links) or 'extract' (the model extracts events and links anew; about an hour a feature film with a local model).")] = None,
     ray: RayOpt = None,
     ray_resources: Annotated[Optional[str], typer.Option("--ray-resources", help='With --ray: JSON of Ray resources per stage, e.g. \'{"transcript": {"num_gpus": 0.5}}\'.')] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", help="No progress on stderr (a terminal shows bars, a log plain lines with a heartbeat every progress_interval_s).")] = False,
     library: LibraryOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -87,17 +88,20 @@ def ingest(
         _ingest_on_ray(lib, jobs, ray, ray_resources, stages=stage_list, replace=replace, as_json=as_json)
         return
     summaries = []
-    if text is not None:
-        films_done: Iterable[Film] = [lib.ingest_text(text, film_id=film_id, title=title, year=year, as_=as_, duration_s=duration,
-                                      captions=captions, encoding=encoding, stages=stage_list, replace=replace,
-                                      reporter=_reporter(False))]
-    else:
-        films_done = (lib.ingest(p, film_id=film_id, title=title, year=year, subtitles=subtitles, captions=captions,
-                                 encoding=encoding, stages=stage_list, replace=replace, reporter=_reporter(False)) for p in paths)
-    for film in films_done:
-        summaries.append(film.summary())
-        if not as_json:
-            _show_human(summaries[-1])
+    with follow.films_shown(quiet, "ingest", total=1 if text is not None else len(paths)) as shown:  # issue 61
+        if text is not None:
+            films_done: Iterable[Film] = [lib.ingest_text(text, film_id=film_id, title=title, year=year, as_=as_,
+                                          duration_s=duration, captions=captions, encoding=encoding, stages=stage_list,
+                                          replace=replace, reporter=shown.reporter(film_id or text.stem))]
+        else:
+            films_done = (lib.ingest(p, film_id=film_id, title=title, year=year, subtitles=subtitles, captions=captions,
+                                     encoding=encoding, stages=stage_list, replace=replace,
+                                     reporter=shown.reporter(film_id or p.stem)) for p in paths)
+        for film in films_done:
+            shown.done(film.film_id)
+            summaries.append(film.summary())
+            if not as_json:
+                _show_human(summaries[-1])
     if as_json:
         _print_json(summaries[0] if len(summaries) == 1 else {"films": summaries})
 
@@ -142,20 +146,23 @@ def import_collection(
     root: Annotated[Path, typer.Argument(help="The release folder.")],
     limit: Annotated[Optional[int], typer.Option(help="Import only the first N films.")] = None,
     encoding: Annotated[Optional[str], typer.Option(help="The release's text encoding where it is not UTF-8 (e.g. cp1252).")] = None,
+    release: Annotated[Optional[Path], typer.Option(help="mf2: a copy of the MF² release (deep-spin/MF2); each film's title and year come from its templates/prompt_utils.py (MOVIES_DICT, read as data).")] = None,
+    films_: Annotated[Optional[str], typer.Option("--films", help="Import only these films: the release's numbers (or film ids), comma-separated, e.g. 6,51.")] = None,
+    quiet_: Annotated[bool, typer.Option("--quiet", help="No progress on stderr (a terminal shows a bar, a log a line per film and a heartbeat every progress_interval_s).")] = False,
     library: LibraryOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Import every film of a text-only release (MF² transcripts, Movie101v2 narrations)."""
-    from rich.progress import Progress
+    from ..ingest.collections import parse_films
+    from ..ingest.texttracks import text_encoding
 
-    from ..foundation.progress import QuietReporter
-
+    picked = parse_films(films_) if films_ is not None else None  # checked before the library is made
+    if encoding is not None:
+        text_encoding(encoding)
     lib = _library(library, create=True)
-    quiet = QuietReporter()
-    with Progress(console=err, transient=True) as bar:
-        task = bar.add_task(f"importing {kind}", total=None)
-        films = lib.import_collection(kind, root, limit=limit, reporter=quiet, encoding=encoding,
-                                      on_film=lambda i, n, fid: bar.update(task, completed=i, total=n, description=fid))
+    with follow.collection_shown(quiet_, f"importing {kind}") as (quiet, on_film):  # issue 61: bar, log lines or none
+        films = lib.import_collection(kind, root, limit=limit, reporter=quiet, encoding=encoding, on_film=on_film,
+                                      release=release, films=picked)
     for w in quiet.warnings:
         _styled(err, "yellow", "warning:", f" {w}")
     items = [{"film_id": f.film_id, "title": f.info.title, "year": f.info.year, "duration_s": f.info.duration_s,

@@ -163,7 +163,8 @@ def check_library(settings: Settings) -> Check:
 
 
 CHECKS: dict[str, str] = {"tools": "ffmpeg and tesseract", "models": "the offline weights", "cpu": "instruction sets",
-                          "llama": "the llama.cpp build and one token", "disk": "free space", "library": "the library opens"}
+                          "llama": "the llama.cpp build and one token", "disk": "free space", "library": "the library opens",
+                          "speed": "the local models' reading and writing speeds, for bench --plan's wall time"}
 
 
 def run_checks(only: Sequence[str] | None = None, *, settings: Settings | None = None, verify: bool = False,
@@ -184,6 +185,10 @@ def run_checks(only: Sequence[str] | None = None, *, settings: Settings | None =
     if "llama" in wanted:
         # the default backbone always (a broken `local` must fail here, not at the first question), and the named one
         steps.append(lambda: [check_llama_build(), *(check_llama_runs(b) for b in dict.fromkeys((DEFAULT_BACKBONE, backbone)))])
+    if "speed" in wanted:  # issue 61: timed here, so the plan has a wall time before the first real call
+        from .speed import measure_speed
+
+        steps.append(lambda: [Check(f"llama.cpp speed ({b})", *measure_speed(b)) for b in dict.fromkeys((DEFAULT_BACKBONE, backbone))])
     if "disk" in wanted:
         steps.append(lambda: [check_disk(settings)])
     if "library" in wanted:

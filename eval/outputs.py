@@ -57,6 +57,31 @@ class PlanRowLine(TypedDict):
     wall_s: float | None  # None: the backbone's speed was never measured here
     failures: int
     failure: str | None
+    tokens_billed: int  # input tokens, as a provider bills them (the same as input_tokens)
+    tokens_read: int  # of them, those the model reads: a local model skips the prefix it already holds
+    tokens_reused: int
+    first_reads: list[FirstReadLine]  # each film's first read (a full-context policy's whole transcript)
+    later_reads: LaterReadsLine
+    wall_from: str  # what wall_s rests on: measured speeds, recorded latencies, or never measured
+
+
+class FirstReadLine(TypedDict):
+    """A configuration's first call on a film (plan.FirstRead)."""
+
+    film_id: str
+    tokens_read: int
+    shared_prefix_tokens: int  # shared with the film's later calls: what a saved prompt state would restore
+    wall_s: float | None
+    restored: bool  # priced as the restore of a saved prompt state
+
+
+class LaterReadsLine(TypedDict):
+    """The calls after each film's first, which reuse what it read."""
+
+    calls: int
+    tokens_read: int
+    tokens_reused: int
+    wall_s: float | None
 
 
 class PlanTotal(TypedDict):
@@ -68,6 +93,8 @@ class PlanTotal(TypedDict):
     output_tokens_at_most: int
     cost_usd: float | None
     wall_s: float | None
+    tokens_billed: int
+    tokens_read: int
 
 
 class PlanJson(TypedDict):

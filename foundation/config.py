@@ -50,6 +50,8 @@ class Settings(BaseSettings):
     # text embeddings (utterances, captions, on-screen text, events)
     embedder: str = "minilm"
     vector_cache_mb: int = Field(default=512, ge=0, le=1 << 20)  # films' text vectors held in memory for retrieval (about 3 MB per feature film)
+    # a log (stderr not a terminal) gets a progress line at least this often while bench, ask, ingest or import-collection waits
+    progress_interval_s: float = Field(default=30.0, ge=0.05, le=3600)
     # ASR
     asr_model: str = "base"
     asr_language: str | None = None

@@ -146,7 +146,7 @@ def test_time_limit_follows_the_work_at_the_measured_speeds() -> None:
 
 def test_speeds_are_measured_and_kept_for_the_next_process(tmp_path) -> None:
     book = PaceBook(tmp_path / "pace.json")
-    book.record("m", read=1000, read_s=10.0, written=10, write_s=1.0)  # too few reply tokens to measure
+    book.record("m", read=1000, read_s=10.0, written=5, write_s=1.0)  # too few reply tokens to measure
     assert book.get("m") == Pace(read_tok_s=100.0, write_tok_s=None)
     book.record("m", read=1000, read_s=5.0, written=100, write_s=10.0)
     assert PaceBook(tmp_path / "pace.json").get("m") == Pace(read_tok_s=150.0, write_tok_s=10.0)
