@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from collections.abc import Sequence
+from typing import Any
 
 from .records import EstimateLine
 
@@ -26,7 +26,7 @@ def pct(e: EstimateLine | None) -> str:
 
 def reason(e: EstimateLine | None) -> str | None:
     """Why an estimate has no interval ("too few films (2)"), where it says; older summaries never do."""
-    return cast("Mapping[str, Any]", e).get("reason") if e else None
+    return e.get("reason") if e else None
 
 
 def wald(e: EstimateLine | None) -> str:

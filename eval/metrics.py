@@ -202,8 +202,12 @@ class Paired:
     interval: str = ""  # how ci_low..ci_high was made: newcombe (paired proportions), bootstrap-percentile
 
     def to_dict(self) -> PairedLine:
-        return {"n": self.n, "diff": self.diff, "ci_low": self.ci_low, "ci_high": self.ci_high, "p_value": self.p_value,
-                "test": self.test, "statistic": self.statistic, "n10": self.n10, "n01": self.n01}
+        d: PairedLine = {"n": self.n, "diff": self.diff, "ci_low": self.ci_low, "ci_high": self.ci_high,
+                         "p_value": self.p_value, "test": self.test, "statistic": self.statistic, "n10": self.n10,
+                         "n01": self.n01}
+        if self.interval:
+            d["interval"] = self.interval
+        return d
 
 
 def newcombe_paired(n11: int, n10: int, n01: int, n00: int, level: float = 0.95) -> tuple[float, float]:

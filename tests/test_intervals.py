@@ -81,6 +81,7 @@ def test_the_issues_paired_difference_reads_within_100() -> None:
     p = metrics.mcnemar(a, b)
     assert md.diff(p.diff, *metrics.paired_wald(4, 0, 6)) == "+66.7 [+28.9, +104.4]"
     assert md.diff(p.diff, p.ci_low, p.ci_high) == "+66.7 [+13.1, +90.3]"
+    assert p.to_dict()["interval"] == "newcombe"  # the JSON says which interval it is
 
 
 def test_all_pairs_discordant() -> None:
