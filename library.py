@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -141,21 +141,25 @@ class Library:
 
     def import_collection(self, kind: str, root: str | Path, *, limit: int | None = None,
                           reporter: Reporter | None = None, on_film: Any = None,
-                          timings: dict[str, float] | None = None, encoding: str | None = None) -> list[Film]:
+                          timings: dict[str, float] | None = None, encoding: str | None = None,
+                          films: Sequence[str] | None = None, release: str | Path | None = None) -> list[Film]:
         """Every film of an MF² or Movie101v2 release as a film without video (resumable: done films are cached).
 
         Films go in chunks of about IMPORT_CHUNK_CUES cues. A helper thread parses a chunk and
         embeds its texts in one parallel pass while this thread commits the previous chunk film
         by film, so a kill loses no committed film and a rerun skips them. `timings` (if given)
         gets the busy seconds of each phase (parse and embed overlap commit) and cue counts. `encoding`: the
-        release's text encoding where it is not UTF-8 (a byte-order mark is read either way)."""
+        release's text encoding where it is not UTF-8 (a byte-order mark is read either way); `films`: the
+        release's numbers of the films to import (all when None); `release`: a copy of the MF² release whose
+        MOVIES_DICT gives each film its title and year."""
         from .ingest.collections import items
         from .ingest.texttracks import remembered_tracks
 
         reporter = reporter or QuietReporter()
         if limit is not None and limit < 1:  # a negative one would drop the last films
             raise MovieMemError(f"limit must be at least 1, not {limit}")
-        todo = items(kind, Path(root))[:limit]
+        todo = items(kind, Path(root), films=films, encoding=encoding,
+                     release=Path(release) if release is not None else None)[:limit]
         stats = timings if timings is not None else {}
         for key in ("parse_s", "embed_s", "commit_s", "wait_s", "cues", "embedded"):
             stats.setdefault(key, 0.0)

@@ -26,6 +26,10 @@ from typing import Any
 
 from ..foundation.digests import file_sha256
 from ..foundation.errors import MovieMemError
+from ..foundation.limits import MAX_TRACK_BYTES, read_capped
+from ..foundation.pysource import PROMPT_UTILS, movies_dict
+from ..foundation.pysource import assignments as _assignments
+from ..foundation.pysource import read_module as _module
 
 # the fields each modality's template is filled with (the release's prompt builder passes exactly these)
 MODALITIES: dict[str, frozenset[str]] = {
@@ -36,7 +40,6 @@ MODALITIES: dict[str, frozenset[str]] = {
 USER_TEMPLATES = "USER_PROMPTS_TEMPLATE_DICT"
 SYSTEM_TEMPLATES = "SYSTEM_PROMPTS_TEMPLATE_DICT"
 SYSTEM_NAME = "default"  # the system prompt the release's open-model inference script asks for
-TITLES = "MOVIES_DICT"
 PARSER_FILE = "parse_model_outputs.py"
 PARSER_FUNCTION = "parse_model_output"
 TRANSCRIPT_FILE = "utils.py"  # holds the transcript rule `srt_text` follows; recorded by digest
@@ -145,36 +148,27 @@ def p_true(alternatives: Mapping[str, float]) -> float | None:
     return mass["true"] / total if total > 0 else None
 
 
+def release_text(path: Path, cap: int, what: str) -> str:
+    """A text file of the release as the release's scripts read it (UTF-8, universal newlines), read
+    under its cap (foundation/limits.py); a missing, oversized or undecodable one is one line."""
+    if not path.is_file():
+        raise MovieMemError(f"cannot read the {what} {path}: no such file")
+    try:
+        text = read_capped(path, cap, what).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise MovieMemError(f"cannot read the {what} {path}: {exc}") from None
+    return text.replace("\r\n", "\n").replace("\r", "\n")  # as open() in text mode reads it
+
+
 def srt_text(path: Path) -> str:
     """A transcript as the release's `transcripts_only` prompt holds it: every line of the SRT file
     stripped, without blank lines, cue numbers and timing lines, joined by single spaces."""
-    try:
-        raw = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise MovieMemError(f"cannot read the transcript {path}: {getattr(exc, 'strerror', None) or exc}") from None
-    lines = (line.strip() for line in raw.split("\n"))  # read_text's newlines are \n, as a file's lines are
+    raw = release_text(path, MAX_TRACK_BYTES, "transcript")
+    lines = (line.strip() for line in raw.split("\n"))  # newlines are \n here, as a file's lines are
     return " ".join(line for line in lines if line and not line.isdigit() and "-->" not in line)
 
 
 # ----------------------------------------------------------------------------- reading the release as data
-
-
-def _module(path: Path, root: Path) -> ast.Module:
-    try:
-        return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    except FileNotFoundError:
-        raise MovieMemError(f"{root} is not the MF² release: no {path.relative_to(root)}") from None
-    except (OSError, UnicodeDecodeError, SyntaxError, ValueError) as exc:
-        raise MovieMemError(f"{path} cannot be read as Python source: {exc}") from None
-
-
-def _assignments(tree: ast.Module) -> dict[str, ast.expr]:
-    """The module's top-level `NAME = value` assignments (later ones win, as when the module runs)."""
-    out: dict[str, ast.expr] = {}
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            out[node.targets[0].id] = node.value
-    return out
 
 
 def _text(value: ast.expr | None, names: dict[str, ast.expr], where: str) -> str:
@@ -229,19 +223,9 @@ def _templates(root: Path, modality: str, digests: dict[str, str]) -> dict[str, 
 
 
 def _titles(root: Path, digests: dict[str, str]) -> dict[int, str]:
-    path = root / "templates" / "prompt_utils.py"
-    node = _assignments(_module(path, root)).get(TITLES)
-    try:
-        table = ast.literal_eval(node) if node is not None else None
-    except ValueError:
-        table = None
-    if not isinstance(table, dict):
-        raise MovieMemError(f"{path} has no {TITLES} of literal film titles; it is not the MF² release's")
-    out: dict[int, str] = {}
-    for number, film in table.items():
-        if isinstance(number, int) and isinstance(film, dict) and "title" in film and "year" in film:
-            out[number] = f"{film['title']} ({film['year']})"  # as the release names a film in its prompt
-    digests["templates/prompt_utils.py"] = file_sha256(path)
+    out = {number: f"{film['title']} ({film['year']})"  # as the release names a film in its prompt
+           for number, film in movies_dict(root).items()}
+    digests[str(PROMPT_UTILS)] = file_sha256(root / PROMPT_UTILS)
     return out
 
 

@@ -10,6 +10,7 @@ with `FORMATS.register(name, ItemModel, keys=[...])` and readers for other file 
 from __future__ import annotations
 
 import csv
+import io
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator
@@ -22,6 +23,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from ..agents.types import MAX_TEXT_CHARS  # a question, option, claim or reference
 from ..foundation.errors import MovieMemError
 from ..foundation.files import atomic_write_text
+from ..foundation.limits import MAX_BENCHMARK_BYTES, check_size, parse_json, read_capped
 from ..foundation.plugins import Registry, first_doc_line
 from ..foundation.timefmt import check_time
 from ..memory.schema import check_film_id
@@ -47,7 +49,7 @@ def _ordered(span: tuple[float, float]) -> tuple[float, float]:
     return span
 
 
-MAX_FILE_BYTES = 256 * 2**20  # a benchmark file; the largest public releases are a few MB
+NEWLINE = b"\n"
 Text = Annotated[str, Field(min_length=1, max_length=MAX_TEXT_CHARS)]
 FilmTime = Annotated[float, AfterValidator(_film_time)]  # every time an item gives passes check_time, once, here
 Span = Annotated[tuple[FilmTime, FilmTime], AfterValidator(_ordered)]
@@ -349,18 +351,25 @@ def text_lines(text: str) -> Iterator[tuple[int, str]]:
             yield n, line
 
 
-def _jsonl_rows(path: Path, errors: _Errors) -> Iterator[tuple[int, dict[str, Any]]]:
+def read_benchmark_text(path: Path) -> str:
+    """A benchmark file's text: at most MAX_BENCHMARK_BYTES (checked before reading), UTF-8 (a BOM allowed)."""
+    data = read_capped(path, MAX_BENCHMARK_BYTES, "benchmark file")
     try:
-        text = path.read_text(encoding="utf-8-sig")
-    except OSError as exc:
-        raise MovieMemError(f"cannot read {path}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise MovieMemError(f"{path}: not UTF-8 text") from None
-    for n, line in text_lines(text):
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise MovieMemError(f"{path}: line {data[:exc.start].count(NEWLINE) + 1} is not UTF-8 text") from None
+
+
+def _jsonl_rows(path: Path, errors: _Errors) -> Iterator[tuple[int, dict[str, Any]]]:
+    for n, line in text_lines(read_benchmark_text(path)):
         try:
             yield n, json.loads(line)
         except json.JSONDecodeError as exc:
             errors.add(n, f"invalid JSON ({exc.msg} at column {exc.colno})")
+        except ValueError as exc:  # an integer of more digits than int() reads
+            errors.add(n, f"invalid JSON ({exc})")
+        except RecursionError:
+            errors.add(n, "invalid JSON (nested too deep to read)")
 
 
 def read_jsonl(path: str | Path, fmt: str | None = None, library: Any = None) -> Benchmark:
@@ -383,9 +392,8 @@ def load_benchmark(path: str | Path, fmt: str | None = None, library: Any = None
     path = Path(path)
     if not path.exists():
         raise MovieMemError(f"{path} does not exist")
-    if path.is_file() and path.stat().st_size > MAX_FILE_BYTES:
-        raise MovieMemError(f"{path}: {path.stat().st_size / 2**20:.0f} MiB is more than a benchmark file holds "
-                            f"(at most {MAX_FILE_BYTES // 2**20} MiB)")
+    if path.is_file():  # an adapter of a plug-in reads the file itself: its size is checked here first
+        check_size(path, MAX_BENCHMARK_BYTES, "benchmark file")
     if fmt is None:
         if path.suffix == ".csv":
             fmt = "mf2"
@@ -432,12 +440,11 @@ def read_mf2(path: Path, *, library: Any = None, film_prefix: str = "mf2-", **_:
     """MF² metadata.csv: claim pairs; film ids as the MF² importer makes them (mf2-N)."""
     errors = _Errors(str(path))
     try:
-        with path.open(newline="", encoding="utf-8-sig") as f:
-            reader = csv.DictReader(f)
-            header = list(reader.fieldnames or [])
-            rows = list(reader)
-    except OSError as exc:
-        raise MovieMemError(f"cannot read {path}: {exc.strerror or exc}") from None
+        reader = csv.DictReader(io.StringIO(read_benchmark_text(path), newline=""))
+        header = list(reader.fieldnames or [])
+        rows = list(reader)
+    except csv.Error as exc:  # a field over csv.field_size_limit() (131,072 characters), a NUL
+        raise MovieMemError(f"{path} is not a readable CSV: {exc}") from None
     cols = {k: _column(header, k) for k in _MF2_COLUMNS}
     missing = [k for k in ("film", "true", "false") if cols[k] is None]
     if missing:
@@ -467,12 +474,7 @@ def read_mf2(path: Path, *, library: Any = None, film_prefix: str = "mf2-", **_:
 def read_moviecore(path: Path, *, library: Any = None, film_prefix: str = "", **_: Any) -> list[Item]:
     """MovieCORE annotations: {"video.mp4": [{question, answer, classification}, ...]}; the film
     id is the slug of the video name (with an optional prefix)."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8-sig"))
-    except OSError as exc:
-        raise MovieMemError(f"cannot read {path}: {exc.strerror or exc}") from None
-    except json.JSONDecodeError as exc:
-        raise MovieMemError(f"{path}: invalid JSON ({exc.msg} at line {exc.lineno})") from None
+    data = parse_json(read_benchmark_text(path), str(path))
     if not isinstance(data, dict) or not data or not all(
             isinstance(qas, list) and any(isinstance(qa, dict) and "question" in qa for qa in qas) for qas in data.values()):
         raise MovieMemError(f"{path} is not a MovieCORE annotation file (an object mapping video names to lists of "
@@ -504,7 +506,10 @@ _NAME = re.compile(r"\[([^\]]+)\]")
 
 def _hms(text: str) -> float | None:
     m = _TIME.match(text)
-    return int(m[1]) * 3600 + int(m[2]) * 60 + float(m[3]) if m else None
+    try:
+        return int(m[1]) * 3600 + int(m[2]) * 60 + float(m[3]) if m else None
+    except (ValueError, OverflowError):  # an hour of more digits than int() reads
+        return None
 
 
 def read_movie101(path: Path, *, library: Any = None, film_prefix: str = "movie101-", **_: Any) -> list[Item]:
@@ -518,7 +523,7 @@ def read_movie101(path: Path, *, library: Any = None, film_prefix: str = "movie1
         fid = f"{film_prefix}{txt.stem}".lower()
         errors = _Errors(str(txt))
         rows: list[tuple[int | str, dict[str, Any]]] = []
-        for n, line in text_lines(txt.read_text(encoding="utf-8-sig")):
+        for n, line in text_lines(read_benchmark_text(txt)):
             parts = line.split("|", 2)
             if len(parts) != 3:
                 errors.add(n, "expected h:m:s|h:m:s|text")

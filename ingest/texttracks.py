@@ -8,7 +8,6 @@ format checks with a clear error, line numbers for malformed cues and undecodabl
 from __future__ import annotations
 
 import codecs
-import json
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,16 +17,11 @@ from pathlib import Path
 import pysubs2
 
 from ..foundation.errors import MovieMemError
+from ..foundation.limits import MAX_CUE_CHARS, MAX_CUES, MAX_TRACK_BYTES, parse_json, read_capped
 from ..foundation.timefmt import check_time
 
 FORMATS = ("srt", "vtt", "movie101", "json")
-# sizes bounded where a track enters: a feature film's subtitles are ~100 KB and a cue a few lines;
-# an audio-description paragraph runs to a few hundred words
-MAX_TRACK_BYTES = 32 * 2**20
-MAX_CUE_CHARS = 10_000
-# ten times the most cues of any MF² film's subtitles (2,026), counted before parsing (~1 KB a cue): an
-# ingest of 20,000 cues peaked at 1.2 GB, about 16 KB a cue over what a film of 2,000 takes (0.9 GB)
-MAX_CUES = 20_000
+TRACK = "subtitle or text track"
 _BOMS = (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
 _TAG = re.compile(r"\[([^\[\]]{1,60})\]")
 _M101 = re.compile(r"^\s*(\d+):(\d{1,2}):(\d{1,2}(?:\.\d+)?)\s*\|\s*(\d+):(\d{1,2}):(\d{1,2}(?:\.\d+)?)\s*\|(.*)$")
@@ -55,31 +49,47 @@ class TextTrack:
         return max((c.end for c in self.cues), default=0.0)
 
 
-def _read_text(path: Path, encoding: str | None) -> str:
+def text_encoding(name: str) -> str:
+    """`name` if it is a text encoding Python knows ('cp1252', 'utf-16'); rot13 or base64 are codecs
+    but not text encodings, and bytes.decode would fail on them only later, as a traceback."""
+    try:
+        info = codecs.lookup(name)
+    except (LookupError, ValueError, TypeError):
+        raise MovieMemError(f"unknown text encoding {name!r} (e.g. utf-8, cp1252, latin-1, utf-16)") from None
+    if not getattr(info, "_is_text_encoding", True):
+        raise MovieMemError(f"{name!r} is not a text encoding (it transforms bytes or text); give the file's "
+                            "character encoding, e.g. cp1252 or latin-1")
+    return name
+
+
+def read_text(path: Path, encoding: str | None, *, cap: int | None = None, what: str = TRACK,
+              empty_ok: bool = False) -> str:
+    """A text file from outside: at most `cap` bytes (MAX_TRACK_BYTES unless given; read after a stat),
+    not empty (unless `empty_ok`), no binary data, decoded with `encoding` or the byte-order mark's (UTF-8 without one);
+    each failure is one line."""
     if not path.is_file():
         raise MovieMemError(f"cannot read {path}: no such file")
-    size = path.stat().st_size
-    if size > MAX_TRACK_BYTES:
-        raise MovieMemError(f"cannot read {path}: {size / 2**20:.0f} MiB is more than any text track of a film "
-                            f"(at most {MAX_TRACK_BYTES // 2**20} MiB)")
-    data = path.read_bytes()
+    data = read_capped(path, MAX_TRACK_BYTES if cap is None else cap, what)
     if not data.strip():
+        if empty_ok:
+            return ""
         raise MovieMemError(f"cannot read {path}: the file is empty")
-    enc = encoding or _bom_encoding(data)
-    try:
-        wide = codecs.lookup(enc).name.startswith(("utf-16", "utf-32")) or data.startswith(_BOMS)
-    except LookupError:
-        raise MovieMemError(f"unknown text encoding {enc!r}") from None
+    enc = text_encoding(encoding) if encoding else _bom_encoding(data)
+    wide = codecs.lookup(enc).name.startswith(("utf-16", "utf-32")) or data.startswith(_BOMS)
     if b"\x00" in data[:65536] and not wide:  # no text in UTF-8 or an 8-bit encoding holds a NUL byte
-        raise MovieMemError(f"{path} is not a subtitle or text track: it holds binary data (a video, audio or image "
-                            "file?); give an SRT, WebVTT, Movie101 narration or JSON cue file")
+        hint = ("give an SRT, WebVTT, Movie101 narration or JSON cue file" if what == TRACK
+                else "is this the right file?")
+        raise MovieMemError(f"{path} is not a {what}: it holds binary data (a video, audio or image file?); {hint}")
     try:
         return data.decode(enc)
     except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
+        start = min(exc.start, len(data) - 1)
+        line = data[:start].count(b"\n") + 1
         raise MovieMemError(
-            f"{path}: line {line} is not valid {enc} (byte 0x{data[exc.start]:02x}); pass the file's encoding, e.g. --encoding cp1252"
+            f"{path}: line {line} is not valid {enc} (byte 0x{data[start]:02x}); pass the file's encoding, e.g. --encoding cp1252"
         ) from None
+    except UnicodeError as exc:  # idna and the like refuse text by other rules than bytes
+        raise MovieMemError(f"{path} is not valid {enc} ({exc}); pass the file's encoding, e.g. --encoding cp1252") from None
 
 
 def _bom_encoding(data: bytes) -> str:
@@ -187,8 +197,12 @@ def _movie101(path: Path, text: str) -> tuple[list[Cue], list[str]]:
             bad.append(n)
             continue
         h1, m1, s1, h2, m2, s2, body = m.groups()
-        start = int(h1) * 3600 + int(m1) * 60 + float(s1)
-        end = int(h2) * 3600 + int(m2) * 60 + float(s2)
+        try:
+            start = int(h1) * 3600 + int(m1) * 60 + float(s1)
+            end = int(h2) * 3600 + int(m2) * 60 + float(s2)
+        except (ValueError, OverflowError):  # an hour of more digits than int() reads
+            bad.append(n)
+            continue
         body, names = split_characters(body.strip())
         if end < start:
             bad.append(n)
@@ -198,27 +212,36 @@ def _movie101(path: Path, text: str) -> tuple[list[Cue], list[str]]:
     return cues, warnings
 
 
-def _json(path: Path, text: str) -> tuple[list[Cue], list[str]]:
+def _json_cue(item: object) -> Cue | None:
+    """One item of a JSON cue list, or None when it is not a {start, end, text[, characters]} object
+    whose times are numbers, end not before start, and whose characters are a list of names."""
+    if not isinstance(item, dict):
+        return None
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise MovieMemError(f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
+        start, end, body = float(item["start"]), float(item["end"]), item["text"]
+    except (KeyError, TypeError, ValueError, OverflowError):  # 10**400 does not fit a float
+        return None
+    named = item.get("characters", [])
+    if (not isinstance(body, (str, int, float)) or end < start or not isinstance(named, list)
+            or not all(isinstance(c, str) for c in named)):
+        return None
+    text, names = split_characters(str(body))
+    return Cue(start, end, text, list(named) or names)
+
+
+def _json(path: Path, text: str) -> tuple[list[Cue], list[str]]:
+    data = parse_json(text, str(path))
     if not isinstance(data, list):
         raise MovieMemError(f"{path}: expected a JSON list of {{start, end, text}} objects")
     _check_cue_count(path, len(data))  # counted as parsed: a key spelled "\u0073tart" is a start too
     cues, bad = [], []
     for i, item in enumerate(data):
-        try:
-            start, end, body = float(item["start"]), float(item["end"]), str(item["text"])
-        except (KeyError, TypeError, ValueError):
+        cue = _json_cue(item)
+        if cue is None:
             bad.append(i)
-            continue
-        if end < start:
-            bad.append(i)
-            continue
-        body, names = split_characters(body)
-        chars = [str(c) for c in item.get("characters", [])] or names
-        cues.append(Cue(start, end, body, chars, i))
+        else:
+            cue.line = i
+            cues.append(cue)
     warnings = [f"{path}: skipped {len(bad)} malformed item(s) at index {', '.join(map(str, bad[:10]))}"] if bad else []
     return cues, warnings
 
@@ -268,7 +291,7 @@ def _check_cue_count(path: Path, n: int) -> None:
 
 
 def _load_track(path: Path, fmt: str | None, encoding: str | None) -> TextTrack:
-    text = _read_text(path, encoding)
+    text = read_text(path, encoding)
     fmt = fmt or detect_format(path, text)
     if fmt not in FORMATS:
         raise MovieMemError(f"unknown text format {fmt!r}; use one of {', '.join(FORMATS)}")

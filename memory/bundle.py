@@ -28,6 +28,7 @@ from filelock import FileLock, Timeout
 from ..foundation._version import __version__
 from ..foundation.errors import MovieMemError
 from ..foundation.files import atomic_path
+from ..foundation.limits import MAX_BUNDLE_BYTES, MAX_MANIFEST_BYTES, MAX_MEMBER_BYTES, MAX_MEMBERS, MAX_STILL_BYTES
 from ..foundation.timefmt import check_time
 from .schema import ROW_MODELS, TABLE_OWNER, PassageRow, Row, check_film_id, vector_columns
 from .store import MemoryStore, sql_str
@@ -88,11 +89,7 @@ def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     tar.addfile(info, io.BytesIO(data))
 
 
-MAX_MEMBER_BYTES = 512 * 2**20  # one table
-MAX_STILL_BYTES = 16 * 2**20  # one still: a 512-pixel JPEG is tens of KB
 MAX_STILL_SIDE = 8192  # pixels a side of one still: frames are 512 by default (setting frame_max_side), 8K at most
-MAX_BUNDLE_BYTES = 4 * 2**30  # everything a bundle unpacks to
-MAX_MEMBERS = 200_000  # a 48 h film's stills at the default strip rate, twice over
 # a compressed bundle may unpack to at most this many times the compressed bytes read so far, plus
 # EXPANSION_SLACK: Parquet and JPEG are compressed already (an export gzips to ~1.1x), while a
 # compression bomb expands hundreds of times
@@ -213,9 +210,12 @@ def import_film(store: MemoryStore, bundle: Path, *, film_id: str | None = None,
         raise MovieMemError(f"cannot import {bundle}: no such file")
     with ExitStack() as stack:
         reader = _Reader(bundle, stack)
+        size = getattr(reader.members.get("manifest.json"), "size", 0)
+        if size > MAX_MANIFEST_BYTES:  # said before it is read
+            raise reader.fail(f"its manifest.json holds {size:,} bytes (at most {MAX_MANIFEST_BYTES >> 20} MiB)")
         try:
             manifest = json.loads(reader.read("manifest.json"))
-        except (MovieMemError, ValueError, tarfile.TarError, OSError, EOFError):
+        except (MovieMemError, ValueError, RecursionError, tarfile.TarError, OSError, EOFError):
             raise reader.fail("no valid manifest.json (not a moviemem film bundle)") from None
         if not isinstance(manifest, dict) or manifest.get("format") != FORMAT or manifest.get("version") != FORMAT_VERSION:
             got = manifest if not isinstance(manifest, dict) else f"{manifest.get('format')} v{manifest.get('version')}"

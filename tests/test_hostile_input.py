@@ -42,7 +42,7 @@ def test_text_tracks_are_bounded_in_size(tmp_path: Path, monkeypatch) -> None:
     with pytest.raises(MovieMemError, match=r"long.srt: cue at line 6 holds 12,499 characters; a cue holds at most 10,000"):
         Library(tmp_path / "lib").ingest_text(long)
     monkeypatch.setattr(tt, "MAX_TRACK_BYTES", 100)  # a 32 MiB file here would only slow the suite
-    with pytest.raises(MovieMemError, match=r"cannot read .*long.srt: 0 MiB is more than any text track"):
+    with pytest.raises(MovieMemError, match=r"cannot read .*long.srt: \d+ KiB is more than any subtitle or text track holds \(at most 100 bytes\)"):
         tt.load_track(long)
     assert not (tmp_path / "lib" / "films").exists() or not any((tmp_path / "lib" / "films").iterdir())
 
@@ -243,8 +243,8 @@ def test_benchmark_texts_and_files_are_bounded(tmp_path: Path, monkeypatch) -> N
     with pytest.raises(MovieMemError, match="a question or option of 10,001 characters; at most 10,000"):
         Question.make("Who?", ["Hildy", "W" * 10_001])  # the Python API and the CLI's ask meet the same bound
     bench.write_text(json.dumps(_item()) + "\n")
-    monkeypatch.setattr(fm, "MAX_FILE_BYTES", 10)
-    with pytest.raises(MovieMemError, match=r"b.jsonl: 0 MiB is more than a benchmark file holds"):
+    monkeypatch.setattr(fm, "MAX_BENCHMARK_BYTES", 10)
+    with pytest.raises(MovieMemError, match=r"b.jsonl: \d+ bytes is more than any benchmark file holds \(at most 10 bytes\)"):
         fm.load_benchmark(bench)
 
 # --- item 7: synth says its minimum and leaves nothing behind when refused ------------------------

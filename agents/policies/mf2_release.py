@@ -17,6 +17,7 @@ from typing import Any
 from ...backbones import system, user
 from ...backbones.prompt import Prompt
 from ...foundation.errors import MovieMemError
+from ...foundation.limits import MAX_SYNOPSIS_BYTES
 from ...memory.view import FilmMemory
 from ...retrievers.gather import QuestionRetriever, Routed
 from ...retrievers.packing import Lines
@@ -25,7 +26,7 @@ from ...retrievers.settings import GatherSettings
 from ...retrievers.window import rows_as_evidence
 from ..base import BasePolicy, Run
 from ..calls import parse_step
-from ..mf2_release import Release, Template, load_release, p_true, read_verdict, srt_text
+from ..mf2_release import Release, Template, load_release, p_true, read_verdict, release_text, srt_text
 from ..parsing import Parsed
 from ..readers.letters import CONTENT_FREE, TOP, can_read
 from ..rerank import relevance_judge
@@ -134,10 +135,7 @@ class MF2Release(BasePolicy):
             run.show(lines)
             return {"transcripts": srt_text(srt)}
         synopsis = srt.parent.parent / "synopsis" / f"{srt.stem}.synopsis"
-        try:
-            return {"synopsis": synopsis.read_text(encoding="utf-8")}
-        except (OSError, UnicodeDecodeError) as exc:
-            raise MovieMemError(f"cannot read the synopsis {synopsis}: {getattr(exc, 'strerror', None) or exc}") from None
+        return {"synopsis": release_text(synopsis, MAX_SYNOPSIS_BYTES, "synopsis")}
 
     def _evidence(self, film: FilmMemory, question: Question, run: Run) -> str:
         s = self.settings
