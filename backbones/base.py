@@ -14,17 +14,18 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
+from dataclasses import fields, is_dataclass, replace
 from typing import Any, Protocol, runtime_checkable
 
 import json_repair
 
 from ..foundation.errors import MovieMemError
 from ..foundation.progress import CALLS, read_speed
+from ..foundation.secrets import scrub_value
 from ..foundation.words import estimate_tokens
 from .pace import SETTING
 from .pricing import cost, load_prices
-from .retry import call_with_retries, redact
+from .retry import call_with_retries
 from .types import Capabilities, MessageLike, Reply, Request, Tool
 
 # ----------------------------------------------------------------------------- protocol
@@ -131,20 +132,23 @@ class Wrapper(SendBackbone):
 
 
 def scrub(reply: Reply, secrets: Iterable[str] = ()) -> Reply:
-    """`reply` with every credential this process holds (API keys from the environment, `secrets`: the
-    backend's key and URL password) removed from its text, tool calls, raw body and error, in each form a
-    server may echo them. Done once, where a provider's reply enters, so the CLI, MCP, `serve`, traces
-    and files all see the scrubbed text, and a later cut (a trace's 2,000 characters) cannot leave half
-    a key."""
-    known = list(secrets)
+    """`reply` with every credential this process holds (foundation.secrets: the registered keys and URL
+    passwords, the key variables of the environment, and `secrets`) removed from every field it has: the
+    text, raw body, error, finish reason, model, parsed data, log-probabilities and each tool call's id,
+    name, arguments and signature. Done once, after the reply is checked (the check's own error quotes
+    the finish reason), where a provider's reply enters, so the CLI, MCP, `serve`, traces and files all
+    see the scrubbed text; every way out scrubs again."""
+    return _scrubbed(reply, tuple(secrets))
 
-    def clean(text: str | None) -> str | None:
-        return None if text is None else redact(text, known)
 
-    calls = [replace(c, arguments=json.loads(redact(json.dumps(c.arguments, ensure_ascii=False), known)))
-             for c in reply.tool_calls]
-    return replace(reply, text=redact(reply.text, known), raw=clean(reply.raw), error=clean(reply.error),
-                   tool_calls=calls)
+def _scrubbed(obj: Any, known: tuple[str, ...]) -> Any:
+    """A dataclass with each field scrubbed (nested dataclasses and lists of them too), field by field
+    so that a field added later is covered without being named here."""
+    if is_dataclass(obj) and not isinstance(obj, type):
+        return replace(obj, **{f.name: _scrubbed(getattr(obj, f.name), known) for f in fields(obj) if f.init})
+    if isinstance(obj, list) and any(is_dataclass(v) for v in obj):
+        return [_scrubbed(v, known) for v in obj]
+    return scrub_value(obj, known)
 
 
 def check_schema(value: Any, schema: dict[str, Any], path: str = "$") -> str | None:
@@ -239,7 +243,7 @@ class ProviderBackbone(SendBackbone):
                                       max_wait=self.retry_max_s, secrets=self.secrets(),
                                       waited=f"each attempt waited {timeout:.0f} s for the whole reply"
                                              + ("" if request.timeout else f"; raise {SETTING} to wait longer"))
-        reply = self._check(scrub(reply, self.secrets()), request)
+        reply = scrub(self._check(reply, request), self.secrets())
         images, video_s, audio_s = request.media_usage()
         usage = replace(reply.usage, images=images, video_s=video_s, audio_s=audio_s,
                         latency_s=time.perf_counter() - started)

@@ -30,6 +30,7 @@ from fastapi import Request as HTTPRequest
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
+from ..foundation import secrets as known_secrets
 from ..foundation.errors import MovieMemError
 from ..foundation.httpserver import BackgroundServer, listen, run
 from ..foundation.loopback import LOOPBACK, foreign
@@ -87,8 +88,16 @@ def _check_content(body: Any, allow_remote_images: bool) -> None:
                                     + "; this gateway reads no local files")
 
 
+class ScrubbedJSON(JSONResponse):
+    """A JSON reply with every credential of the process scrubbed from it (foundation.secrets): the
+    gateway's replies and error bodies quote what an upstream model said, which may echo a key."""
+
+    def render(self, content: Any) -> bytes:
+        return known_secrets.scrub(json.dumps(content, ensure_ascii=False, allow_nan=False, separators=(",", ":"))).encode()
+
+
 def _error(status: int, message: str, kind: str = "invalid_request_error", param: str | None = None) -> JSONResponse:
-    return JSONResponse(status_code=status,
+    return ScrubbedJSON(status_code=status,
                         content={"error": {"message": message, "type": kind, "param": param, "code": None}})
 
 
@@ -165,7 +174,8 @@ def _finish(reply: Reply) -> str:
 def create_app(backbone: Backbone, embedder: Any = None, *, token: str | None = None,
                allowed_hosts: Sequence[str] = LOOPBACK, allow_remote_images: bool = False) -> FastAPI:
     """The gateway as an ASGI app (tests and embedding in other servers use it directly)."""
-    app = FastAPI(title="moviemem gateway", docs_url=None, redoc_url=None)
+    known_secrets.register(token)  # a client's echo of the token is scrubbed like an upstream's of a key
+    app = FastAPI(title="moviemem gateway", docs_url=None, redoc_url=None, default_response_class=ScrubbedJSON)
     _add_guard(app, set(allowed_hosts), token)
     stats = _Stats()
     app.state.stats = stats
@@ -310,8 +320,9 @@ def _add_embeddings_route(app: FastAPI, embedder: Any, stats: _Stats) -> None:
         data = [{"object": "embedding", "index": i,
                  "embedding": base64.b64encode(np.asarray(v, dtype="<f4").tobytes()).decode() if as_b64 else v.tolist()}
                 for i, v in enumerate(vecs)]
-        return {"object": "list", "data": data, "model": embedder.name,
-                "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+        # vectors of local text, megabytes of numbers with no upstream text in them: not scrubbed
+        return JSONResponse({"object": "list", "data": data, "model": embedder.name,
+                             "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
 
 
 def _stream(completion_id: str, created: int, model: str, content: str, calls: list[dict[str, Any]], reply: Reply,
@@ -324,7 +335,7 @@ def _stream(completion_id: str, created: int, model: str, content: str, calls: l
                    "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}], **extra}
         if include_usage:
             payload.setdefault("usage", None)
-        return f"data: {json.dumps(payload)}\n\n"
+        return f"data: {known_secrets.scrub(json.dumps(payload))}\n\n"
 
     yield chunk({"role": "assistant", "content": ""}, None)
     if content:
@@ -335,7 +346,7 @@ def _stream(completion_id: str, created: int, model: str, content: str, calls: l
     if include_usage:
         usage_chunk = {"id": completion_id, "object": "chat.completion.chunk", "created": created, "model": model,
                        "system_fingerprint": None, "choices": [], "usage": _usage_block(reply)}
-        yield f"data: {json.dumps(usage_chunk)}\n\n"
+        yield f"data: {known_secrets.scrub(json.dumps(usage_chunk))}\n\n"
     yield "data: [DONE]\n\n"
 
 

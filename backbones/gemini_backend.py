@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..foundation import secrets as known_secrets
 from ..foundation.errors import MovieMemError
 from . import media
 from .base import ProviderBackbone
@@ -88,6 +89,7 @@ class GeminiBackbone(ProviderBackbone):
             raise MovieMemError("a Gemini backbone needs a model name, e.g. gemini:gemini-3-flash")
         self.model = model.removeprefix("models/")
         self.base_url = base_url
+        known_secrets.register_url(base_url)  # a base URL's user:password too, should one be given
         self.vertexai = _truthy(os.environ.get("GOOGLE_GENAI_USE_VERTEXAI")) if vertexai is None else vertexai
         self.project = project
         self.location = location
@@ -113,7 +115,9 @@ class GeminiBackbone(ProviderBackbone):
     # -- client
 
     def _key(self) -> str | None:
-        return os.environ.get("GEMINI_API_KEY") or os.environ.get("GOOGLE_API_KEY")
+        key = os.environ.get("GEMINI_API_KEY") or os.environ.get("GOOGLE_API_KEY")
+        known_secrets.register(key)  # output is scrubbed of the key sent, whatever echoes it
+        return key
 
     def secrets(self) -> list[str]:
         key = self._key()

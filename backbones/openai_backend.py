@@ -15,6 +15,7 @@ import re
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from ..foundation import secrets as known_secrets
 from ..foundation.errors import MovieMemError
 from ..foundation.urls import http_url, url_secrets
 from . import media
@@ -59,6 +60,8 @@ class OpenAIBackbone(ProviderBackbone):
         self.base_url = base_url or OPENAI_URL
         self.api_key_env = api_key_env or ("OPENAI_COMPATIBLE_API_KEY" if self.compatible else "OPENAI_API_KEY")
         self.extra = dict(extra or {})
+        known_secrets.watch_env(self.api_key_env)  # output is scrubbed of the key from now on, whatever echoes it
+        known_secrets.register_url(self.base_url)
         base_caps = Capabilities(text=True, images=True, tools=True, json=True)
         self.capabilities = base_caps.with_overrides(capabilities)
         clean = _clean_url(self.base_url)
@@ -79,6 +82,7 @@ class OpenAIBackbone(ProviderBackbone):
     def _api_key(self) -> str:
         key = os.environ.get(self.api_key_env)
         if key:
+            known_secrets.register(key)  # the value sent, kept even if the variable changes later
             return key
         if self.compatible:
             return "no-key"  # local servers ignore it, but the SDK requires one

@@ -5,27 +5,22 @@ otherwise), and what a run sees when the attempts run out: an invalid Reply, not
 
 from __future__ import annotations
 
-import base64
 import email.utils
-import json
 import logging
-import os
 import time
 from collections.abc import Callable, Iterable
-from urllib.parse import quote
 
 import httpx
 import tenacity
 
 from ..foundation.errors import MovieMemError
-from ..foundation.urls import redact_urls
+from ..foundation.secrets import scrub
 from .types import Reply
 
 log = logging.getLogger("moviemem.backbones")
 
 TRANSIENT_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
 FATAL_STATUS = frozenset({401, 403, 404})  # fixing them takes the user, not another try
-KEY_VARS = ("OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "OPENAI_COMPATIBLE_API_KEY")
 
 
 def status_of(exc: BaseException) -> int | None:
@@ -95,29 +90,18 @@ def is_transient(exc: BaseException) -> bool:
 
 
 def redact(text: str, secrets: Iterable[str] = ()) -> str:
-    """Text with URL credentials and every credential value we know of replaced by ***, in each form
-    a server may echo it (`encoded_forms`): the one redaction of every file and line moviemem writes."""
-    values = [os.environ.get(v, "") for v in KEY_VARS] + list(secrets)
-    forms = {f for v in values if v and len(v) >= 6 for f in encoded_forms(v)}
-    for form in sorted(forms, key=len, reverse=True):
-        text = text.replace(form, "***")
-    return redact_urls(text)
+    """`text` scrubbed of every credential this process knows and of `secrets` (foundation.secrets.scrub,
+    the one redaction of every file and line moviemem writes; kept under this name for its callers)."""
+    return scrub(text, secrets)
 
 
-def encoded_forms(secret: str) -> set[str]:
-    """A secret as written and as it travels: base64 (an HTTP Basic header carries user:password so),
-    URL-safe base64, percent-encoded and JSON-escaped. Base64 without its padding, so that the
-    secret is found however the echo ends."""
-    raw = secret.encode()
-    return {secret, base64.b64encode(raw).decode().rstrip("="), base64.urlsafe_b64encode(raw).decode().rstrip("="),
-            quote(secret, safe=""), json.dumps(secret, ensure_ascii=False)[1:-1]}
-
-
-def describe(exc: BaseException, secrets: Iterable[str] = ()) -> str:
+def describe(exc: BaseException, secrets: Iterable[str] = (), limit: int = 300) -> str:
+    """One line naming a provider error: the status and the first line of its message, scrubbed
+    first and cut to `limit` characters after, so that the cut cannot leave part of a key."""
     status = status_of(exc)
     msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     head = f"HTTP {status}" if status else type(exc).__name__
-    return redact(f"{head}: {msg[:300]}", secrets)
+    return f"{head}: {scrub(msg, secrets)[:limit]}"
 
 
 class wait_retry_after(tenacity.wait.wait_base):  # noqa: N801 - named like tenacity's own wait_* strategies

@@ -36,6 +36,7 @@ from ..foundation._version import __version__
 from ..foundation.errors import MovieMemError
 from ..foundation.httpserver import BackgroundServer, listen, run
 from ..foundation.loopback import LOOPBACK, foreign
+from ..foundation.secrets import scrub, scrub_value
 from ..foundation.urls import redact_urls
 from ..library import Library
 from . import film_tools
@@ -64,26 +65,34 @@ def _finite(value: Any) -> Any:
 
 
 def _raising(error: Callable[[str], Exception]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """A decorator: a library error in the function becomes `error(message)`, the MCP error the client
-    sees (with any URL's credentials hidden: a backbone spec may carry them)."""
+    """A decorator: the function's reply scrubbed of every credential of the process (foundation.secrets:
+    an answer, a trace or an error may quote an upstream's echo of a key, a backbone spec its URL's
+    password), and any error it raises turned into `error(message)`, the MCP error the client sees,
+    scrubbed too: a library error as its message, any other as its type and message."""
+
+    def failed(exc: Exception) -> Exception:
+        if isinstance(exc, (MovieMemError, ToolError, ResourceError)):
+            return error(scrub(str(exc)))
+        log.error("%s failed", getattr(error, "__name__", "tool"), exc_info=exc)  # log lines are scrubbed too
+        return error(scrub(f"{type(exc).__name__}: {exc}"))
 
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
         if inspect.iscoroutinefunction(fn):
             @functools.wraps(fn)
             async def run_async(*args: Any, **kwargs: Any) -> Any:
                 try:
-                    return _finite(await fn(*args, **kwargs))
-                except MovieMemError as exc:
-                    raise error(redact_urls(str(exc))) from None
+                    return scrub_value(_finite(await fn(*args, **kwargs)))
+                except Exception as exc:  # noqa: BLE001 - every failure reaches the client as one scrubbed line
+                    raise failed(exc) from None
 
             return run_async
 
         @functools.wraps(fn)
         def run(*args: Any, **kwargs: Any) -> Any:
             try:
-                return _finite(fn(*args, **kwargs))
-            except MovieMemError as exc:
-                raise error(redact_urls(str(exc))) from None
+                return scrub_value(_finite(fn(*args, **kwargs)))
+            except Exception as exc:  # noqa: BLE001 - every failure reaches the client as one scrubbed line
+                raise failed(exc) from None
 
         return run
 

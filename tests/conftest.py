@@ -40,6 +40,16 @@ def _no_user_config(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytes
     monkeypatch.delenv("MOVIEMEM_CONFIG", raising=False)
 
 
+@pytest.fixture(autouse=True)
+def _forget_secrets():
+    """A test's registered credentials (foundation.secrets) are not scrubbed from the next test's output."""
+    from moviemem.foundation import secrets
+
+    state = secrets.registered()
+    yield
+    secrets.restore(state)
+
+
 @pytest.fixture
 def video(tmp_path: Path) -> Path:
     return make_video(tmp_path / "clip.mp4")

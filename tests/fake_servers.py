@@ -8,6 +8,7 @@ Standard library only; bound to 127.0.0.1.
 
 from __future__ import annotations
 
+import base64
 import json
 import socket
 import threading
@@ -171,6 +172,61 @@ class FakeOpenAI(FakeServer):
         if isinstance(content, list):
             content = " ".join(p.get("text", "") for p in content if p.get("type") == "text")
         return self.completion(str(content))
+
+
+class EchoAuthOpenAI(FakeOpenAI):
+    """An OpenAI-compatible upstream that echoes the credentials it was sent (the Authorization header
+    as received, then the user:password of a Basic header decoded, or a Bearer token alone) through one
+    field of its reply at a time, as a careless or hostile server might. `field` (a list cycles, one per
+    request): "text" (the message text and finish_reason), "empty" (no text; the finish_reason carries
+    the echo), "tool_name" and "tool_arguments" (a tool call's name or arguments), or an HTTP status
+    (401, 400, 500) whose error body carries it at `offset` characters into its message."""
+
+    TOOL = "archival_memory_search"  # the archival policy's tool: the echo in its arguments reaches the loop
+
+    def __init__(self, field: str | int | list[str | int] = "text", offset: int = 290) -> None:
+        super().__init__()
+        self._field: str | int | list[str | int] = field
+        self.offset = offset
+        self._turn = 0
+
+    @property
+    def field(self) -> str | int | list[str | int]:
+        return self._field
+
+    @field.setter
+    def field(self, value: str | int | list[str | int]) -> None:
+        """A new script starts at its first field."""
+        with self._lock:
+            self._field, self._turn = value, 0
+
+    @staticmethod
+    def echo(rec: Recorded) -> str:
+        auth = rec.headers.get("authorization", "")
+        scheme, _, value = auth.partition(" ")
+        decoded = base64.b64decode(value + "==").decode("utf-8", "replace") if scheme.lower() == "basic" else value
+        return f"{auth} {decoded}"
+
+    def route(self, rec: Recorded) -> FakeResponse:
+        if not (rec.path.rstrip("/").endswith("/chat/completions") and rec.method == "POST"):
+            return super().route(rec)
+        with self._lock:
+            fields = self.field if isinstance(self.field, list) else [self.field]
+            field = fields[self._turn % len(fields)]
+            self._turn += 1
+        secret = self.echo(rec)
+        if isinstance(field, int):
+            message = "x" * self.offset + secret + " was sent"
+            return FakeResponse(field, {"error": {"message": message, "type": secret, "param": None, "code": secret}})
+        if field == "text":
+            return FakeResponse(body=self.completion(f"The keeper. {secret}", finish_reason=secret))
+        if field == "empty":
+            return FakeResponse(body=self.completion("", finish_reason=secret))
+        if field == "tool_name":
+            return FakeResponse(body=self.completion(None, [(secret, {"query": "keeper"})], finish_reason=secret))
+        if field == "tool_arguments":
+            return FakeResponse(body=self.completion(None, [(self.TOOL, {"query": secret, secret: 1})]))
+        raise ValueError(f"no such field {field!r}")
 
 
 class FakeGemini(FakeServer):
