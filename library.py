@@ -68,11 +68,11 @@ class Film(FilmMemory):
         """A spec is loaded behind the library's replay cache; a Backbone object is used as given."""
         if backbone is not None and not isinstance(backbone, str):
             return backbone
-        from .ingest.captioner import open_backbone
+        from .backbones.registry import open_for_library
 
         settings = get_settings()
-        return open_backbone(backbone or settings.backbone, self.store.root if self.store.is_local else None,
-                             settings.cache_mode)
+        return open_for_library(backbone or settings.backbone, self.store.root if self.store.is_local else None,
+                                settings.cache_mode)
 
     def describe(self, out: str | Path | None = None, *, backbone: str | Backbone | None = None,
                  **options: Any) -> Description:

@@ -121,7 +121,7 @@ def _film_list(library: Path | None) -> list[dict[str, Any]]:
 def _known_film(library: Path | None, film: str) -> str:
     """`film` when the library holds it, else the one-line error naming the nearest ids: checked first, from
     the saved film list, so a typo is told at once rather than after LanceDB and the models are imported."""
-    from ..serve.film_tools import unknown_film
+    from ..memory.catalog import unknown_film
 
     ids = [f["film_id"] for f in _film_list(library)]
     if film not in ids:
@@ -131,7 +131,7 @@ def _known_film(library: Path | None, film: str) -> str:
 
 def _print_json(obj: Any) -> None:
     """One JSON object on stdout; never NaN or Infinity, which are not JSON (a reader of it would fail)."""
-    from ..serve.film_tools import finite_json
+    from ..foundation.numbers import finite_json
 
     sys.stdout.write(scrub(finite_json(obj)) + "\n")
 
@@ -206,7 +206,7 @@ def _csv(value: str | None) -> list[str]:
 
 def _open_backbone(lib: Any, spec: str | None) -> Backbone:
     """`spec` (default: the library's backbone setting) behind the library's replay cache."""
-    from ..ingest.captioner import open_backbone
+    from ..backbones.registry import open_for_library
 
     s = lib.settings
-    return open_backbone(spec or s.backbone, lib.store.root if lib.store.is_local else None, s.cache_mode)
+    return open_for_library(spec or s.backbone, lib.store.root if lib.store.is_local else None, s.cache_mode)

@@ -9,7 +9,7 @@ evidence was never found ("not found"), and the two call for different fixes.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import get_args
 
 from . import markdown as md
@@ -133,7 +133,7 @@ def summary(records: Sequence[ResultRecord]) -> EvidenceSummary:
     return out
 
 
-def json_fallbacks(grid: Grid) -> list[str]:
+def json_fallbacks(grid: Grid, names: Mapping[str, str] | None = None) -> list[str]:
     """The report's count of answers read by the JSON fallback: a reader of log-probabilities asked for (hybrid's
     `reader=auto` on a multiple-choice question or a claim) through a backbone that gives none, so the model wrote
     JSON instead (the answer's last parse step says `reader_fallback`, which a `lean` record keeps). Empty where
@@ -144,10 +144,10 @@ def json_fallbacks(grid: Grid) -> list[str]:
                   if (steps := [s for s in a.trace if s.kind == "parse"])]
         fallback = sum(bool(p.data.get("reader_fallback")) for p in parses)
         if fallback:
-            rows.append([policy, backbone, len(parses), fallback])
+            rows.append([(names or {}).get(policy, policy), backbone, len(parses), fallback])
     if not rows:
         return []
     return ["", "## Answers read by the JSON fallback", "",
             "A reader of log-probabilities was asked for, but the backbone gives none: the model wrote its answer "
             "as JSON instead (each such answer says so in its trace).", "",
-            md.table(["paradigm", "backbone", "answers", "read by the JSON fallback"], rows)]
+            md.table(["policy", "backbone", "answers", "read by the JSON fallback"], rows)]

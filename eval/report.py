@@ -19,8 +19,8 @@ from typing import Any, cast
 from ..agents.registry import parse_policy_spec
 from ..foundation.errors import MovieMemError
 from ..foundation.files import atomic_path, atomic_write_text
+from . import evidence, metrics, mf2_protocol, provenance
 from . import markdown as md
-from . import metrics, mf2_protocol, provenance
 from .formats import Item
 from .inspector import INSPECTOR, write_inspector
 from .log import log_grid, read_header
@@ -187,6 +187,7 @@ def write_report(run_dir: str | Path, baseline: str | None = None, inspector: bo
         doc += ["", "Incomplete configurations (the run stopped or is still going): " + md.text(", ".join(incomplete)) + "."]
     doc += _task_section(task, shown, wide)
     doc += _evidence_section(shown, wide)
+    doc += evidence.json_fallbacks(grid, names)
     doc += _judge_section(run_dir, header.format, names, wide)
     doc += _breakdowns(task.breakdowns, shown, wide)
     if baseline and task.scored:

@@ -36,6 +36,7 @@ from ..foundation._version import __version__
 from ..foundation.errors import MovieMemError
 from ..foundation.httpserver import BackgroundServer, listen, run
 from ..foundation.loopback import LOOPBACK, foreign
+from ..foundation.numbers import check_finite, finite_json
 from ..foundation.secrets import scrub, scrub_value
 from ..foundation.urls import redact_urls
 from ..library import Library
@@ -60,7 +61,7 @@ INSTRUCTIONS = (
 def _finite(value: Any) -> Any:
     """A reply as it is, once it is known to hold no NaN or Infinity (JSON cannot hold them); walked,
     not serialised, since the SDK serialises the reply itself."""
-    film_tools.check_finite(value)
+    check_finite(value)
     return value
 
 
@@ -258,7 +259,7 @@ def _add_read_tools(mcp: MCPServer, lib: Library) -> None:
         after one text block listing each frame's own time."""
         stills = film_tools.frames(lib, film_id, times)
         listing = [{"requested": s.requested, "t": s.t, "frame_idx": s.frame_idx} for s in stills]
-        return [TextContent(type="text", text=film_tools.finite_json({"frames": listing})),
+        return [TextContent(type="text", text=finite_json({"frames": listing})),
                 *(Image(data=s.data, format=s.mime.split("/")[1]) for s in stills)]
 
     @mcp.tool(annotations=READ_ONLY)
@@ -284,13 +285,13 @@ def _add_resources_and_prompts(mcp: MCPServer, lib: Library) -> None:
     @mcp.resource("moviemem://films", mime_type="application/json", description="The films in the library.")
     @_resource
     def films_resource() -> str:
-        return film_tools.finite_json(film_tools.list_films(lib))
+        return finite_json(film_tools.list_films(lib))
 
     @mcp.resource("moviemem://films/{film_id}", mime_type="application/json",
                   description="A film's overview: duration, counts, segments, characters.")
     @_resource
     def film_resource(film_id: str) -> str:
-        return film_tools.finite_json(film_tools.film_overview(lib, film_id))
+        return finite_json(film_tools.film_overview(lib, film_id))
 
     @mcp.prompt(description="A multiple-choice question about a film (the mcq benchmark format), answered with the tools.")
     def mcq(film_id: str, question: str, options: str) -> str:

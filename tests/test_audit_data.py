@@ -170,7 +170,7 @@ def test_item3_json_output_never_holds_nan_or_infinity(tmp_path: Path, cli, lib_
         anyio.run(server.read_resource, "moviemem://films")
 
     # the check walks a reply's nesting rather than serialising it a second time
-    from moviemem.serve.film_tools import check_finite
+    from moviemem.foundation.numbers import check_finite
 
     check_finite({"films": [{"id": "a", "spans": [(0.0, 1.5)], "note": None}]})
     with pytest.raises(MovieMemError, match="not finite"):
