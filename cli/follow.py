@@ -79,9 +79,10 @@ def bench_progress(quiet: bool, label: str) -> Iterator[Callable[[Progress], Non
         with bench_lines(label) as on:
             yield on
     else:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+        from rich.progress import Progress as Bars
 
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        with Bars(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       TextColumn("${task.fields[cost]:.4f}  {task.fields[calls]} calls, {task.fields[hits]} cached"),
                       console=err, transient=True) as bar:
             task = bar.add_task(label, total=None, cost=0.0, calls=0, hits=0)
@@ -107,7 +108,7 @@ def bench_lines(label: str) -> Iterator[Callable[[Progress], None]]:
                             f"{s.policy} x {s.backbone}, film {s.film_id}, item {s.item_id}", done=p.done, total=p.total)
             elif p.last is not None:
                 r = p.last
-                verdict = {True: "right", False: "wrong"}.get(r.correct, r.status) if r.status == "answered" else r.status
+                verdict = r.status if r.status != "answered" or r.correct is None else "right" if r.correct else "wrong"
                 shown.end(r.key, f"{r.policy} x {r.backbone}, film {r.film_id}, item {r.item_id}: {verdict}; "
                           f"{p.spend.calls} model calls, {p.spend.cache_hits} cached, ${p.spend.cost_usd:.4f} so far",
                           done=p.done, total=p.total)
@@ -148,9 +149,9 @@ def collection_shown(quiet: bool, label: str) -> Iterator[tuple[QuietReporter, C
 
             yield LineReporter(shown, stage_lines=False), film_done
     else:
-        from rich.progress import Progress
+        from rich.progress import Progress as Bars
 
-        with Progress(console=err, transient=True) as bar:
+        with Bars(console=err, transient=True) as bar:
             task = bar.add_task(label, total=None)
 
             def update(i: int, n: int, film: str) -> None:
