@@ -72,6 +72,7 @@ class RecordUsage(_Value):
     input_tokens: int = Field(default=0, ge=0)
     output_tokens: int = Field(default=0, ge=0)
     cached_input_tokens: int = Field(default=0, ge=0)
+    restored_input_tokens: int = Field(default=0, ge=0)  # of the cached: restored from a saved prefix state (issue 65)
     images: int = Field(default=0, ge=0)
     video_s: float = Field(default=0.0, ge=0)  # an answer's only
     audio_s: float = Field(default=0.0, ge=0)  # an answer's only
@@ -384,6 +385,7 @@ class SummaryRow(Metrics, EvidenceSummary, total=False):
     median_input_tokens: float | None
     total_input_tokens: int
     total_processed_tokens: int
+    total_restored_tokens: NotRequired[int]
     total_output_tokens: int
     cost_usd: float | None
     compute_s: float

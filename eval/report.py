@@ -89,10 +89,11 @@ def _results(rows: Sequence[SummaryRow], grid: Grid, names: Names, wide: bool) -
           md.wald(r.get("accuracy")), md.ci(r.get("accuracy_clustered")), md.pct(r.get("invalid")),
           md.pct(r.get("guesses")), md.pct(r.get("fallback_parsed"))] for r in rows], wide=wide),
         "", "## Cost", "", md.tables(
-        ["policy", "backbone", "calls / answer", "median input tokens", "input tokens read", "output tokens",
-         "compute (s)", "cost ($)"],
+        ["policy", "backbone", "calls / answer", "median input tokens", "input tokens billed", "read", "restored",
+         "output tokens", "compute (s)", "cost ($)"],
         [[names[r["policy"]], r["backbone"], _calls_per_answer(grid.get((r["policy"], r["backbone"]), [])),
-          md.count(r["median_input_tokens"]), md.count(r.get("total_processed_tokens")), md.count(r["total_output_tokens"]),
+          md.count(r["median_input_tokens"]), md.count(r.get("total_input_tokens")), md.count(r.get("total_processed_tokens")),
+          md.count(r.get("total_restored_tokens", 0)), md.count(r["total_output_tokens"]),
           md.secs(r["compute_s"]), md.money(r["cost_usd"])] for r in rows], wide=wide)]
 
 

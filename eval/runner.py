@@ -91,7 +91,8 @@ def _usage_sum(answers: dict[str, AnswerRecord]) -> RecordUsage:
     us = [a.usage for a in answers.values()]
     priced = [u.cost_usd for u in us if u.cost_usd is not None]
     return RecordUsage(input_tokens=sum(u.input_tokens for u in us), output_tokens=sum(u.output_tokens for u in us),
-                       cached_input_tokens=sum(u.cached_input_tokens for u in us), images=sum(u.images for u in us),
+                       cached_input_tokens=sum(u.cached_input_tokens for u in us),
+                       restored_input_tokens=sum(u.restored_input_tokens for u in us), images=sum(u.images for u in us),
                        latency_s=sum(u.latency_s or 0 for u in us), cost_usd=sum(priced) if priced else None)
 
 

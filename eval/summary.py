@@ -52,6 +52,8 @@ def summarise(run_dir: str | Path) -> list[SummaryRow]:
                   "total_input_tokens": sum(tokens),
                   # what the model really read: billed input less the prefix it reused from its prompt cache
                   "total_processed_tokens": sum(tokens) - sum(u.cached_input_tokens for u in usage),
+                  # of the reused: restored from a state saved on disk by an earlier process (issue 65)
+                  "total_restored_tokens": sum(u.restored_input_tokens for u in usage),
                   "total_output_tokens": sum(u.output_tokens for u in usage),
                   "cost_usd": sum(priced) if priced else None,
                   "compute_s": round(sum(r.wall_s for r in recs), 3),

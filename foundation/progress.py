@@ -103,6 +103,11 @@ def span(seconds: float) -> str:
     return f"{s // 3600}h{s % 3600 // 60:02d}m"
 
 
+def _took(seconds: float) -> str:
+    """How long one thing took: tenths under ten seconds (most ingest stages of a text film), else `span`."""
+    return f"{max(0.0, seconds):.1f}s" if seconds < 9.95 else span(seconds)
+
+
 @dataclass
 class Call:
     """A model call in flight: what a heartbeat says while it waits. `read` is the prompt's tokens read so
@@ -238,7 +243,7 @@ class ProgressLines:
                 self.done = self.done + 1 if done is None else done
                 self.done_here += 1
             label = what or (began.what if began else str(key))
-            took = f" in {span(self.clock() - began.started)}" if began is not None else ""
+            took = f" in {_took(self.clock() - began.started)}" if began is not None else ""
             self._emit(f"{label}{took}")
 
     def drop(self, key: Any) -> None:

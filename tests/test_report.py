@@ -115,11 +115,11 @@ def test_report_tables_and_plot(run_dir: Path):
     tables = [line for line in md.splitlines() if line.startswith("| policy | backbone |")]
     assert max(line.count(" | ") + 1 for line in tables[:2]) <= 10
     assert max(len(line) for line in md.splitlines() if line.startswith("|")) <= 100
-    assert "## Cost" in md and ("| policy | backbone | calls / answer | median input tokens | input tokens read | "
-                                "output tokens |") in md and "| policy | backbone | compute (s) | cost ($) |" in md
+    assert "## Cost" in md and ("| policy | backbone | calls / answer | median input tokens | input tokens billed | read | "
+                                "restored |") in md and "| policy | backbone | output tokens | compute (s) | cost ($) |" in md
     cost = md.split("## Cost", 1)[1].split("\n## ", 1)[0]
     # the median of eight 5-token prompts is 5.0 in the summary: written 5
-    assert "| good | scripted | 1.0 | 5 | 40 | 8 |" in cost and "| 5.0 |" not in cost
+    assert "| good | scripted | 1.0 | 5 | 40 | 40 | 0 |" in cost and "| good | scripted | 8 |" in cost and "| 5.0 |" not in cost
     # good answers A (right on even items), weak answers B on q1 only (right) and C elsewhere; weak's Wald
     # 12.5 ± 22.9 reaches below 0: the Wald column gives Wilson's interval there (issue 61)
     assert "| good | scripted | 8 | 0 |" in md and "50.0 ± 34.6" in md

@@ -31,7 +31,7 @@ def test_srt_as_a_film_without_video(tmp_path: Path, cli) -> None:
         assert (stages[name]["status"], stages[name]["reason"]) == ("skipped", "no video")
     assert stages["transcript"]["status"] == "done"
     # where the time goes: each stage's time in the ingest's lines and in `show`
-    assert re.search(r"done transcript \d+\.\d s", res.err)
+    assert re.search(r"front-page: transcript done .* in \d+(\.\d)?s", res.err)
     assert all(x["seconds"] >= 0 for x in s["stages"]) and stages["transcript"]["seconds"] < 60
     shown = cli("show", "front-page").out
     assert "took" in shown and re.search(r"transcript\s+done\s+\d+\.\d s", shown)
