@@ -201,8 +201,9 @@ READ_CLAIM = Prompt("read-claim", 1, READER_SYSTEM,
 
 # The evidence an answer read from one token rests on (agents/readers/cite.py): the conversation that read the answer
 # goes on with the answer as the model's turn and this question, so a local model reads only these few new tokens.
-CITE_BLOCK = Prompt("cite-block", 1, READER_SYSTEM,
-                    "Which evidence block supports that answer best? Answer with its number only: for [E3], answer 3.")
+# v1 gave an example id ("for [E3], answer 3"): on 4 of 4 dev MCQs `local` answered 3, the example's number.
+CITE_BLOCK = Prompt("cite-block", 2, READER_SYSTEM,
+                    "Which evidence block supports that answer best? Answer only with the number in its id, without the E.")
 
 # Reranking (hybrid[rerank=N], agents/rerank.py): the question comes first, so the calls about one question share a
 # prefix that llama.cpp reads once, and each candidate passage after it is the only new text of its call.
