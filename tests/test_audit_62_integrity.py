@@ -13,16 +13,15 @@ import http.server
 import io
 import json
 import os
-import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from filelock import FileLock
+from racing import race
 from test_audit_data import _edit_table
 from test_hostile_input import SRT, _exported, _rebundle
 
@@ -93,25 +92,9 @@ def test_item3_two_processes_importing_one_bundle_under_one_id_one_fails(tmp_pat
     lib.ingest_text(tmp_path / "o.srt", film_id="other")
     held = FileLock(str(lib.store.locks_dir() / "k.lock"))
     held.acquire()  # both read the library, then wait on the lock: the race, every time
-    env = {**os.environ, "COLUMNS": "400", "PYTHONPATH": os.pathsep.join(sys.path)}
-    procs, logs = [], []
-    for name in ("a", "b"):
-        log = tmp_path / f"{name}.log"
-        cmd = [sys.executable, "-c", "from moviemem.cli import main; main()", "import", str(bundle), "--film-id", "k",
-               "--library", str(lib_dir)]
-        with log.open("w") as out:
-            procs.append(subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env))
-        logs.append(log)
-    try:
-        deadline = time.monotonic() + 120
-        while not all("being written by another process" in p.read_text() for p in logs):
-            assert time.monotonic() < deadline, [p.read_text() for p in logs]
-            assert all(p.poll() is None for p in procs), [p.read_text() for p in logs]
-            time.sleep(0.2)
-    finally:
-        held.release()
-    codes = sorted(p.wait(timeout=120) for p in procs)
-    texts = [p.read_text() for p in logs]
+    args = ["import", str(bundle), "--film-id", "k", "--library", str(lib_dir)]
+    codes, texts = race(held, [("a", args), ("b", args)], "being written by another process", tmp_path)
+    codes = sorted(codes)
     assert codes == [0, 2], texts
     assert any("film 'k' is already in the library" in t for t in texts), texts
     again = Library(lib_dir)

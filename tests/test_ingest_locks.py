@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import logging
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 from filelock import FileLock
+from racing import race
 
 from moviemem import Library
 from moviemem.foundation.errors import FilmBusyError
@@ -41,29 +39,12 @@ def test_two_processes_ingesting_one_new_id_from_two_sources_one_fails(tmp_path:
     lib.ingest_text(_srt(tmp_path / "other.srt", "Another film."), film_id="other")  # the tables exist before both start
     held = FileLock(str(lib.store.locks_dir() / "k.lock"))
     held.acquire()  # both processes read the library, then wait on the lock: the race, every time
-    env = {**os.environ, "COLUMNS": "400", "PYTHONPATH": os.pathsep.join([*sys.path])}
-    procs, logs = [], []
-    for name, line in (("a", "Where is Williams?"), ("b", "Hello there.")):
-        log = tmp_path / f"{name}.log"
-        cmd = [sys.executable, "-c", "from moviemem.cli import main; main()", "ingest", "--library", str(tmp_path / "lib"),
-               "--text", str(_srt(tmp_path / f"{name}.srt", line)), "--film-id", "k"]
-        with log.open("w") as out:
-            procs.append(subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env))
-        logs.append(log)
-    try:
-        deadline = time.monotonic() + 120
-        while not all("being ingested by another process" in p.read_text() for p in logs):
-            assert time.monotonic() < deadline, [p.read_text() for p in logs]
-            assert all(p.poll() is None for p in procs), [p.read_text() for p in logs]
-            time.sleep(0.2)
-    finally:
-        held.release()
-    codes = sorted(p.wait(timeout=120) for p in procs)
-    texts = [p.read_text() for p in logs]
-    assert codes == [0, 2], texts
-    failed = texts[[p.returncode for p in procs].index(2)]
+    commands = [(name, ["ingest", "--library", str(tmp_path / "lib"), "--text", str(_srt(tmp_path / f"{name}.srt", line)),
+                        "--film-id", "k"]) for name, line in (("a", "Where is Williams?"), ("b", "Hello there."))]
+    codes, texts = race(held, commands, "being ingested by another process", tmp_path)
+    assert sorted(codes) == [0, 2], texts
+    failed = texts[codes.index(2)]
     errors = [ln for ln in failed.splitlines() if ln.startswith("error:")]
     assert len(errors) == 1 and "film id 'k' already holds another source" in errors[0], failed
-    winner = procs[[p.returncode for p in procs].index(0)]
-    kept = "Where is Williams?" if winner is procs[0] else "Hello there."
+    kept = "Where is Williams?" if codes[0] == 0 else "Hello there."
     assert [u.text for u in Library(tmp_path / "lib").film("k").utterances()] == [kept]
