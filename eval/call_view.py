@@ -110,8 +110,10 @@ def call_text(c: ShownCall) -> str:
     if c.tools:
         parts += ["--- tools offered", c.tools]
     u = c.line.usage
+    reused = (f" ({u.cached_input_tokens} reused" + (f", {u.restored_input_tokens} of them restored from a saved state"
+                                                      if u.restored_input_tokens else "") + ")") if u.cached_input_tokens else ""
     parts.append(f"--- reply ({'from the replay cache, ' if r.cached else ''}finish {r.finish_reason or '?'}, "
-                 f"{u.input_tokens} tokens read, {u.output_tokens} written"
+                 f"{u.input_tokens} tokens in{reused}, {u.output_tokens} written"
                  + (f", invalid: {r.error}" if r.invalid else "") + ")")
     parts.append(r.text)
     parts += [f"[tool call: {t.name}({t.arguments})]" for t in r.tool_calls]
