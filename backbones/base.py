@@ -138,7 +138,8 @@ def scrub(reply: Reply, secrets: Iterable[str] = ()) -> Reply:
     name, arguments and signature. Done once, after the reply is checked (the check's own error quotes
     the finish reason), where a provider's reply enters, so the CLI, MCP, `serve`, traces and files all
     see the scrubbed text; every way out scrubs again."""
-    return _scrubbed(reply, tuple(secrets))
+    clean: Reply = _scrubbed(reply, tuple(secrets))  # a Reply in, the same dataclass out
+    return clean
 
 
 def _scrubbed(obj: Any, known: tuple[str, ...]) -> Any:

@@ -30,6 +30,7 @@ from .views import (
     EvidenceView,
     IndexCell,
     IndexRow,
+    MessageView,
     OptionView,
     PromptLine,
     QueryView,
@@ -240,7 +241,7 @@ def _calls(log: CallLog, key: str, a: AnswerRecord, gold: list[tuple[float, floa
     marks = _evidence_lines(a, gold)
     views: list[CallView] = []
     for k, line in enumerate(log.of(a.call_ids), 1):
-        messages = []
+        messages: list[MessageView] = []
         for m in line.messages:
             text = "".join(log.text(p.text) if p.text is not None else f"[{'image' if p.image else 'video' if p.video else 'audio'}: "
                            f"{p.image or p.video or p.audio}]\n" for p in m.parts)
@@ -250,7 +251,7 @@ def _calls(log: CallLog, key: str, a: AnswerRecord, gold: list[tuple[float, floa
             messages.append({"role": m.role, "lines": lines})
         r = line.reply
         views.append({"head": f"{key}: call {k} of {len(a.call_ids)}, prompt {line.prompt} v{line.version}, "
-                              f"{line.usage.input_tokens} tokens read",
+                              f"{line.usage.input_tokens} tokens in",
                       "messages": messages,
                       "reply": r.text + "".join(f"\n[tool call: {c.name}({c.arguments})]" for c in r.tool_calls)
                                + (f"\n(invalid: {r.error})" if r.invalid else "")})

@@ -345,10 +345,10 @@ class MemoryStore:
         """Films whose probe run is finished (a film mid-import or mid-probe is not listed).
         Two queries however many films: the visible probe run of every film, then the films rows."""
         probe: dict[str, StageRow] = {}
-        for r in cast("list[StageRow]", self.rows("stages", "stage = 'probe'")):
+        for r in self.rows("stages", "stage = 'probe'"):
             if r.status in FINISHED and (r.film_id not in probe or r.finished_at > probe[r.film_id].finished_at):
                 probe[r.film_id] = r
-        films = cast("list[FilmRow]", self.rows("films"))
+        films = self.rows("films")
         out = [f for f in films if f.film_id in probe and probe[f.film_id].run_id == f.run_id]
         return sorted(out, key=lambda f: f.film_id)
 

@@ -233,7 +233,8 @@ class LettersReader:
         shown_for_logprobs(run, reading)
         q, rotations = reading.question, self.settings.letter_rotations
         parsed = read_letter(run, q, reading.text, words=self.settings.option_words, rotations=rotations)
-        if self.settings.cite == "follow-up" and not parsed.invalid and parsed.choice in q.letters:
+        if self.settings.cite == "follow-up" and not parsed.invalid and parsed.choice is not None \
+                and parsed.choice in q.letters:
             # the conversation of the last order read (its prompt is the one the model has just read)
             order = orders(len(q.options), rotations)[-1]
             shown = Question(q.text, tuple(q.options[i] for i in order))
