@@ -354,13 +354,13 @@ def test_the_claim_reader_contrasts_with_the_statement_read_with_no_evidence(imp
     # (1.5 log 0.7 - 0.5 log 0.95 < 1.5 log 0.3 - 0.5 log 0.05) it is FALSE
     b = ScriptedBackbone([yes(0.7), yes(0.95)], capabilities={"logprobs": True})
     ans = ask(film, "Anna rows out at dusk.", policy="hybrid", backbone=b, kind="claim", claims="calibrated",
-              claim_calibration="contrast")
+              claim_calibration="contrast", cite="none")  # the calls the verdict takes, without the citation's
     assert ans.choice == "FALSE" and len(b.calls) == 2
     assert "(no evidence)" in b.calls[1].messages[-1].text and "Anna rows out at dusk." in b.calls[1].messages[-1].text
     assert "(no evidence)" not in b.calls[0].messages[-1].text
     b = ScriptedBackbone([yes(0.7)], capabilities={"logprobs": True})
     ans = ask(film, "Anna rows out at dusk.", policy="hybrid", backbone=b, kind="claim", claims="calibrated",
-              claim_calibration="none")
+              claim_calibration="none", cite="none")
     assert ans.choice == "TRUE" and len(b.calls) == 1
     with pytest.raises(MovieMemError, match="unknown claim calibration 'prior'"):
         ask(film, "Anna rows out at dusk.", policy="hybrid", backbone=b, kind="claim", claim_calibration="prior")
