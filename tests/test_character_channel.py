@@ -75,7 +75,8 @@ def test_who_question_evidence_holds_the_registry_entry_and_the_characters_lines
     film, _ = films
     found = CharacterRetriever().retrieve(film, "Who found the key under the stairs? Cedric", k=20)
     cedric = next(e for e in found if e.kind == "character")
-    assert cedric.text.startswith("character Cedric: speaks 2 lines; first 00:00:05, last 00:00:14")
+    # his two tagged lines, and "Who are you?" given to him by turn alternation (issue 64: a reason and a confidence)
+    assert cedric.text.startswith("character Cedric: speaks 3 lines; first 00:00:01, last 00:00:14")
     assert '"I found the brass key under the stairs." (tag)' in cedric.text  # the line that named him
     by_id = {e.id: e for e in found}
     assert by_id["utterance:2"].text == "I found the brass key under the stairs."  # he says it ...
@@ -91,7 +92,7 @@ def test_who_question_evidence_holds_the_registry_entry_and_the_characters_lines
     route = next(s for s in ans.trace if s.kind == "route").data
     assert route["type"] == "character" and ["characters", 3] in route["channels"]
     assert any(s.kind == "retrieve" and s.data["retriever"] == "characters" for s in ans.trace)
-    assert "(character) character Cedric: speaks 2 lines" in sent
+    assert "(character) character Cedric: speaks 3 lines" in sent
     assert "Cedric: I found the brass key under the stairs." in sent  # transcript lines show their speaker
     assert any(e["id"].startswith("character:") and e["kind"] == "character" for e in ans.to_dict()["evidence"])
 
@@ -127,6 +128,6 @@ def test_until_hides_later_characters_their_lines_and_naming_lines(films) -> Non
     # by 10 s Cedric has spoken one line: his entry counts only it and quotes only the naming line already said
     early = CharacterRetriever().retrieve(film.until(10.0), KEY_Q.text + " Cedric", k=20)
     entry = next(e for e in early if e.kind == "character")
-    assert entry.text.startswith("character Cedric: speaks 1 line; first 00:00:05, last 00:00:08")
+    assert entry.text.startswith("character Cedric: speaks 2 lines; first 00:00:01, last 00:00:08")
     assert "You're welcome" not in entry.text
     assert {e.id for e in early if e.kind != "character"} == {"utterance:2"} and all(e.end <= 10.0 for e in early)
