@@ -118,8 +118,9 @@ def bench_lines(label: str) -> Iterator[Callable[[Progress], None]]:
 
 @contextmanager
 def ask_lines(quiet: bool, policy: str, backbone: str, film: str) -> Iterator[Any]:
-    """`ask` in a log: a line as it starts, one per step the policy takes, the heartbeat while a call is in
-    flight, and one when it ends. On a terminal (or --quiet) nothing here: the terminal has its spinner."""
+    """`ask` in a log: a line per step the policy takes, the heartbeat while a call is in flight, and one when it
+    ends; nothing before the first step, so input refused before any work is one error line alone. On a
+    terminal (or --quiet) nothing here: the terminal has its spinner."""
     if mode(quiet) != "lines":
         yield None
         return
@@ -128,7 +129,6 @@ def ask_lines(quiet: bool, policy: str, backbone: str, film: str) -> Iterator[An
     what = f"{policy} x {backbone}, film {film}"
     with lines("ask", total=1) as shown:
         shown.begin("ask", what)
-        shown.say(f"asking: {what}")
         with watching(lambda step: shown.say(step.line())):
             yield shown
         shown.end("ask", f"answered: {what}")
