@@ -105,7 +105,10 @@ class CharactersStage(Stage):
 
 
 def _synopsis(ctx: Ctx) -> str:
-    """The film's synopsis where it was imported with one (MF²): a source of its people's names."""
+    """The film's synopsis where it was imported with one (MF²): a source of its people's names; none where the
+    stage is asked for its parameters without a film's inputs (a plan, a test)."""
+    if ctx.inputs is None:
+        return ""
     try:
         meta = json.loads(ctx.inputs.film.meta or "{}")
     except ValueError:
@@ -120,7 +123,8 @@ def _digest(text: str) -> str:
 
 
 def _overrides(ctx: Ctx) -> Overrides:
-    """The user's merges and splits stored in the library (characters/overrides.py); none for a remote library."""
-    if not ctx.store.is_local:
+    """The user's merges and splits stored in the library (characters/overrides.py); none for a remote library or
+    without one (a stage asked for its parameters alone)."""
+    if ctx.store is None or not ctx.store.is_local:
         return Overrides()
     return load_overrides(overrides_path(ctx.store.root, ctx.film_id))
