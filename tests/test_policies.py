@@ -397,7 +397,7 @@ def test_ace_open_answers_and_settings(film):
     ans = ask(film, "Why does Tom stay?", kind="open", policy="ace", backbone=b, base="closed-book", candidates=2)
     assert ans.text == "Out of love." and ans.choice is None
     assert "2. Out of love." in b.calls[-1].messages[-1].text
-    for bad, msg in (({"candidates": 1}, "at least 2"), ({"temperature": 0}, "above 0"), ({"base": "ace"}, "itself"),
+    for bad, msg in (({"candidates": 1}, "2 to 16 candidates"), ({"temperature": 0}, "above 0"), ({"base": "ace"}, "itself"),
                      ({"base": "telepathy"}, "unknown policy"), ({"base_settings": {"nope": 1}}, "no setting")):
         with pytest.raises(MovieMemError, match=msg):
             get_policy("ace", **bad)
