@@ -186,7 +186,7 @@ def test_film_page_shows_each_character_with_its_lines_and_face(tmp_path: Path, 
     lib = Library(tmp_path / "lib")
     lib.ingest_text(srt, film_id="t1", duration_s=60.0)
     cards = tl.character_cards(lib.film("t1"))
-    assert [(c["name"], c["lines"]) for c in cards] == [("Cedric", 2), ("Sara", 1)]
+    assert [(c["name"], c["lines"]) for c in cards] == [("Cedric", 3), ("Sara", 1)]  # with his turn-alternated line (issue 64)
     assert cards[0]["said"] == [(5.0, "I call Mother 'Dearest' because Father did."), (11.0, "You're welcome, Sara.")]
     assert cards[0]["voice"] is None and cards[0]["face"] is None and cards[0]["thumbnail"] == ""
     assert [c["name"] for c in tl.character_cards(lib.film("t1").until(4.5))] == ["Sara"]  # Cedric speaks later
