@@ -117,7 +117,8 @@ def trained_context(path: Path) -> int:
 
 def _load(path: Path, n_ctx: int, n_threads: int, cache_bytes: int, kv_type: str = "f16", flash: bool = True) -> _Model:
     flash = flash or kv_type != "f16"  # a quantised KV cache needs flash attention
-    key = (str(path.resolve()), n_ctx, n_threads, kv_type, flash)
+    # the RAM cache is part of the key: a model another caller loaded with one would answer from it
+    key = (str(path.resolve()), n_ctx, n_threads, cache_bytes, kv_type, flash)
     with _models_lock:
         if key in _models:
             return _models[key]
@@ -274,8 +275,9 @@ class LlamaCppBackbone(ProviderBackbone):
         """The child process that holds this model (one per model and settings, shared by backbones)."""
         from .llamacpp_worker import worker_for
 
+        # the speeds file is part of the key: the child records speeds where its settings said at its start
         key = (str(self.path), self._n_ctx, self.n_threads, self.cache_bytes, self.kv_type, self.flash,
-               self.state_max_bytes, self.state_min_tokens)
+               self.state_max_bytes, self.state_min_tokens, str(self.paces.path))
         return worker_for(key, self.name, self._worker_spec(self._n_ctx or None, self.cache_bytes))
 
     def _worker_spec(self, n_ctx: int | None, cache_bytes: int) -> dict[str, Any]:

@@ -187,9 +187,10 @@ def test_film_page_shows_each_character_with_its_lines_and_face(tmp_path: Path, 
     lib.ingest_text(srt, film_id="t1", duration_s=60.0)
     cards = tl.character_cards(lib.film("t1"))
     assert [(c["name"], c["lines"]) for c in cards] == [("Cedric", 3), ("Sara", 1)]  # with his turn-alternated line (issue 64)
-    assert cards[0]["said"] == [(5.0, "I call Mother 'Dearest' because Father did."), (11.0, "You're welcome, Sara.")]
+    assert cards[0]["said"] == [(1.0, "Who are you?"), (5.0, "I call Mother 'Dearest' because Father did."),
+                                (11.0, "You're welcome, Sara.")]
     assert cards[0]["voice"] is None and cards[0]["face"] is None and cards[0]["thumbnail"] == ""
-    assert [c["name"] for c in tl.character_cards(lib.film("t1").until(4.5))] == ["Sara"]  # Cedric speaks later
+    assert [c["name"] for c in tl.character_cards(lib.film("t1").until(4.5))] == ["Sara"]  # Cedric is named later
     # a face identity's crop: the cluster's row that carries it; unclustered faces have none
     faces = [FaceRow(film_id="t1", frame_idx=i, t=float(i), cluster=c, thumbnail=p)
              for i, (c, p) in enumerate([(-1, "x.jpg"), (0, ""), (0, "media/t1/faces/a/face_1.jpg"), (1, "b.jpg")])]
