@@ -17,11 +17,12 @@ from typing import TYPE_CHECKING, Any
 
 from ..foundation.timefmt import hms
 from . import evidence
-from .formats import LETTERS, Item, item_category
+from .formats import Item, item_category
 from .log import CallLog, log_grid_at, read_at, read_header
 from .markdown import money
 from .names import display_names
 from .records import AnswerRecord, Config, EvidenceRecord, ResultRecord
+from .tasks import Task, task_for
 from .views import (
     AnswerLane,
     AnswerView,
@@ -197,20 +198,9 @@ def _cell(rec: ResultRecord | None) -> IndexCell:
                                                               else "no evidence was shown") if lucky else ""}
 
 
-def _item_fields(item: Item) -> tuple[list[tuple[str, str]], list[OptionView]]:
-    d = item.model_dump(mode="json")
-    options: list[OptionView] = []
-    if "options" in d:
-        options = [{"text": o, "gold": LETTERS[i] == d.get("answer")} for i, o in enumerate(d["options"])]
-    labels = {"question": "Question", "true_claim": "True claim", "false_claim": "False claim", "event_a": "Event A",
-              "event_b": "Event B", "label": "Relation", "event": "Event", "reference": "Reference",
-              "start": "Start", "end": "End", "characters": "Characters"}
-    fields = []
-    for k, label in labels.items():
-        if k in d and d[k] not in (None, [], ""):
-            v = d[k]
-            fields.append((label, _hms(v) if k in ("start", "end") else ", ".join(v) if isinstance(v, list) else str(v)))
-    return fields, options
+def _item_fields(task: Task, item: Item) -> tuple[list[tuple[str, str]], list[OptionView]]:
+    """The fields and options of an item's page, as its format's task declares them (Task.shown, Task.options)."""
+    return task.shown(item), [{"text": text, "gold": gold} for text, gold in task.options(item)]
 
 
 _LINE_HEAD = re.compile(r"^(\[\d+(:\d\d){1,2}(\.\d)?\]|\[\d+\]|\d+[.)]|[-–*•])\s*")  # a time mark, a number, a dash
@@ -314,11 +304,12 @@ def write_inspector(run_dir: str | Path) -> Path:
     calls = CallLog(run_dir)
     film_pages = _film_pages(env, header.library, sorted(facts), root)
     rows: list[IndexRow] = []
+    task = task_for(header.format)
     item_tpl = env.get_template("item.html.j2")
     for n, it in enumerate(items, 1):
         page = f"{n}.html"
         recs = dict(zip(at[it.id], read_at(run_dir, at[it.id].values()))) if it.id in by_item else {}
-        fields, options = _item_fields(it)
+        fields, options = _item_fields(task, it)
         question = fields[0][1] if fields else ""
         rows.append({"id": it.id, "film": it.film_id, "category": item_category(it), "page": page,
                      "question": question, "gist": _shorten(question, GIST_CHARS),

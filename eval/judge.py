@@ -1,7 +1,8 @@
-"""An LLM judge for open answers (MovieCORE's five criteria) and clip narrations (Movie101v2 L1/L2).
+"""An LLM judge for the formats whose task declares a rubric: open answers (MovieCORE's five criteria), clip
+narrations (Movie101v2 L1/L2) and any plug-in format's own.
 
-Each answered open or narration record of a run directory is scored 0-5 on every criterion of
-its rubric in one structured call. Judge calls go through the replay cache (rescoring costs
+Each answered record of such a run directory is scored 0-5 on every criterion of its task's rubric
+(`Task.rubric`) in one structured call, against the reference the task gives (`Task.judge_reference`). Judge calls go through the replay cache (rescoring costs
 nothing); a failed call (transport error, reply that is not the requested JSON) is written as
 failed with its reason, never dropped. With `repeats` > 1 each item is judged again at a
 non-zero temperature, and agreement between repeats is reported.
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import itertools
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,25 +23,35 @@ import numpy as np
 
 from ..foundation.errors import MovieMemError
 from . import metrics
-from .formats import Narration, OpenQuestion
+from .formats import Item
 from .log import backbone_spec, judgement_writer, log_grid, only_writer, read_header, read_judgements
 from .outputs import JudgeCounts, JudgeSummaryRow
 from .records import EstimateLine, JudgementLine
+from .tasks import TASKS, Rubric, task_for
 
-RUBRICS: dict[str, dict[str, str]] = {
-    "open": {
-        "accuracy": "the prediction means the same as the reference answer (5: same meaning, 0: no answer or unrelated)",
-        "comprehensiveness": "it covers every key point of the reference (5: all, 0: none)",
-        "depth": "it explains causes, motives or consequences beyond surface description (5: insightful, 0: none)",
-        "evidence": "it supports its claims with specific moments of the film (5: strong, relevant evidence, 0: none)",
-        "coherence": "it is clear, organised and free of contradictions (5: very clear, 0: incoherent)",
-    },
-    "narration": {
-        "l1_environment": "it describes the setting (place, time, scene) as the reference does (5: fully, 0: not at all)",
-        "l1_characters": "it names the right characters and what they do (5: all right, 0: wrong or missing)",
-        "l2_plot": "it conveys the plot development of the clip as the reference does (5: fully, 0: not at all)",
-    },
-}
+
+def rubric_for(fmt: str) -> Rubric | None:
+    """The judge's criteria for a format: its task's rubric; None when the format has none (or no task)."""
+    return TASKS.get(fmt).rubric if fmt in TASKS else None
+
+
+class _Rubrics(Mapping[str, Rubric]):
+    """format -> rubric, for every registered task that declares one (a plug-in's included), read when asked."""
+
+    def __getitem__(self, fmt: str) -> Rubric:
+        rubric = rubric_for(fmt)
+        if rubric is None:
+            raise KeyError(fmt)
+        return rubric
+
+    def __iter__(self) -> Iterator[str]:
+        return (n for n, task in TASKS.load_all().items() if task.rubric is not None)  # a broken plug-in is logged
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+RUBRICS: Mapping[str, Rubric] = _Rubrics()
 
 SYSTEM = ("You grade answers about films against a reference. Score each criterion with an integer from 0 to 5 "
           "and reply with JSON only.")
@@ -51,14 +62,13 @@ def _schema(criteria: Sequence[str]) -> dict[str, Any]:
             "properties": {c: {"type": "integer", "enum": [0, 1, 2, 3, 4, 5]} for c in criteria}}
 
 
-def judge_prompt(item: OpenQuestion | Narration, prediction: str, repeat: int) -> str:
+def judge_prompt(item: Item, prediction: str, repeat: int) -> str:
     """The judge's request for one answer: the item's reference, the prediction and its format's rubric."""
-    rubric = RUBRICS[item.format]
-    if isinstance(item, OpenQuestion):
-        head = f"Question: {item.question}\nReference answer: {item.reference}\n"
-    else:
-        chars = ", ".join(item.characters) or "(not listed)"
-        head = f"Reference narration: {item.reference}\nCharacters in the clip: {chars}\n"
+    task = task_for(item.format)
+    rubric = task.rubric
+    if rubric is None:
+        raise MovieMemError(f"format {item.format!r} declares no judge rubric (its Task.rubric)")
+    head = task.judge_reference(item)
     lines = "\n".join(f"- {k}: {v}" for k, v in rubric.items())
     run = f"\n(Grading pass {repeat + 1}.)" if repeat else ""
     return (f"{head}Prediction: {prediction}\n\nCriteria:\n{lines}\n\n"
@@ -71,8 +81,10 @@ def judge_run(run_dir: str | Path, backbone: Any, *, repeats: int = 1, cache: st
     The judge holds the run directory as its only writer, as a bench does."""
     run_dir = Path(run_dir)
     fmt = read_header(run_dir).format
-    if fmt not in RUBRICS:
-        raise MovieMemError(f"{run_dir} is a {fmt} run; the judge scores open and narration answers")
+    if rubric_for(fmt) is None:
+        judged = list(RUBRICS)  # the formats whose task declares a rubric
+        names = " and ".join(filter(None, (", ".join(judged[:-1]), judged[-1] if judged else "no format")))
+        raise MovieMemError(f"{run_dir} is a {fmt} run; the judge scores {names} answers")
     if repeats < 1:
         raise MovieMemError(f"repeats must be at least 1, not {repeats}")
     with only_writer(run_dir):
@@ -91,7 +103,7 @@ def _judge(run_dir: Path, fmt: str, backbone: Any, repeats: int, cache: str | Pa
     else:
         bb = ReplayCache(backbone, cache) if cache else backbone
     items, grid = log_grid(run_dir)
-    by_id = {it.id: it for it in items if isinstance(it, (OpenQuestion, Narration))}  # as RUBRICS' formats load
+    by_id = {it.id: it for it in items}
     done = {(j["key"], j["repeat"], j["judge"]) for j in read_judgements(run_dir) if "key" in j}
     criteria = list(RUBRICS[fmt])
     todo = [(r, k) for recs in grid.values() for r in recs if r.status == "answered" for k in range(repeats)

@@ -31,13 +31,51 @@ import math
 from collections import defaultdict
 from collections.abc import Hashable, Sequence
 from dataclasses import asdict, dataclass
-from typing import cast
+from typing import TypedDict, cast
 
 import numpy as np
 from scipy import stats
 
 from ..foundation.errors import MovieMemError
-from .records import ClaimScoresLine, EstimateLine, PairedLine, PRFLine, RelationScores
+from .records import EstimateLine, PairedLine
+
+# The JSON shapes of the scores below that belong to one benchmark (MF²'s claim pairs, NEST's relations): kept
+# here, beside what computes them, so the run log's records (records.py) know no format.
+
+
+class ClaimScoresLine(TypedDict):
+    """metrics.ClaimScores as JSON: MF²'s scores of a configuration (or of one group of its items)."""
+
+    pairs: int
+    pairwise: EstimateLine
+    tpr: EstimateLine
+    tnr: EstimateLine
+    unparseable: EstimateLine
+
+
+class PRFLine(TypedDict):
+    """metrics.PRF as JSON: one relation type's precision, recall and F1."""
+
+    precision: float
+    recall: float
+    f1: float
+    support: int
+    predicted: int
+
+
+class FlashbackScores(TypedDict):
+    n: int
+    accuracy: EstimateLine
+    prf: PRFLine | None  # None: no item's gold or predicted label is flashback
+
+
+class RelationScores(TypedDict):
+    """metrics.relation_scores: NEST's per-type P/R/F1, micro and macro, and the flashback subset."""
+
+    per_type: dict[str, PRFLine]
+    micro: PRFLine
+    macro: PRFLine
+    flashback: FlashbackScores
 
 
 def _z(level: float) -> float:

@@ -16,7 +16,8 @@ from typing import Any
 
 from . import markdown as md
 from . import metrics
-from .records import ClaimScoresLine, EstimateLine, ResultRecord
+from .metrics import ClaimScoresLine
+from .records import EstimateLine, ResultRecord
 
 GROUPS = ("granularity", "category")
 RIGHT_ON_TRUE = "said_true_on_true_claim"

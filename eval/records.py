@@ -313,43 +313,9 @@ class PairedLine(TypedDict):
     interval: NotRequired[str]  # how the interval was made: "newcombe" | "bootstrap-percentile"
 
 
-class ClaimScoresLine(TypedDict):
-    """metrics.ClaimScores as JSON: MF²'s scores of a configuration (or of one group of its items)."""
-
-    pairs: int
-    pairwise: EstimateLine
-    tpr: EstimateLine
-    tnr: EstimateLine
-    unparseable: EstimateLine
-
-
-class PRFLine(TypedDict):
-    """metrics.PRF as JSON: one relation type's precision, recall and F1."""
-
-    precision: float
-    recall: float
-    f1: float
-    support: int
-    predicted: int
-
-
-class FlashbackScores(TypedDict):
-    n: int
-    accuracy: EstimateLine
-    prf: PRFLine | None  # None: no item's gold or predicted label is flashback
-
-
-class RelationScores(TypedDict):
-    """metrics.relation_scores: NEST's per-type P/R/F1, micro and macro, and the flashback subset."""
-
-    per_type: dict[str, PRFLine]
-    micro: PRFLine
-    macro: PRFLine
-    flashback: FlashbackScores
-
-
 class Metrics(TypedDict, total=False):
-    """What a task measures over one configuration's records (Task.summarise); a task adds its own keys."""
+    """What every task measures over one configuration's records (Task.summarise). A task adds its own keys in
+    its own row type (tasks.ClaimRow: MF²'s scores; tasks.RelationRow: NEST's), typed where it computes them."""
 
     n: int
     accuracy: EstimateLine | None  # None: the task has no right/wrong (open answers, before a judge)

@@ -30,8 +30,9 @@ from ..retrievers.gather import QuestionRetriever
 from ..retrievers.packing import Lines
 from ..retrievers.registry import DEFAULT, RETRIEVERS, describe, get_retriever
 from . import evidence as ev
-from .formats import MCQ, Benchmark, ClaimPair, item_category
+from .formats import Benchmark, item_category
 from .outputs import ProbeScores, RetrievalEvalJson, RetrievalSummary, RetrieverResult
+from .tasks import task_for
 
 DEFAULT_BUDGETS = (250, 500, 1000, 2000, 4000)
 AT_K = (1, 3, 5, 10)
@@ -49,18 +50,22 @@ class Probe:
 
 
 def probes(bench: Benchmark) -> list[Probe]:
-    """MCQ: the question with its options; claim pairs: each claim on its own (both are asked)."""
+    """Each item with gold evidence asked as its format's task says (Task.probes: a multiple-choice question with its
+    options; claim pairs, each claim on its own, as both are asked). A format whose task declares no probes
+    is said, in one line, rather than skipped."""
+    task = task_for(bench.format)
     out: list[Probe] = []
     for item in bench.items:
         gold = [(float(a), float(b)) for a, b in getattr(item, "evidence", None) or []]
         if not gold:
             continue
+        declared = task.probes(item)
+        if declared is None:
+            raise MovieMemError(f"{bench.path}: format {bench.format!r} declares no retrieval probes (its Task.probes), "
+                                "so retrieval-eval cannot ask its items")
         cat = item_category(item) or "all"
-        if isinstance(item, MCQ):
-            out.append(Probe(item.id, item.film_id, cat, Question.make(item.question, item.options), gold))
-        elif isinstance(item, ClaimPair):
-            for tag, text in (("true", item.true_claim), ("false", item.false_claim)):
-                out.append(Probe(f"{item.id}:{tag}", item.film_id, cat, Question(text, kind="claim"), gold))
+        out += [Probe(item.id if p.key is None else f"{item.id}:{p.key}", item.film_id, cat, p.question, gold)
+                for p in declared]
     if not out:
         raise MovieMemError(f"{bench.path}: no item carries gold `evidence` spans; retrieval-eval needs them")
     return out

@@ -1,27 +1,44 @@
-"""How each benchmark format is asked and scored.
+"""How each benchmark format is asked, scored, judged, probed and shown: one Task per benchmark.
 
-A task turns an item into the questions a policy answers (`queries`), scores the answers of
-one item (`score`: AnswerRecords in, a Score out), aggregates the scored records of one policy x
-backbone (`summarise`: Metrics), and writes its own section of report.md (`report_section`: MF²'s
-claim pairs, NEST's relations). The runner, the summary and the report know nothing about formats
-beyond this module; `TASKS.register(format, task)` (or `moviemem.register("task", ...)`) adds one,
-report section and all.
+A task names its item model (`model`), turns an item into the questions a policy answers (`queries`),
+scores the answers of one item (`score`: AnswerRecords in, a Score out), aggregates the scored records of
+one policy x backbone (`summarise`: Metrics), and writes its own section of report.md (`report_section`:
+MF²'s claim pairs, NEST's relations). It also declares what the rest of eval/ asks of a format: the
+judge's rubric and the reference it grades against (`rubric`, `judge_reference`), the retrieval probes of
+an item (`probes`, for retrieval-eval) and the fields the inspector's item page shows (`fields`,
+`options`). The runner, the summary, the report, the judge, retrieval-eval and the inspector know nothing
+about formats beyond this module; `TASKS.register(format, task)` (or `moviemem.register("task", ...)`) adds
+one, and a task that names its `model` and `keys` registers its format with it.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
+from ..agents.types import Question
 from ..foundation.errors import MovieMemError
-from ..foundation.plugins import Registry
+from ..foundation.plugins import Registry, first_doc_line
 from ..foundation.timefmt import hms
 from . import markdown as md
 from . import metrics, mf2_scores
-from .formats import LETTERS, MCQ, RELATION_TYPES, ClaimPair, Item, Localization, Narration, OpenQuestion, Relation, item_category
-from .records import AnswerRecord, ClaimScoresLine, EstimateLine, Metrics, RelationScores, ResultRecord, Score, SummaryRow
+from .formats import (
+    FORMATS,
+    LETTERS,
+    MCQ,
+    RELATION_TYPES,
+    ClaimPair,
+    Item,
+    Localization,
+    Narration,
+    OpenQuestion,
+    Relation,
+    item_category,
+)
+from .metrics import ClaimScoresLine, RelationScores
+from .records import AnswerRecord, EstimateLine, Metrics, ResultRecord, Score, SummaryRow
 
 
 @dataclass(frozen=True)
@@ -33,6 +50,28 @@ class Query:
     kind: str  # mcq | claim | open
     options: tuple[str, ...] = ()
     until: float | None = None
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One retrieval query of an item (Task.probes): retrieval-eval ranks evidence for `question` and measures
+    it against the item's gold spans; `key` tells apart an item's probes (None: the item's only one)."""
+
+    question: Question
+    key: str | None = None
+
+
+@dataclass(frozen=True)
+class Shown:
+    """One field of an item as the inspector's item page shows it: the item's `key` under `label`
+    (`time`: seconds shown as h:mm:ss.t)."""
+
+    key: str
+    label: str
+    time: bool = False
+
+
+Rubric = Mapping[str, str]  # criterion -> what it grades, with what 5 and 0 mean; the judge scores each 0-5
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -94,9 +133,45 @@ class RelationRow(SummaryRow, total=False):
     nest: RelationScores  # metrics.relation_scores
 
 
+def _time(t: Any) -> str:
+    try:
+        return hms(float(t), tenths=True)
+    except (TypeError, ValueError):
+        return "?"
+
+
+UNSHOWN = frozenset({"id", "film_id", "category", "evidence", "options", "answer"})  # shown apart, or not at all
+
+
 class Task:
     format: str = ""
     scored: bool = True  # False: answers wait for a judge
+    model: type[Item] | None = None  # the item class; with `keys`, registering the task registers the format too
+    keys: tuple[str, ...] = ()  # the keys that identify the format's lines (formats.FORMATS)
+    rubric: Rubric | None = None  # the judge's criteria (judge.py); None: the judge does not score this format
+    fields: tuple[Shown, ...] | None = None  # the inspector's item fields; None: every field of the item model
+
+    def judge_reference(self, item: Any) -> str:
+        """What the judge grades a prediction against (the head of its prompt, each line ending in a newline)."""
+        raise MovieMemError(f"format {self.format!r} declares no judge rubric (its Task.rubric)")
+
+    def probes(self, item: Any) -> list[Probe] | None:
+        """The queries retrieval-eval measures an item's gold evidence with; None: the format declares none
+        (retrieval-eval then says so, rather than skipping its items)."""
+        return None
+
+    def shown(self, item: Any) -> list[tuple[str, str]]:
+        """(label, value) of each field the inspector's item page shows, in order; the first leads the index row.
+        Empty values are left out; a list is joined with commas."""
+        declared = self.fields if self.fields is not None else tuple(
+            Shown(k, k.replace("_", " ").capitalize()) for k in type(item).model_fields if k not in UNSHOWN)
+        d = item.model_dump(mode="json")
+        return [(f.label, _time(v) if f.time else ", ".join(v) if isinstance(v, list) else str(v))
+                for f in declared if (v := d.get(f.key)) not in (None, [], "")]
+
+    def options(self, item: Any) -> list[tuple[str, bool]]:
+        """(text, is it the right one) of each option the item page lists; none by default."""
+        return []
 
     def queries(self, item: Any) -> list[Query]:
         raise NotImplementedError
@@ -123,6 +198,14 @@ class Task:
 
 class MCQTask(Task):
     format = "mcq"
+    model = MCQ
+    fields = (Shown("question", "Question"),)
+
+    def probes(self, item: MCQ) -> list[Probe]:
+        return [Probe(Question.make(item.question, item.options))]
+
+    def options(self, item: MCQ) -> list[tuple[str, bool]]:
+        return [(o, LETTERS[i] == item.answer) for i, o in enumerate(item.options)]
 
     def queries(self, item: MCQ) -> list[Query]:
         return [Query("answer", item.question, "mcq", tuple(item.options))]
@@ -139,6 +222,13 @@ class MCQTask(Task):
 
 class ClaimsTask(Task):
     format = "claims"
+    model = ClaimPair
+    fields = (Shown("true_claim", "True claim"), Shown("false_claim", "False claim"))
+
+    def probes(self, item: ClaimPair) -> list[Probe]:
+        """Each claim on its own, as both are asked."""
+        return [Probe(Question(text, kind="claim"), tag) for tag, text in (("true", item.true_claim),
+                                                                           ("false", item.false_claim))]
 
     def queries(self, item: ClaimPair) -> list[Query]:
         return [Query("true", item.true_claim, "claim"), Query("false", item.false_claim, "claim")]
@@ -177,6 +267,8 @@ class ClaimsTask(Task):
 
 class RelationsTask(Task):
     format = "relations"
+    model = Relation
+    fields = (Shown("event_a", "Event A"), Shown("event_b", "Event B"), Shown("label", "Relation"))
 
     def queries(self, item: Relation) -> list[Query]:
         q = (f"How is event A related to event B in the film?\nEvent A: {item.event_a}\nEvent B: {item.event_b}")
@@ -210,6 +302,8 @@ class RelationsTask(Task):
 
 class LocalizationTask(Task):
     format = "localization"
+    model = Localization
+    fields = (Shown("event", "Event"), Shown("start", "Start", time=True), Shown("end", "End", time=True))
 
     def queries(self, item: Localization) -> list[Query]:
         q = (f"At what time in the film does this happen: {item.event}\n"
@@ -227,14 +321,12 @@ class LocalizationTask(Task):
         return Score(item.start <= t <= item.end, {"pred_t": t, "gold": gold})
 
 
-class OpenTask(Task):
-    format = "open"
+class JudgedTask(Task):
+    """A format whose answers a judge scores (its `rubric`): none is right or wrong until then."""
+
     scored = False
 
-    def queries(self, item: OpenQuestion) -> list[Query]:
-        return [Query("answer", item.question, "open")]
-
-    def score(self, item: OpenQuestion, answers: dict[str, AnswerRecord]) -> Score:
+    def score(self, item: Any, answers: dict[str, AnswerRecord]) -> Score:
         a = answers.get("answer")
         if not a or a.invalid:
             return Score(None, {}, _reason(a, "unparseable reply"))
@@ -246,19 +338,59 @@ class OpenTask(Task):
                 "note": "open answers are scored by a judge; none has been run"}
 
 
-class NarrationTask(OpenTask):
-    format = "narration"
+class OpenTask(JudgedTask):
+    format = "open"
+    model = OpenQuestion
+    fields = (Shown("question", "Question"), Shown("reference", "Reference"))
+    rubric = {  # MovieCORE's five criteria
+        "accuracy": "the prediction means the same as the reference answer (5: same meaning, 0: no answer or unrelated)",
+        "comprehensiveness": "it covers every key point of the reference (5: all, 0: none)",
+        "depth": "it explains causes, motives or consequences beyond surface description (5: insightful, 0: none)",
+        "evidence": "it supports its claims with specific moments of the film (5: strong, relevant evidence, 0: none)",
+        "coherence": "it is clear, organised and free of contradictions (5: very clear, 0: incoherent)",
+    }
 
-    def queries(self, item: Narration) -> list[Query]:  # type: ignore[override]  # a task is only handed items of its own format
+    def queries(self, item: OpenQuestion) -> list[Query]:
+        return [Query("answer", item.question, "open")]
+
+    def judge_reference(self, item: OpenQuestion) -> str:
+        return f"Question: {item.question}\nReference answer: {item.reference}\n"
+
+
+class NarrationTask(JudgedTask):
+    format = "narration"
+    model = Narration
+    fields = (Shown("reference", "Reference"), Shown("start", "Start", time=True), Shown("end", "End", time=True),
+              Shown("characters", "Characters"))
+    rubric = {  # Movie101v2's L1 (environment, characters) and L2 (plot)
+        "l1_environment": "it describes the setting (place, time, scene) as the reference does (5: fully, 0: not at all)",
+        "l1_characters": "it names the right characters and what they do (5: all right, 0: wrong or missing)",
+        "l2_plot": "it conveys the plot development of the clip as the reference does (5: fully, 0: not at all)",
+    }
+
+    def queries(self, item: Narration) -> list[Query]:
         q = (f"Narrate what happens on screen between {hms(item.start)} and {hms(item.end)}: "
              "the setting, the characters and the plot, in a few sentences.")
         return [Query("answer", q, "open", until=item.end)]
 
+    def judge_reference(self, item: Narration) -> str:
+        chars = ", ".join(item.characters) or "(not listed)"
+        return f"Reference narration: {item.reference}\nCharacters in the clip: {chars}\n"
+
 
 def _check(name: str, task: Task, meta: dict[str, Any]) -> tuple[Task, dict[str, Any]]:
-    """A task is keyed by the format it scores, so the two names must agree."""
+    """A task is keyed by the format it scores, so the two names must agree. A task that names its item
+    `model` registers the format too (one registration for a benchmark), unless that format is already there."""
     if not isinstance(task, Task) or task.format != name or meta:
         raise MovieMemError(f"task {name!r}: register a Task instance under its own format name, with no options")
+    if task.model is not None:
+        if name not in FORMATS:
+            if not task.keys:
+                raise MovieMemError(f"task {name!r} names its item model: give the keys that identify its lines too (keys=...)")
+            FORMATS.register(name, task.model, keys=list(task.keys), description=first_doc_line(task.model))
+        elif FORMATS.get(name).model is not task.model:
+            raise MovieMemError(f"task {name!r} names item model {task.model.__name__}, but format {name!r} is "
+                                f"registered with {FORMATS.get(name).model.__name__}")
     return task, {}
 
 
@@ -275,4 +407,4 @@ for _t in (MCQTask(), ClaimsTask(), RelationsTask(), LocalizationTask(), OpenTas
     TASKS.register(_t.format, _t)
 
 TaskFactory = Callable[[], Task]
-__all__ = ["Query", "Score", "Task", "parse_time", "TASKS", "task_for", "Item"]
+__all__ = ["Query", "Probe", "Rubric", "Score", "Shown", "Task", "parse_time", "TASKS", "task_for", "Item"]
