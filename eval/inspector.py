@@ -12,13 +12,14 @@ import re
 import shutil
 import warnings
 from collections import defaultdict
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..foundation.timefmt import hms
 from . import evidence
-from .formats import Item, item_category
-from .log import CallLog, log_grid_at, read_at, read_header
+from .formats import Item, item_category, validate_rows
+from .log import ITEMS, CallLog, iter_log_at, read_at, read_header, read_items
 from .markdown import money
 from .names import display_names
 from .records import AnswerRecord, Config, EvidenceRecord, ResultRecord
@@ -118,7 +119,7 @@ def _film_pages(env: Environment, library: str | None, film_ids: list[str], root
 
 
 def _category_table(items: list[Item], configs: list[Config],
-                    by_item: dict[str, dict[Config, ResultRecord]]) -> list[CategoryRow]:
+                    by_item: Mapping[str, Mapping[Config, ResultRecord | Verdict]]) -> list[CategoryRow]:
     """Accuracy per category and configuration with its 95% Wilson interval (invalid counts as
     wrong, as in report.md), and an "all items" row."""
     from .metrics import accuracy, per_category
@@ -279,24 +280,45 @@ def _emptied(root: Path) -> None:
         shutil.rmtree(root)
 
 
+class Verdict(NamedTuple):
+    """What the index's category table reads of a record."""
+
+    correct: bool | None
+    status: str
+
+
+def _verdicts(run_dir: Path) -> tuple[list[Item], dict[str, dict[Config, Verdict]], dict[str, dict[Config, int]]]:
+    """The items, each record's verdict by item and configuration, and where each record starts in the log: the
+    records of `log_grid_at(unfit=True)` (every configuration with a record that is not transient), none held."""
+    header = read_header(run_dir)
+    items = validate_rows(((i + 1, r) for i, r in enumerate(read_items(run_dir))), header.format,
+                          str(run_dir / ITEMS))
+    known = {it.id for it in items}
+    by_item: dict[str, dict[Config, Verdict]] = defaultdict(dict)
+    at: dict[str, dict[Config, int]] = {}
+    for offset, r in iter_log_at(run_dir):
+        if r.status == "transient":
+            continue
+        at.setdefault(r.item_id, {})[r.config] = offset
+        if r.item_id in known:
+            by_item[r.item_id][r.config] = Verdict(r.correct, r.status)
+    return items, by_item, at
+
+
 def write_inspector(run_dir: str | Path) -> Path:
     """inspector/index.html and inspector/items/N.html; thumbnails copied under inspector/thumbs."""
     run_dir = Path(run_dir)
     header = read_header(run_dir)
-    # a large log is never held whole, and read once: the index reads lean records, each item's page its own
-    # records in full, read again by their offsets
-    items, grid, at = log_grid_at(run_dir, unfit=True, slim=True)
+    # a large log is never held whole, and read once: the index keeps each record's verdict and where it starts,
+    # each item's page reads its own records in full by those offsets (issue 62)
+    items, by_item, at = _verdicts(run_dir)
     root = run_dir / INSPECTOR
     _emptied(root)
     (root / "items").mkdir(parents=True, exist_ok=True)
     (root / "thumbs").mkdir(exist_ok=True)
     env = _env()
-    configs = sorted(grid)
+    configs = sorted({c for v in at.values() for c in v})
     names = display_names(p for p, _ in configs)  # the short names every table shows; run.json keeps the specs
-    by_item: dict[str, dict[Config, ResultRecord]] = defaultdict(dict)
-    for key, key_recs in grid.items():
-        for rec in key_recs:
-            by_item[rec.item_id][key] = rec
     title = f"moviemem inspector: {Path(header.benchmark or run_dir).name}"
     from .timeline import film_facts
 

@@ -28,7 +28,7 @@ import threading
 import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
 from filelock import FileLock, Timeout
 
@@ -464,26 +464,64 @@ def _medium_ref(path: Path | None, data: bytes | None, url: str | None, mime: st
 
 
 class CallLog:
-    """A run's calls as sent, read back: by id, by record key, and each message's text joined from its pieces."""
+    """A run's calls as sent, read back: by id, by record key, and each message's text joined from its pieces.
+    Only where each line starts is held; a call or a piece is read when asked for (issue 62: a large run's calls
+    read whole took several times their files' size)."""
 
     def __init__(self, run_dir: str | Path):
         folder = Path(run_dir) / CALLS
-        self.texts = {str(o["id"]): str(o.get("text", "")) for o in _read_jsonl_objects(folder / CALL_TEXTS)
-                      if "id" in o}
-        self.calls: dict[str, CallLine] = {}
-        for o in _read_jsonl_objects(folder / CALL_LINES):
+        self._texts_path, self._calls_path = folder / CALL_TEXTS, folder / CALL_LINES
+        self._texts: dict[str, int] = {}
+        for at, o in _jsonl_objects_at(self._texts_path):
+            if "id" in o:
+                self._texts.setdefault(str(o["id"]), at)
+        self._calls: dict[str, int] = {}
+        for at, o in _jsonl_objects_at(self._calls_path):
             try:
                 line = CallLine.model_validate(o)
             except ValueError:
                 continue
-            self.calls.setdefault(line.id, line)
+            self._calls.setdefault(line.id, at)
 
     def __bool__(self) -> bool:
-        return bool(self.calls)
+        return bool(self._calls)
 
     def of(self, ids: Iterable[str]) -> list[CallLine]:
-        return [self.calls[i] for i in ids if i in self.calls]
+        known = [self._calls[i] for i in ids if i in self._calls]
+        if not known:
+            return []
+        with self._calls_path.open("rb") as f:
+            return [CallLine.model_validate(_object_at(f, at)) for at in known]
 
     def text(self, ids: Iterable[str] | None) -> str:
         """A text from its pieces; a piece the store lacks (a damaged line) shows as a marked gap."""
-        return "".join(self.texts.get(i, f"[missing text {i}]") for i in ids or ())
+        ids = list(ids or ())
+        if not any(i in self._texts for i in ids):
+            return "".join(f"[missing text {i}]" for i in ids)
+        with self._texts_path.open("rb") as f:
+            return "".join(str(_object_at(f, self._texts[i]).get("text", "")) if i in self._texts
+                           else f"[missing text {i}]" for i in ids)
+
+
+def _jsonl_objects_at(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """`_read_jsonl_objects`, each object with the byte offset of its line (a damaged line skipped)."""
+    if not path.exists():
+        return
+    offset = 0
+    with path.open("rb") as f:
+        for line in f:
+            if not line.endswith(b"\n"):
+                break
+            try:
+                obj = json.loads(line)
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                obj = None
+            if isinstance(obj, dict):
+                yield offset, obj
+            offset += len(line)
+
+
+def _object_at(f: BinaryIO, offset: int) -> dict[str, Any]:
+    """The JSON object on the line at `offset` (one `_jsonl_objects_at` read as an object)."""
+    f.seek(offset)
+    return cast(dict[str, Any], json.loads(f.readline()))

@@ -27,6 +27,7 @@ so bench --json, bench scripts and a plug-in task read them as before.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, NotRequired, TypeVar
 
@@ -388,7 +389,8 @@ class BenchmarkMeta(TypedDict, total=False):
     sample: SampleMeta  # sample.sample
 
 
-Grid = dict[Config, list[ResultRecord]]  # the records of each configuration, in item order (runner.log_grid)
+# the records of each configuration, in item order (log.log_grid); read-only: a report's may be packed (lean_log.py)
+Grid = Mapping[Config, list[ResultRecord]]
 
 V = TypeVar("V", bound=_Value)
 

@@ -23,7 +23,8 @@ from . import evidence, metrics, mf2_protocol, provenance
 from . import markdown as md
 from .formats import Item
 from .inspector import INSPECTOR, write_inspector
-from .log import log_grid, read_header
+from .lean_log import LeanLog, read_lean
+from .log import read_header
 from .names import display_names, legend
 from .records import EstimateLine, Grid, ResultRecord, RunHeader, SummaryRow
 from .summary import summarise
@@ -38,14 +39,15 @@ def _paired(grid: Grid, baseline: str, names: Names) -> list[list[Any]]:
     """Each configuration against the baseline's on the same backbone: the difference with Newcombe's
     interval (within ±100), the discordant pairs and McNemar's p."""
     rows = []
-    for (policy, backbone), recs in sorted(grid.items()):
+    for policy, backbone in sorted(grid):
         if policy == baseline or (baseline, backbone) not in grid:
             continue
-        base = {r.item_id: r for r in grid[(baseline, backbone)]}
-        shared = [r for r in recs if r.item_id in base]
+        # verdicts only: a configuration's records are objects while they are read, one at a time (lean_log.py)
+        base = {r.item_id: r.correct for r in grid[(baseline, backbone)]}
+        shared = [(r.correct, base[r.item_id]) for r in grid[(policy, backbone)] if r.item_id in base]
         if not shared:
             continue
-        p = metrics.mcnemar([r.correct for r in shared], [base[r.item_id].correct for r in shared])
+        p = metrics.mcnemar([c for c, _ in shared], [b for _, b in shared])
         rows.append([names[policy], backbone, p.n, md.diff(p.diff, p.ci_low, p.ci_high), f"{p.n10} / {p.n01}",
                      f"{p.p_value:.3g}", p.test])
     return rows
@@ -164,10 +166,28 @@ def write_report(run_dir: str | Path, baseline: str | None = None, inspector: bo
     policy spec or its display name; `wide` keeps every table whole rather than cut to 100 columns."""
     run_dir = Path(run_dir)
     header = read_header(run_dir)
-    rows = summarise(run_dir)
+    # the log is read once, a line at a time, each record lean and packed (lean_log.py): report.md reads no answer's
+    # evidence spans (the inspector does, an item's records at a time), and the packed records are let go before it
+    doc, shown = _document(run_dir, header, read_lean(run_dir), baseline, wide)
+    paths = {"report": run_dir / REPORT}
+    plot = plot_accuracy_vs_tokens(shown, run_dir / PLOT)
+    if plot is not None:
+        paths["plot"] = plot
+        doc += ["", f"![accuracy vs tokens]({PLOT})"]
+    if inspector:
+        paths["inspector"] = write_inspector(run_dir)
+        doc += ["", f"Inspector: [{INSPECTOR}/index.html]({INSPECTOR}/index.html)"]
+    atomic_write_text(run_dir / REPORT, "\n".join(doc) + "\n")
+    return paths
+
+
+def _document(run_dir: Path, header: RunHeader, log: LeanLog, baseline: str | None,
+              wide: bool) -> tuple[list[str], list[SummaryRow]]:
+    """report.md's lines up to its plot, and the summary rows as its tables name the policies."""
+    rows = summarise(run_dir, log)
     if not rows:
         raise MovieMemError(f"{run_dir} has no results yet")
-    items, grid = log_grid(run_dir, slim=True)  # report.md reads no answer's evidence spans: the inspector does
+    items, grid = log.items, log.fitted
     task = task_for(header.format)
     names = display_names(sorted({r["policy"] for r in rows} | {p for p, _ in grid}))
     policies = sorted({r["policy"] for r in rows})
@@ -212,16 +232,7 @@ def write_report(run_dir: str | Path, baseline: str | None = None, inspector: bo
     doc += [md.text(line) for line in legend(names)]
     doc += [md.text(line) for line in provenance.markdown(header.provenance)]
     doc += [md.text(line) for line in mf2_protocol.protocol_markdown(header.protocols, names)]  # issue 56
-    paths = {"report": run_dir / REPORT}
-    plot = plot_accuracy_vs_tokens(shown, run_dir / PLOT)
-    if plot is not None:
-        paths["plot"] = plot
-        doc += ["", f"![accuracy vs tokens]({PLOT})"]
-    if inspector:
-        paths["inspector"] = write_inspector(run_dir)
-        doc += ["", f"Inspector: [{INSPECTOR}/index.html]({INSPECTOR}/index.html)"]
-    atomic_write_text(run_dir / REPORT, "\n".join(doc) + "\n")
-    return paths
+    return doc, shown
 
 
 def _position_bias(items: list[Item], grid: Grid, names: Names, wide: bool) -> list[str]:
@@ -312,7 +323,8 @@ def _judge_section(run_dir: Path, fmt: str, names: Names, wide: bool) -> list[st
 
 def _invalid_reasons(grid: Grid, names: Names) -> list[list[Any]]:
     rows = []
-    for (p, b), recs in sorted(grid.items()):
+    for p, b in sorted(grid):  # a configuration's records read when its turn comes (lean_log.py)
+        recs = grid[(p, b)]
         counts: dict[str, int] = defaultdict(int)
         for r in recs:
             if r.status == "invalid":

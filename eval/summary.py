@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import cast
 
 from . import evidence, metrics
-from .log import read_header, scored_log
+from .lean_log import LeanLog, read_lean
+from .log import read_header
 from .records import ResultRecord, SummaryRow
 from .tasks import task_for
 
@@ -27,15 +28,18 @@ def fallback_parsed(records: Sequence[ResultRecord]) -> metrics.Estimate:
     return metrics.wilson(sum(hows), len(hows))
 
 
-def summarise(run_dir: str | Path) -> list[SummaryRow]:
+def summarise(run_dir: str | Path, log: LeanLog | None = None) -> list[SummaryRow]:
     """One row per (policy, backbone): the task's scores over the items it has records for. Records are
-    read `lean`: a task summarises scores, details, choices and the record's evidence scores, not the
-    spans each answer was shown."""
+    read `lean` and packed (lean_log.py): a task summarises scores, details, choices and the record's evidence
+    scores, not the spans each answer was shown, and one configuration's records are objects at a time. `log`:
+    the run's records already read (the report reads the log once for its summary and its tables)."""
     task = task_for(read_header(run_dir).format)
-    items, grid, unfit = scored_log(run_dir, slim=True)
+    log = log or read_lean(run_dir)
+    items, grid, unfit = log.items, log.scored, log.unfit
     by_id = {it.id: it for it in items}
     rows = []
-    for (policy, backbone), recs in sorted(grid.items()):
+    for policy, backbone in sorted(grid):  # a configuration's records read when its turn comes (lean_log.py)
+        recs = grid[(policy, backbone)]
         s = cast(SummaryRow, task.summarise([by_id[r.item_id] for r in recs], recs))
         usage = [r.usage for r in recs]
         tokens = [u.input_tokens for u in usage]
