@@ -14,6 +14,8 @@ KINDS = {
     "policy": "moviemem.agents.registry:POLICIES",
     "retriever": "moviemem.retrievers.registry:RETRIEVERS",
     "postprocessor": "moviemem.retrievers.postprocess:POSTPROCESSORS",
+    "channel": "moviemem.retrievers.routing:CHANNEL_RETRIEVERS",
+    "reader": "moviemem.agents.readers.registry:READERS",
     "stage": "moviemem.ingest.registry:STAGES",
     "format": "moviemem.eval.formats:FORMATS",
     "adapter": "moviemem.eval.formats:ADAPTERS",

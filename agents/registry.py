@@ -8,16 +8,13 @@ defaults in a nested `Settings` dataclass; `needs` names the film content it rea
 
 from __future__ import annotations
 
-import json
-import math
-import typing
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..foundation.errors import MovieMemError
-from ..foundation.numbers import numbers_in
 from ..foundation.plugins import Registry
+from ..foundation.specs import checked, setting_types, setting_value, split_top_level
 from .base import Policy
 
 
@@ -84,17 +81,10 @@ def list_policies() -> list[PolicyInfo]:
     return out
 
 
-def setting_value(raw: str) -> Any:
-    """A setting's value as written on a command line: JSON where it parses (64, true, [1,2]), else text."""
-    try:
-        return json.loads(raw)
-    except ValueError:
-        return raw.strip()
-
-
 def parse_policy_spec(spec: str) -> tuple[str, dict[str, Any]]:
     """`name` or `name[key=value,...]`, so one grid can hold one policy under several settings,
-    e.g. `end-to-end[frames=64]`."""
+    e.g. `end-to-end[frames=64]`; a value may be a list of parts with their own settings
+    (`hybrid[steps=[fuse, widen(lines=1)]]`)."""
     spec = spec.strip()
     if "[" not in spec:
         return spec, {}
@@ -102,23 +92,12 @@ def parse_policy_spec(spec: str) -> tuple[str, dict[str, Any]]:
     if not rest.endswith("]") or not name:
         raise MovieMemError(f"bad policy spec {spec!r}: use name or name[key=value,...]")
     settings: dict[str, Any] = {}
-    for part in filter(None, (p.strip() for p in _top_level_parts(rest[:-1]))):
+    for part in filter(None, (p.strip() for p in split_top_level(rest[:-1]))):
         key, sep, raw = part.partition("=")
         if not sep or not key.strip():
             raise MovieMemError(f"bad policy setting {part!r} in {spec!r}: use key=value")
         settings[key.strip()] = setting_value(raw)
     return name.strip(), settings
-
-
-def _top_level_parts(text: str) -> list[str]:
-    """`text` split at the commas outside brackets: a list value (`steps=["fuse","widen"]`) stays whole."""
-    parts, depth, start = [], 0, 0
-    for i, c in enumerate(text):
-        depth += (c == "[") - (c == "]")
-        if c == "," and depth == 0:
-            parts.append(text[start:i])
-            start = i + 1
-    return [*parts, text[start:]]
 
 
 def get_policy(name: str, **settings: Any) -> Policy:
@@ -128,36 +107,12 @@ def get_policy(name: str, **settings: Any) -> Policy:
     name, written = parse_policy_spec(name)
     settings = {**written, **settings}
     info = policy_info(name)
-    unknown = sorted(set(settings) - set(info.defaults))
+    # an older flat spelling the policy still takes and maps onto its parts (hybrid[context_lines=1]: widen's lines)
+    legacy: dict[str, Any] = dict(getattr(info.factory, "legacy_settings", {}))  # name -> type
+    unknown = sorted(set(settings) - set(info.defaults) - set(legacy))
     if unknown:
         raise MovieMemError(f"policy {name} has no setting {unknown[0]!r}; settings: {', '.join(info.defaults) or 'none'}")
-    hints = _setting_types(info)
-    policy = info.factory(**{k: _checked(name, k, v, hints.get(k)) for k, v in settings.items()})
+    hints = {**legacy, **setting_types(getattr(info.factory, "Settings", None))}
+    policy = info.factory(**{k: checked(f"policy {name}", k, v, hints.get(k)) for k, v in settings.items()})
     policy.name = name
     return policy
-
-
-def _setting_types(info: PolicyInfo) -> dict[str, Any]:
-    """The Settings fields' declared types; none for a plug-in whose annotations do not resolve."""
-    settings = getattr(info.factory, "Settings", None)
-    try:
-        return typing.get_type_hints(settings) if settings is not None else {}
-    except (NameError, TypeError):
-        return {}
-
-
-def _checked(policy: str, key: str, value: Any, hint: Any) -> Any:
-    """`value` as the setting's type (lax: 8 for "8", a tuple for a list), or a one-line refusal;
-    every number in it finite and >= 0, since counts, budgets, shares and temperatures all are."""
-    if hint is not None:
-        from pydantic import ConfigDict, TypeAdapter, ValidationError
-
-        try:  # arbitrary types: a setting may take an object from Python (ace's selector: a Backbone)
-            value = TypeAdapter(hint, config=ConfigDict(arbitrary_types_allowed=True)).validate_python(value)
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            raise MovieMemError(f"policy {policy} setting {key}={value!r}: {err['msg'].lower()}") from None
-    bad = [x for x in numbers_in(value) if not math.isfinite(x) or x < 0]
-    if bad:
-        raise MovieMemError(f"policy {policy} setting {key}={value!r}: {bad[0]} is not a finite number >= 0")
-    return value

@@ -3,9 +3,9 @@
 `QuestionRetriever` is what the hybrid policy, `retrieval-eval` and `moviemem search --retriever`
 call: one public `retrieve()` (argument checks, the film's rows read once) around an abstract
 `_gather()`, and `pack()` to cut the ranking to a token budget. `Routed` is the built-in one: the
-channels the question's wording routes to, searched with every query, then the postprocessor steps
-its `GatherSettings` name (postprocess.py); plug-ins register other retrievers in
-`retrievers.registry.RETRIEVERS`.
+channels the question's wording routes to (registered channel retrievers, channels.py), searched with
+every query, then the postprocessor steps its `GatherSettings` name (postprocess.py); plug-ins register
+other retrievers in `retrievers.registry.RETRIEVERS`.
 """
 
 from __future__ import annotations
@@ -16,20 +16,18 @@ from typing import Any
 
 from ..foundation.errors import MovieMemError
 from ..memory.view import FilmMemory
-from .base import Retriever
-from .characters import CharacterRetriever
+from .channels import Channel
 from .packing import Lines, fit_budget
-from .postprocess import Hits, Postprocessor, get_postprocessor
+from .postprocess import Hits, Postprocessor, get_postprocessor, needs_judge
 from .rerank import Judge
-from .routing import channels_for, queries_for
+from .routing import CHANNEL_RETRIEVERS, channels_for, queries_for
 from .settings import GatherSettings
-from .text import TextRetriever
 from .types import Evidence, Question, Trace
 
 
 def search(hits: Hits, s: GatherSettings) -> None:
-    """Every routed channel searched with every query: each ranking into `hits.searches`, each option's own
-    best lines (option_lines) into `hits.leads`."""
+    """Every routed channel (a registered channel retriever, routing.CHANNEL_RETRIEVERS) searched with every
+    query: each ranking into `hits.searches`, each option's own best lines (option_lines) into `hits.leads`."""
     film, question, trace = hits.film, hits.question, hits.trace
     assert question is not None  # searching is for a question; only packing goes without one
     qtype, channels = channels_for(film, question, s.channels, s.units, trace)
@@ -37,61 +35,26 @@ def search(hits: Hits, s: GatherSettings) -> None:
         trace.step("route", {"type": qtype, "channels": [list(c) for c in channels]})
     alone_from = 1 + len(question.options) if s.per_option and s.option_alone else None
     for kind, k in channels:
-        retriever: Retriever | None = None
-        if kind == "characters":
-            retriever = CharacterRetriever()
-            skip = "it is turned off (characters=false)" if not s.characters else CharacterRetriever.missing(film)
-            if skip:
-                if trace is not None:
-                    trace.note(f"the characters channel is skipped: {skip}")
-                continue
-        if kind == "event" and not _read_events(film, s, trace):
+        channel = get_channel(kind, s)
+        if not channel.ready(film, trace):
             continue
         for i, query in enumerate(queries_for(question, s.per_option, s.option_alone)):
             n = max(k, s.candidates) if s.fusion == "rrf" else (k if i == 0 else s.per_option)
-            if kind == "event":
-                found = graph_hits(film, trace, query, n, s.graph_hops)
-            elif retriever is not None:
-                found = retriever.retrieve(film, query, k=n)
-            else:
-                found = TextRetriever(s.search, [kind]).retrieve(film, query, k=n)
+            found = channel.search(film, query, n, trace)
             if trace is not None:
-                trace.retrieved(kind if retriever is not None else f"{kind}:{s.search}", query, found)
+                trace.retrieved(channel.label, query, found)
             hits.searches.append(found)
-            if alone_from is not None and i >= alone_from and kind in ("utterance", "caption"):
+            if alone_from is not None and i >= alone_from and channel.lines:
                 hits.leads += found[: s.option_lines]
 
 
-def _read_events(film: FilmMemory, s: GatherSettings, trace: Trace | None) -> bool:
-    """Whether the event channel is read on this film (said in the trace either way)."""
-    made_by = sorted({e.source or "unknown" for e in film.events()})
-    if not made_by:
-        if trace is not None:
-            trace.note("no events in this film's memory: the event channel is skipped")
-        return False
-    links = sorted({r.source or "unknown" for r in film.relations()} - set(made_by))
-    graph = "+".join(made_by) + (f" (links also by {'+'.join(links)})" if links else "")
-    if made_by == ["rules"] and not s.rule_events:
-        if trace is not None:
-            trace.note(f"the film's events were made by rules{'' if links else ' alone'}, graph {graph}: "
-                       "the event channel is skipped (rule_events=false)")
-        return False
-    if trace is not None:
-        trace.note(f"event channel reads the graph made by {graph}")
-    return True
-
-
-def graph_hits(film: FilmMemory, trace: Trace | None, query: str, k: int, hops: int) -> list[Evidence]:
-    """Matched events plus their graph neighbours; matched events alone (said in the trace)
-    where the graph layer is not installed."""
-    try:
-        from .graph import GraphRetriever
-
-        return GraphRetriever(hops=hops).retrieve(film, query, k=k)
-    except ImportError as exc:
-        if trace is not None:
-            trace.note(f"graph layer unavailable ({exc}); events matched by text only")
-        return TextRetriever("hybrid", ["event"]).retrieve(film, query, k=k)
+def get_channel(kind: str, s: GatherSettings) -> Channel:
+    """The channel retriever registered for `kind`, made for these settings (a plug-in's checked to make one)."""
+    made = CHANNEL_RETRIEVERS.get(kind)(s, kind)
+    if not isinstance(made, Channel):
+        raise MovieMemError(f"channel {kind!r} ({CHANNEL_RETRIEVERS.entry(kind).source}) made a {type(made).__name__}, "
+                            "not a Channel (`label`, `lines`, `ready(film, trace)`, `search(film, query, k, trace)`)")
+    return made
 
 
 class QuestionRetriever(ABC):
@@ -130,18 +93,13 @@ class Routed(QuestionRetriever):
 
     def __init__(self, settings: GatherSettings | None = None, **options: Any):
         self.settings = replace(settings or GatherSettings(), **options)
-        self.steps = [get_postprocessor(name, self.settings) for name in self.settings.steps]
-        self.needs_judge = self.settings.rerank > 0 and "rerank" in self.settings.steps
+        self.steps = [get_postprocessor(spec, self.settings) for spec in self.settings.steps]
+        self.needs_judge = any(needs_judge(step) for step in self.steps)  # as each step declares it
 
     def _gather(self, film: FilmMemory, question: Question, trace: Trace | None, lines: Lines,
                 judge: Judge | None) -> list[Evidence]:
-        s = self.settings
-        if s.context not in ("budget", "fixed"):
-            raise MovieMemError(f"unknown context {s.context!r}; use budget or fixed")
-        if not 0 < s.core_share <= 1:
-            raise MovieMemError(f"core_share must be in (0, 1], not {s.core_share}")
         hits = Hits(film, lines, question, trace, judge)
-        search(hits, s)
+        search(hits, self.settings)
         return self._run([step for step in self.steps if not step.packs], [], hits)
 
     def pack(self, ranked: list[Evidence], budget: int, lines: Lines) -> list[Evidence]:

@@ -9,7 +9,11 @@ passages. Each channel is searched with the question and, for multiple choice, w
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from typing import Any
 
+from ..foundation.errors import MovieMemError
+from ..foundation.plugins import Registry
 from ..memory.view import FilmMemory
 from .base import visible_filter
 from .packing import passage_sources
@@ -71,14 +75,52 @@ def channels_for(film: FilmMemory, question: Question, channels_by_type: dict[st
     return qtype, channels
 
 
-TABLES = {"utterance": "utterances", "caption": "captions", "onscreen": "onscreen", "event": "events",
-          "passage": "passages", "characters": "characters"}
+def _check_channel(name: str, factory: Any, meta: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """A channel registered in code names the `table` it reads and may give its `routes` (question type -> k)."""
+    unknown = set(meta) - {"table", "routes", "description"}
+    table = meta.get("table") or getattr(factory, "table", "")
+    if unknown or not table:
+        raise MovieMemError(f"channel {name!r}: give the table it reads (table=...)" + (
+            f"; unknown option(s) {', '.join(sorted(unknown))}; known: table, routes, description" if unknown else ""))
+    routes = dict(meta.get("routes") or getattr(factory, "routes", None) or {})
+    bad = sorted(set(routes) - set(CHANNELS))
+    if bad:
+        raise MovieMemError(f"channel {name!r} routes unknown question type {bad[0]!r}; types: {', '.join(CHANNELS)}")
+    return factory, {**meta, "table": table, "routes": routes}
+
+
+# evidence kind -> factory(GatherSettings, kind) -> retrievers.channels.Channel, with the table it reads
+CHANNEL_RETRIEVERS: Registry[Callable[..., Any]] = Registry("channel", "moviemem.channels", check=_check_channel)
+for _kind, _table, _target in [
+    ("utterance", "utterances", "moviemem.retrievers.channels:TextChannel"),
+    ("caption", "captions", "moviemem.retrievers.channels:TextChannel"),
+    ("onscreen", "onscreen", "moviemem.retrievers.channels:TextChannel"),
+    ("passage", "passages", "moviemem.retrievers.channels:TextChannel"),
+    ("event", "events", "moviemem.retrievers.channels:EventChannel"),
+    ("characters", "characters", "moviemem.retrievers.channels:CharactersChannel"),
+]:
+    CHANNEL_RETRIEVERS.add(_kind, _target, table=_table)
+
+
+def _declared(kind: str, key: str) -> Any:
+    """A channel's `table` or `routes`: from its registration, else (an entry point's) from the class itself."""
+    entry = CHANNEL_RETRIEVERS.entry(kind)
+    return entry.meta[key] if key in entry.meta else getattr(entry.load(), key, None)
+
+
+def default_channels() -> dict[str, tuple[tuple[str, int], ...]]:
+    """`CHANNELS`, each plug-in channel appended to the question types its routes name."""
+    out = dict(CHANNELS)
+    for kind in CHANNEL_RETRIEVERS.names():
+        for qtype, k in (_declared(kind, "routes") or {}).items():
+            out[qtype] = (*out.get(qtype, ()), (kind, int(k)))
+    return out
 
 
 def holds(film: FilmMemory, kind: str) -> bool:
     """Whether a channel has rows this film view can see (counted in LanceDB, not read)."""
-    table = TABLES.get(kind)
-    if table is None:
+    table = _declared(kind, "table")
+    if not table:
         return False
     where = visible_filter(film, table)
     return where is not None and film.store.count(table, where) > 0

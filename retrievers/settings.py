@@ -5,9 +5,12 @@ plug-in's, is made from these settings without importing the retriever."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
+from typing import Any
 
-from .routing import CHANNELS
+from ..foundation.errors import MovieMemError
+from ..foundation.specs import parse_call, write_call
+from .routing import default_channels
 
 
 @dataclass
@@ -20,7 +23,7 @@ class GatherSettings:
     (0.88 vs 0.89 on MCQ, 0.93 vs 0.92 on claims) and answered more MCQs right (25 vs 23 of 30)."""
 
     search: str = "hybrid"  # vector | fts | hybrid (vector + BM25)
-    channels: dict[str, tuple[tuple[str, int], ...]] = field(default_factory=lambda: dict(CHANNELS))
+    channels: dict[str, tuple[tuple[str, int], ...]] = field(default_factory=default_channels)  # routing.CHANNELS and plug-ins' routes
     units: str = "mixed"  # passages (grouped lines, when the film has them) | lines | mixed (both, fused)
     per_option: int = 1  # also search with each multiple-choice option (0: the question alone)
     # ... and with each option's own words: joined to the question, an option's few words are outweighed by
@@ -34,31 +37,68 @@ class GatherSettings:
     # instead of 25 and 24 of the synthetic film's 41 instead of 29: shown a line for every option, the small
     # reader picks a wrong option's line. Off by default; for readers that weigh evidence better
     option_lines: int = 0
-    fusion: str = "rrf"  # rrf | interleave
+    fusion: str = "rrf"  # rrf | interleave (round-robin, each option query's first `per_option` hits)
     candidates: int = 20  # hits per query and channel before fusion
-    informative: bool = True  # lines with no content of their own go after informative hits
-    # a transcript/caption line hit is shown with up to this many neighbours on each side. With 1, more hits fit
-    # 1,000 tokens (MF² dev MCQ recall 0.82 -> 0.87, coverage 0.80 -> 0.83; with option_lines=1, 0.92 / 0.87), but
-    # `local` answered 24 of 30 (23 with option_lines=1) instead of 25: shorter blocks, more misread ones
-    context_lines: int = 2
-    # fixed: every line hit comes with all its neighbours, so a few hits fill the budget; budget: small to big,
-    # the hits alone first (core_share of the budget), then their neighbours, nearest and best-ranked first.
-    # budget shows more of the gold evidence (MF² dev MCQ recall 0.82 -> 0.87 at 1,000 tokens) but answered
-    # no MCQ differently there (25/30 both) and lost 3 net of the synthetic film's 41 (25 -> 22): not the default
-    context: str = "fixed"
-    core_share: float = 0.6
     graph_hops: int = 1
     # read a graph made by rules alone? Its events repeat dialogue the text channels already search:
     # with it, recall at 1,000 tokens on the MF² dev set fell from 0.88 to 0.85 (MCQ), 0.93 to 0.91 (claims)
     rule_events: bool = False
     characters: bool = True  # read the "characters" channel (registry entries and named characters' lines) where routed
-    # the first N distinct candidates reordered by a judge's relevance (the backbone's yes/no, agents/rerank.py),
-    # fused with the search ranking (retrievers/rerank.py; 0: off). Each candidate is a model call, counted in the
-    # answer's input tokens. With `local` and 30: MF2 dev MCQ recall at 1,000 tokens 0.82 -> 0.90 at a median
-    # 5,450 tokens of judgements, but 25-26 of 30 answered against 27 (more of what is shown misread). Off by
-    # default: for better readers
-    rerank: int = 0
     # what is done to the searches' hits, in order (retrievers/postprocess.py; a plug-in's step by its registered
-    # name): fused into one ranking, informative hits first, line hits widened, reranked; fit-budget cuts the
-    # ranking to the reader's budget when it is packed
+    # name), each with its own settings where it has any: fused into one ranking, informative hits first, line
+    # hits widened (`widen(lines=1)`), reranked by a judge (`rerank(k=30)`; 0, the default: off); fit-budget cuts
+    # the ranking to the reader's budget when it is packed (`fit-budget(rings=2)`: small to big)
     steps: tuple[str, ...] = ("fuse", "informative-first", "widen", "rerank", "fit-budget")
+    # the flat spellings of the steps' settings before they moved onto the steps (hybrid[context_lines=1,
+    # rerank=30]), still taken and written onto their steps (fold_legacy), so an old run's settings mean the same
+    context_lines: InitVar[int | None] = None
+    context: InitVar[str | None] = None
+    core_share: InitVar[float | None] = None
+    informative: InitVar[bool | None] = None
+    rerank: InitVar[int | None] = None
+
+    def __post_init__(self, context_lines: int | None, context: str | None, core_share: float | None,
+                      informative: bool | None, rerank: int | None) -> None:
+        self.steps = fold_legacy(tuple(self.steps), context_lines=context_lines, context=context,
+                                 core_share=core_share, informative=informative, rerank=rerank)
+
+
+# GatherSettings' old flat spellings and their types, checked as they were before being written onto their steps
+LEGACY: dict[str, Any] = {"context_lines": int, "context": str, "core_share": float, "informative": bool, "rerank": int}
+
+
+def fold_legacy(steps: tuple[str, ...], *, context_lines: int | None = None, context: str | None = None,
+                core_share: float | None = None, informative: bool | None = None,
+                rerank: int | None = None) -> tuple[str, ...]:
+    """`steps` with the old flat settings written onto the steps that own them: context_lines -> widen's lines,
+    context=budget -> widen(grow) and fit-budget's rings, core_share -> fit-budget's, informative=false -> no
+    informative-first, rerank=N -> rerank's k. A setting whose step is not named changes nothing, as before."""
+    if context is not None and context not in ("budget", "fixed"):
+        raise MovieMemError(f"unknown context {context!r}; use budget or fixed")
+    parsed = [parse_call(spec, "step") for spec in steps]
+    lines = context_lines if context_lines is not None else \
+        next((own["lines"] for name, own in parsed if name == "widen" and "lines" in own), 2)
+    out: list[str] = []
+    for name, own in parsed:
+        if name == "informative-first" and informative is False:
+            continue
+        if name == "widen":
+            _put(own, "lines", context_lines, 2)
+            _put(own, "grow", None if context is None else context == "budget", False)
+        elif name == "fit-budget":
+            _put(own, "rings", None if context is None else (lines if context == "budget" else 0), 0)
+            _put(own, "core_share", core_share, 0.6)
+        elif name == "rerank":
+            _put(own, "k", rerank, 0)
+        out.append(write_call(name, own))
+    return tuple(out)
+
+
+def _put(own: dict[str, Any], key: str, value: Any, default: Any) -> None:
+    """A legacy value onto a step's settings, written only where it differs from the step's default."""
+    if value is None:
+        return
+    if value == default:
+        own.pop(key, None)
+    else:
+        own[key] = value

@@ -136,6 +136,7 @@ def test_every_dotted_path_in_the_package_resolves():
 
 def test_every_registered_plugin_target_resolves():
     """What the registries hold, built-ins registered by dotted path included."""
+    from moviemem.agents.readers.registry import READERS
     from moviemem.agents.registry import POLICIES
     from moviemem.backbones.registry import BACKBONES
     from moviemem.eval.formats import ADAPTERS, FORMATS
@@ -143,9 +144,11 @@ def test_every_registered_plugin_target_resolves():
     from moviemem.ingest.registry import STAGES
     from moviemem.retrievers.postprocess import POSTPROCESSORS
     from moviemem.retrievers.registry import RETRIEVERS
+    from moviemem.retrievers.routing import CHANNEL_RETRIEVERS
 
     failed = {}
-    for registry in (POLICIES, BACKBONES, FORMATS, ADAPTERS, TASKS, STAGES, RETRIEVERS, POSTPROCESSORS):
+    for registry in (POLICIES, BACKBONES, FORMATS, ADAPTERS, TASKS, STAGES, RETRIEVERS, POSTPROCESSORS, READERS,
+                     CHANNEL_RETRIEVERS):
         registry.load_all()
         failed.update({f"{registry.kind} {n}": why for n, why in registry.failures.items()})
     assert not failed, failed

@@ -269,15 +269,18 @@ def test_one_register_for_every_kind(monkeypatch: pytest.MonkeyPatch):
     """`moviemem.register(kind, name, target, **meta)` adds any kind, directly or as a decorator,
     and each kind checks what only it needs."""
     import moviemem
+    from moviemem.agents.readers.registry import READERS
     from moviemem.backbones.registry import BACKBONES
     from moviemem.backbones.scripted import ScriptedBackbone
     from moviemem.eval.formats import ADAPTERS, MCQ
     from moviemem.eval.tasks import TASKS, MCQTask
     from moviemem.ingest.stage import Stage
     from moviemem.retrievers.postprocess import POSTPROCESSORS
+    from moviemem.retrievers.routing import CHANNEL_RETRIEVERS
 
     registries = {"backbone": BACKBONES, "policy": POLICIES, "retriever": RETRIEVERS, "postprocessor": POSTPROCESSORS,
-                  "stage": STAGES, "format": FORMATS, "adapter": ADAPTERS, "task": TASKS}
+                  "stage": STAGES, "format": FORMATS, "adapter": ADAPTERS, "task": TASKS, "reader": READERS,
+                  "channel": CHANNEL_RETRIEVERS}
     assert set(registries) == set(moviemem.KINDS)
     for registry in registries.values():  # registered for this test only
         monkeypatch.setattr(registry, "_entries", dict(registry._entries))
@@ -304,6 +307,9 @@ def test_one_register_for_every_kind(monkeypatch: pytest.MonkeyPatch):
     assert POLICIES.entry("mine").meta["needs"] == ("transcript",)
     assert FORMATS.get("mine").keys == frozenset({"question", "options", "answer", "mine"})
     assert ADAPTERS.entry("mine").meta["description"] == "Reads nothing."
+    assert moviemem.register("reader", "mine", reader) is reader and READERS.entry("mine").meta["description"] == "Reads nothing."
+    assert moviemem.register("channel", "mine", reader, table="utterances") is reader
+    assert CHANNEL_RETRIEVERS.entry("mine").meta == {"table": "utterances", "routes": {}}
     for kind, name, target, meta, why in [
         ("backbone", "a:b", echo, {}, "no ':'"),
         ("backbone", "echo2", echo, {"colour": "red"}, "unknown option"),
@@ -311,6 +317,8 @@ def test_one_register_for_every_kind(monkeypatch: pytest.MonkeyPatch):
         ("format", "f2", MCQ, {}, "keys"),
         ("format", "f3", dict, {"keys": ["x"]}, "subclass"),
         ("task", "mcq2", MCQTask(), {}, "own format name"),
+        ("reader", "r2", reader, {"colour": "red"}, "unknown option"),
+        ("channel", "c2", reader, {}, "give the table it reads"),
         ("gadget", "g", echo, {}, "unknown plug-in kind"),
     ]:
         with pytest.raises(MovieMemError, match=why):

@@ -3,17 +3,19 @@
 The retriever (retrievers/: by default the routed one, which reads the question's type from its
 wording and searches the memory channels it needs with the question and each option) ranks the
 evidence; it is cut to the reader's token budget in rank order, shown in time order with ids, and
-read by a reader (agents/readers/): by answer-token log-probabilities where the backbone gives them
-(letters, or claims for a claim, each then naming the block its answer rests on in one short follow-up:
-readers/cite.py), else as JSON citing the ids used (said in the trace where it stands in for log-probabilities).
-Order questions are first put to the order reader, which locates each option in the film and answers where
-that decides.
-`hybrid[retriever=NAME]` gathers with any registered retriever instead.
+read by a reader picked by name from the reader registry (agents/readers/registry.py; `auto` by default):
+by answer-token log-probabilities where the backbone gives them (letters, or claims for a claim, each then
+naming the block its answer rests on in one short follow-up: readers/cite.py), else as JSON citing the ids
+used (said in the trace where it stands in for log-probabilities); `hybrid[reader=NAME]` names another.
+Order questions are first put to the order locator, a step before retrieval, which locates each option in
+the film and answers where that decides. `hybrid[retriever=NAME]` gathers with any registered retriever
+instead; the routed one's steps each carry their own settings (`steps=[fuse, widen(lines=1), ...]`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ...foundation.errors import MovieMemError
 from ...foundation.timefmt import hms
@@ -21,17 +23,17 @@ from ...memory.view import FilmMemory
 from ...retrievers.gather import QuestionRetriever, Routed
 from ...retrievers.packing import Lines
 from ...retrievers.registry import RETRIEVERS, get_retriever
-from ...retrievers.settings import GatherSettings
+from ...retrievers.settings import LEGACY, GatherSettings, fold_legacy
 from ...retrievers.types import Evidence
 from ..base import BasePolicy, Run, joined_settings, settings_part
 from ..browse import overview_block
 from ..parsing import Parsed
 from ..readers.base import Reader, ReaderSettings, Reading
 from ..readers.cite import check_cite
-from ..readers.claims import ClaimsReader, check_reading
-from ..readers.json_answer import JsonReader
-from ..readers.letters import LettersReader, can_read, check_rotations
-from ..readers.order_locate import OrderLocate, claim_order
+from ..readers.claims import check_reading
+from ..readers.letters import check_rotations
+from ..readers.order_locate import OrderLocate
+from ..readers.registry import READERS, get_reader
 from ..rerank import relevance_judge
 from ..types import Question
 
@@ -57,10 +59,21 @@ class Hybrid(BasePolicy):
     # what is shown, how the routed retriever gathers it, how it is read: one namespace, each part its own settings
     Settings = joined_settings(f"{__name__}:Hybrid", ShownSettings, GatherSettings, ReaderSettings)
 
+    # the steps' settings as flat names, from before they moved onto the steps: still taken, written onto their step
+    legacy_settings = LEGACY
+
     def __init__(self, **settings: object):
+        old: dict[str, Any] = {k: settings.pop(k) for k in LEGACY if k in settings}
+        if old:  # hybrid[context_lines=1] is hybrid[steps=[..., widen(lines=1), ...]]
+            steps: Any = settings.get("steps", GatherSettings().steps)
+            settings["steps"] = fold_legacy(tuple(steps), **old)
         super().__init__(**settings)
+        # unknown names, a step's unknown or bad setting: refused before any question is asked
+        READERS.entry(self.settings.reader)
         if self.settings.retriever:
-            RETRIEVERS.entry(self.settings.retriever)  # an unknown name is refused before any question is asked
+            RETRIEVERS.entry(self.settings.retriever)
+        else:
+            Routed(settings_part(GatherSettings, self.settings))
 
     def _answer(self, film: FilmMemory, question: Question, run: Run) -> Parsed:
         s = self.settings
@@ -69,7 +82,7 @@ class Hybrid(BasePolicy):
         check_reading(s.rotations, s.foil_form, s.claim_calibration)
         check_rotations(s.letter_rotations)
         check_cite(s.cite)
-        located = OrderLocate().read(run, film, question) if s.order == "locate" else None
+        located = OrderLocate().answer(run, film, question) if s.order == "locate" else None
         if located is not None:
             return located
         lines = Lines(film)
@@ -93,18 +106,9 @@ class Hybrid(BasePolicy):
         return get_retriever(self.settings.retriever)
 
     def reader(self, run: Run, question: Question) -> Reader:
-        """Log-probabilities where the settings and the backbone allow them (letters; claims for a claim), else JSON."""
+        """The reader the settings name, from the reader registry (readers/registry.py; `auto` by default)."""
         s = settings_part(ReaderSettings, self.settings)
-        if s.reader not in ("auto", "json", "logprobs"):
-            raise MovieMemError(f"unknown reader {s.reader!r}; use auto, json or logprobs")
-        if not (s.reader == "logprobs" or (s.reader == "auto" and can_read(run, question))):
-            # auto on a multiple-choice question or a claim would read log-probabilities: this backbone gives none
-            fallback = (f"{getattr(run.backbone, 'name', 'the backbone')} gives no log-probabilities"
-                        if s.reader == "auto" and question.kind in ("mcq", "claim") else "")
-            return JsonReader(s, fallback)
-        if question.kind == "claim":
-            return ClaimsReader(s, claim_order if s.order == "locate" else None)
-        return LettersReader(s)
+        return get_reader(s.reader, s, run, question)
 
 
 MIN_CAPPED_TOKENS = 100  # the share cap never goes below a few lines: half of a tiny film's text holds no block

@@ -79,8 +79,17 @@ class Reading:
 
 
 class Reader(Protocol):
-    """Reads a packed ranking into an answer; `budget` is the evidence it reads best from (tokens)."""
+    """Reads a packed ranking into an answer; `budget` is the evidence it reads best from (tokens). Registered
+    by name in readers/registry.py (`hybrid[reader=NAME]`)."""
 
     def budget(self, question: Question, default: int) -> int: ...
 
     def read(self, run: Run, reading: Reading) -> Parsed: ...
+
+
+class BeforeRetrieval(Protocol):
+    """A step that may answer a question from the film's memory before anything is retrieved (order_locate.py:
+    where each option is in the film), or decline with None (said in the trace), the question then going on to
+    retrieval and a reader."""
+
+    def answer(self, run: Run, film: FilmMemory, question: Question) -> Parsed | None: ...

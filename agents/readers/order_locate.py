@@ -184,9 +184,11 @@ def read_order(run: Run, film: FilmMemory, q: Question, order: OrderQuestion) ->
 
 
 class OrderLocate:
-    """The order reader: an order question answered by locating each option in the film, before any
-    retrieval; None (said in the trace) where the question asks no order or the located order does not decide."""
+    """The order locator, a step before retrieval (readers/base.py `BeforeRetrieval`), not a `Reader`: it reads
+    no retrieved evidence and may decline, where a reader is handed a packed ranking and always answers. An
+    order question answered by locating each option in the film; None (said in the trace) where the question
+    asks no order or the located order does not decide, and the question goes on to retrieval and a reader."""
 
-    def read(self, run: Run, film: FilmMemory, question: Question) -> Parsed | None:
+    def answer(self, run: Run, film: FilmMemory, question: Question) -> Parsed | None:
         asked = parse_order(question)
         return read_order(run, film, question, asked) if asked else None
