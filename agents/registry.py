@@ -14,7 +14,8 @@ from typing import Any
 
 from ..foundation.errors import MovieMemError
 from ..foundation.plugins import Registry
-from ..foundation.specs import checked, setting_types, setting_value, split_top_level
+from ..foundation.specs import checked, setting_types, written_settings
+from ..foundation.specs import setting_value as setting_value  # re-exported: `--set key=value` reads values with it
 from .base import Policy
 
 
@@ -91,13 +92,7 @@ def parse_policy_spec(spec: str) -> tuple[str, dict[str, Any]]:
     name, _, rest = spec.partition("[")
     if not rest.endswith("]") or not name:
         raise MovieMemError(f"bad policy spec {spec!r}: use name or name[key=value,...]")
-    settings: dict[str, Any] = {}
-    for part in filter(None, (p.strip() for p in split_top_level(rest[:-1]))):
-        key, sep, raw = part.partition("=")
-        if not sep or not key.strip():
-            raise MovieMemError(f"bad policy setting {part!r} in {spec!r}: use key=value")
-        settings[key.strip()] = setting_value(raw)
-    return name.strip(), settings
+    return name.strip(), written_settings(rest[:-1], spec, "policy")
 
 
 def get_policy(name: str, **settings: Any) -> Policy:

@@ -58,13 +58,18 @@ def parse_call(spec: str, what: str) -> tuple[str, dict[str, Any]]:
     name, _, rest = spec.partition("(")
     if not rest.endswith(")") or not name.strip():
         raise MovieMemError(f"bad {what} {spec!r}: use name or name(key=value,...)")
+    return name.strip(), written_settings(rest[:-1], spec, what)
+
+
+def written_settings(body: str, spec: str, what: str) -> dict[str, Any]:
+    """`key=value,...` (the inside of `name[...]` or `name(...)`) -> settings, each value read by `setting_value`."""
     settings: dict[str, Any] = {}
-    for part in filter(None, (p.strip() for p in split_top_level(rest[:-1]))):
+    for part in filter(None, (p.strip() for p in split_top_level(body))):
         key, sep, raw = part.partition("=")
         if not sep or not key.strip():
             raise MovieMemError(f"bad {what} setting {part!r} in {spec!r}: use key=value")
         settings[key.strip()] = setting_value(raw)
-    return name.strip(), settings
+    return settings
 
 
 def write_call(name: str, settings: dict[str, Any]) -> str:

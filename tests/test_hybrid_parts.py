@@ -210,3 +210,13 @@ def test_needs_judge_is_read_from_the_steps_not_a_name():
         GatherSettings(context="wide")
     with pytest.raises(MovieMemError, match=r"step fit-budget setting core_share must be in \(0, 1\]"):
         get_policy("hybrid[core_share=2]")
+
+
+def test_a_step_list_is_written_with_bare_names_and_each_steps_own_settings():
+    from moviemem.agents.registry import parse_policy_spec
+
+    name, settings = parse_policy_spec('hybrid[steps=[fuse, widen(lines=1,grow=true), mine(label="a, b")],reader=json]')
+    assert name == "hybrid" and settings == {"steps": ["fuse", "widen(lines=1,grow=true)", 'mine(label="a, b")'],
+                                             "reader": "json"}
+    with pytest.raises(MovieMemError, match=r"bad step 'widen\(lines=1': use name or name\(key=value,...\)"):
+        Routed(GatherSettings(steps=("fuse", "widen(lines=1")))
