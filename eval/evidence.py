@@ -140,8 +140,7 @@ def json_fallbacks(grid: Grid, names: Mapping[str, str] | None = None) -> list[s
     no answer was."""
     rows = []
     for policy, backbone in sorted(grid):  # a configuration's records read when its turn comes (lean_log.py)
-        recs = grid[(policy, backbone)]
-        parses = [steps[-1] for r in recs for a in r.answers.values()
+        parses = [steps[-1] for r in grid[(policy, backbone)] for a in r.answers.values()
                   if (steps := [s for s in a.trace if s.kind == "parse"])]
         fallback = sum(bool(p.data.get("reader_fallback")) for p in parses)
         if fallback:

@@ -41,10 +41,9 @@ def position_bias(items: list[Item], grid: Grid) -> list[PositionBiasRow]:
     by_id = cast("dict[str, MCQ]", {it.id: it for it in items if SEP in it.id})  # rotated() makes MCQ items only
     rows: list[PositionBiasRow] = []
     for policy, backbone in sorted(grid):  # a configuration's records read when its turn comes (lean_log.py)
-        recs = grid[(policy, backbone)]
         chosen: dict[str, dict[str, str | None]] = defaultdict(dict)
         letters: Counter[str] = Counter()
-        for r in recs:
+        for r in grid[(policy, backbone)]:
             item = by_id.get(r.item_id)
             if item is None:
                 continue

@@ -104,9 +104,9 @@ def _per_film(items: list[Item], grid: Grid, baseline: str | None, names: Names,
     if len(films) < 3:
         return ""
     acc: dict[tuple[str, str], dict[str, float]] = {}
-    for key, recs in grid.items():
+    for key in grid:  # one configuration's records at a time (lean_log.py)
         per: dict[str, list[bool]] = defaultdict(list)
-        for r in recs:
+        for r in grid[key]:
             per[r.film_id].append(bool(r.correct))
         acc[key] = {f: sum(v) / len(v) for f, v in per.items()}
     keys = sorted(acc)
@@ -130,7 +130,7 @@ def _per_film(items: list[Item], grid: Grid, baseline: str | None, names: Names,
 
 def _when(header: RunHeader, grid: Grid) -> str:
     """When the run started (its first bench), was last resumed, and finished (its last answer's time)."""
-    ends = [r.finished_at for recs in grid.values() for r in recs if r.finished_at]
+    ends = [t for key in grid for r in grid[key] if (t := r.finished_at)]  # one configuration's records at a time
     started = header.created or header.updated or "not recorded"
     resumed = f", last resumed {header.updated}" if header.updated and header.updated != started else ""
     return f"started {started}{resumed}, finished {max(ends) if ends else 'not recorded'}"
@@ -324,9 +324,8 @@ def _judge_section(run_dir: Path, fmt: str, names: Names, wide: bool) -> list[st
 def _invalid_reasons(grid: Grid, names: Names) -> list[list[Any]]:
     rows = []
     for p, b in sorted(grid):  # a configuration's records read when its turn comes (lean_log.py)
-        recs = grid[(p, b)]
         counts: dict[str, int] = defaultdict(int)
-        for r in recs:
+        for r in grid[(p, b)]:
             if r.status == "invalid":
                 counts[str(r.reason)[:160]] += 1
         rows += [[names.get(p, p), b, n, reason] for reason, n in sorted(counts.items(), key=lambda kv: -kv[1])[:5]]
