@@ -138,10 +138,32 @@ def close_all() -> None:
 # ----------------------------------------------------------------------------- the child
 
 
+ORPHAN_POLL_S = 1.0
+
+
+def leave_with_parent(poll_s: float = ORPHAN_POLL_S) -> threading.Thread:
+    """End this process soon after its parent dies, even mid-call: end-of-file on the socket is read only
+    between calls, and a killed bench must not leave a model reading a 15k-token prompt for minutes.
+    A thread watches for reparenting (llama.cpp's calls release the GIL, so it runs during one); the
+    parent's death signal (prctl) is not used, as it fires when the *thread* that started the child ends."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(poll_s)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    thread = threading.Thread(target=watch, name="leave-with-parent", daemon=True)
+    thread.start()
+    return thread
+
+
 def serve(fd: int) -> None:
     """Answer the parent's calls until it closes the socket. Errors the user can act on go back as
     messages; anything native ends this process, which is the point."""
     sys.stdout = sys.stderr  # nothing of the model's may interleave with the parent's standard output
+    leave_with_parent()
     conn = Connection(fd)
     backbone: Any = None
     while True:
