@@ -12,7 +12,7 @@ setup:
 # it would be collected as a package named after the checkout's folder, which fails for folder names
 # that are not Python identifiers (a clone into `moviemem-main`, say)
 test: setup lint
-	$(PY) -m pytest -q --rootdir=tests $(PYTEST_ARGS)
+	$(PY) -m pytest -q --rootdir=tests --durations=25 $(PYTEST_ARGS)
 
 # ruff (pyflakes, pycodestyle, imports, bugbear, naming) and mypy (strict on memory/, backbones/, agents/)
 lint: setup
