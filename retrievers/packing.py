@@ -127,12 +127,12 @@ class _Packer:
         self.out: list[Evidence] = []
         self.used = 0
 
-    def _new_rows(self, rows: tuple[str, int, int]) -> tuple[int, list[int]]:
+    def _new_rows(self, lines: Lines, rows: tuple[str, int, int]) -> tuple[int, list[int]]:
         """The token cost and indices of the rows in a span not yet shown."""
         source, a, b = rows
-        have = self.lines.of(source)  # type: ignore[union-attr]  # only called with lines
+        have = lines.of(source)
         shown = self.covered.get(source, set())
-        new = [i for i in self.lines.within(source, a, b) if i not in shown]  # type: ignore[union-attr]  # as above
+        new = [i for i in lines.within(source, a, b) if i not in shown]
         return sum(estimate_tokens(have[i][2]) + 1 for i in new), new
 
     def add(self, e: Evidence, budget: int) -> None:
@@ -142,7 +142,7 @@ class _Packer:
             return
         new: list[int] = []
         if e.rows is not None and self.lines is not None:
-            cost, new = self._new_rows(e.rows)
+            cost, new = self._new_rows(self.lines, e.rows)
             if not new:
                 return
             cost += 8
@@ -151,19 +151,19 @@ class _Packer:
         if self.used + cost > budget:
             return
         self.seen.update((e.key, key2))
-        if new:
-            self.covered.setdefault(e.rows[0], set()).update(new)  # type: ignore[index]  # new implies rows
+        if new and e.rows is not None:  # new rows come only from a hit with rows
+            self.covered.setdefault(e.rows[0], set()).update(new)
         self.out.append(e)
         self.used += cost
 
-    def widen(self, budget: int) -> None:
+    def widen(self, lines: Lines, budget: int) -> None:
         """One more neighbouring line on each side of every shown line hit, best-ranked hit first, while they fit."""
         for n, e in enumerate(self.out):
             if e.kind not in ("utterance", "caption") or e.rows is None:
                 continue
             source, a, b = e.rows
             rows = (source, max(0, a - 1), b + 1)
-            cost, new = self._new_rows(rows)
+            cost, new = self._new_rows(lines, rows)
             if new and self.used + cost <= budget:
                 self.covered.setdefault(source, set()).update(new)
                 self.out[n] = replace(e, rows=rows)
@@ -181,9 +181,9 @@ def fit_budget(ranked: Sequence[Evidence], budget: int, lines: Lines | None = No
     grow = rings > 0 and lines is not None
     for e in ranked:
         packer.add(e, int(budget * core_share) if grow else budget)
-    if grow:
+    if grow and lines is not None:
         for _ in range(rings):
-            packer.widen(budget)
+            packer.widen(lines, budget)
         for e in ranked:
             packer.add(e, budget)
     return merge_passages(packer.out, lines) if lines is not None else packer.out
@@ -192,33 +192,35 @@ def fit_budget(ranked: Sequence[Evidence], budget: int, lines: Lines | None = No
 def merge_passages(shown: Sequence[Evidence], lines: Lines) -> list[Evidence]:
     """Passages of one source whose rows overlap or touch become one Evidence (best score, joined ids)."""
     plain = [e for e in shown if e.rows is None]
-    groups: dict[str, list[Evidence]] = {}
+    groups: dict[str, list[tuple[int, int, Evidence]]] = {}  # source -> (first row, last row, passage)
     for e in shown:
         if e.rows is not None:
-            groups.setdefault(e.rows[0], []).append(e)
+            source, a, b = e.rows
+            groups.setdefault(source, []).append((a, b, e))
     merged: list[Evidence] = []
     for source, group in groups.items():
         have = lines.of(source)
-        group.sort(key=lambda e: e.rows[1])  # type: ignore[index]  # passages carry rows
-        blocks: list[list[Evidence]] = []
+        group.sort(key=lambda span: span[0])
+        blocks: list[list[tuple[int, int, Evidence]]] = []
         end = 0  # the block's last row so far: a span can lie inside an earlier, longer one
-        for e in group:
-            a, b = e.rows[1], e.rows[2]  # type: ignore[index]  # passages carry rows
+        for span in group:
+            a, b = span[0], span[1]
             if blocks and a <= end + 1:
-                blocks[-1].append(e)
+                blocks[-1].append(span)
                 end = max(end, b)
             else:
-                blocks.append([e])
+                blocks.append([span])
                 end = b
         for block in blocks:
-            a = min(e.rows[1] for e in block)  # type: ignore[index]  # passages carry rows
-            b = max(e.rows[2] for e in block)  # type: ignore[index]  # passages carry rows
+            a = min(span[0] for span in block)
+            b = max(span[1] for span in block)
+            hits = [span[2] for span in block]
             idx = lines.within(source, a, b)
             if not idx:
-                merged.extend(block)
+                merged.extend(hits)
                 continue
-            best = max(block, key=lambda e: e.score)
+            best = max(hits, key=lambda e: e.score)
             merged.append(replace(best, start=have[idx[0]][0], end=max(have[i][1] for i in idx),
                                   text="\n".join(have[i][2] for i in idx), rows=(source, a, b),
-                                  id="+".join(e.id for e in block)))
+                                  id="+".join(e.id for e in hits)))
     return plain + merged
