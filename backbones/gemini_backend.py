@@ -212,7 +212,7 @@ class GeminiBackbone(ProviderBackbone):
 
         if a.data is not None:
             return self._bytes_part(a.data, a.mime_type())
-        path = Path(a.path)  # type: ignore[arg-type]  # an Audio has data or a path
+        path = Path(a.file())
         mime = a.mime_type()
         if a.start or a.end is not None:
             path, mime = media.cut(path, a.start, a.end, kind="audio", scratch=self._scratch), "audio/mpeg"

@@ -56,7 +56,7 @@ class _Model:
     grammars: dict[str, Any] = field(default_factory=dict)
 
 
-_models: dict[tuple[str, int, int, str, bool], _Model] = {}
+_models: dict[tuple[str, int, int, int, str, bool], _Model] = {}  # path, n_ctx, threads, RAM cache, KV type, flash
 _models_lock = threading.Lock()
 
 
@@ -375,7 +375,9 @@ class LlamaCppBackbone(ProviderBackbone):
             return self.send_here(request, timeout)
         film, folder = self.state_place()
         reply, self.last_perf = self.worker().call("send", request, timeout, (film, str(folder) if folder else None))
-        return reply  # type: ignore[no-any-return]
+        if not isinstance(reply, Reply):
+            raise MovieMemError(f"the llama.cpp worker answered a {type(reply).__name__}, not a Reply")
+        return reply
 
     # -- prompt states on disk
 

@@ -194,9 +194,10 @@ class OpenAIBackbone(ProviderBackbone):
 def _audio_bytes(a: Audio) -> tuple[bytes, str]:
     if a.data is not None:
         return a.data, a.mime_type().split("/")[-1].replace("mpeg", "mp3")
-    if a.start == 0 and a.end is None and str(a.path).endswith((".wav", ".mp3")):
-        return a.path.read_bytes(), str(a.path).rsplit(".", 1)[-1]  # type: ignore[union-attr]  # an Audio has data or a path
-    cut = media.cut(a.path, a.start, a.end, kind="audio", scratch=get_backbone_settings().scratch_dir)  # type: ignore[arg-type]  # an Audio has data or a path
+    path = a.file()
+    if a.start == 0 and a.end is None and str(path).endswith((".wav", ".mp3")):
+        return path.read_bytes(), str(path).rsplit(".", 1)[-1]
+    cut = media.cut(path, a.start, a.end, kind="audio", scratch=get_backbone_settings().scratch_dir)
     return cut.read_bytes(), "mp3"
 
 

@@ -66,7 +66,7 @@ class Image:
     def fingerprint(self) -> dict[str, Any]:
         if self.url:
             return {"image_url": self.url}
-        digest = media.bytes_sha256(self.data) if self.data is not None else media.media_fingerprint(self.path)  # type: ignore[arg-type]  # a part has data or a path
+        digest = media.bytes_sha256(self.data) if self.data is not None else media.media_fingerprint(_file_of(self.path, "image"))
         return {"image": digest}
 
 
@@ -114,8 +114,19 @@ class Audio:
         return max(0.0, end - self.start)
 
     def fingerprint(self) -> dict[str, Any]:
-        digest = media.bytes_sha256(self.data) if self.data is not None else media.media_fingerprint(self.path)  # type: ignore[arg-type]  # a part has data or a path
+        digest = media.bytes_sha256(self.data) if self.data is not None else media.media_fingerprint(self.file())
         return {"audio": digest, "start": round(self.start, 3), "end": self.end}
+
+    def file(self) -> Path:
+        """The sound's file, for an Audio without bytes; one without either is an error, not a None passed on."""
+        return _file_of(self.path, "audio")
+
+
+def _file_of(path: Path | None, kind: str) -> Path:
+    """A part's file where it has no bytes (a part holds one or the other)."""
+    if path is None:
+        raise MovieMemError(f"this {kind} has neither bytes nor a file")
+    return path
 
 
 Part = Union[Text, Image, Clip, Audio]
