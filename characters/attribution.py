@@ -121,8 +121,8 @@ def attribute(lines: Sequence[Line], chars: Sequence[Character]) -> dict[int, Sa
         cid = names.who(ln.tag) if ln.tag else None
         if cid:
             give(k, cid, "tag", ln.line)
-        elif own[k]:
-            give(k, own[k], "self", ln.line)  # type: ignore[arg-type]
+        elif self_named := own[k]:
+            give(k, self_named, "self", ln.line)
     for k in range(1, len(order)):
         prev, ln = order[k - 1], order[k]
         if len(calls[k - 1]) != 1 or continues(prev, ln) or not calling[k - 1][1]:

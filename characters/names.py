@@ -24,7 +24,7 @@ from __future__ import annotations
 import bisect
 import re
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -391,20 +391,20 @@ def mentions(chars: Iterable[Character], lines: Sequence[Line]) -> None:
             ch.named_in = [ln.idx for ln in lines if said.search(ln.text)]
 
 
-_Scores = dict[int, Counter[str]]  # per voice cluster: the summed vote weights (floats) of each name
+_Scores = Mapping[int, Mapping[str, float]]  # per voice cluster: the summed vote weights of each name
 
 
 def _voice_scores(lines: Sequence[Line], vs: Sequence[Vote]) -> tuple[_Scores, dict[tuple[int, str], list[Vote]]]:
     """Per voice cluster, the summed vote weight of each name (negative: the voice calls someone
     else by it), and the positive votes behind each (voice, name), which its evidence cites."""
     by_line = {ln.idx: ln for ln in lines}
-    score: _Scores = defaultdict(Counter)
+    score: defaultdict[int, defaultdict[str, float]] = defaultdict(lambda: defaultdict(float))
     support: dict[tuple[int, str], list[Vote]] = defaultdict(list)
     for v in vs:
         voice = by_line[v.line].voice
         if voice < 0:
             continue
-        score[voice][v.name] += v.weight  # type: ignore[assignment]  # a Counter of float weights
+        score[voice][v.name] += v.weight
         if v.weight > 0:
             support[(voice, v.name)].append(v)
     return score, support
@@ -415,7 +415,7 @@ def _name_voices(score: _Scores, min_score: float, margin: float) -> tuple[dict[
     names so taken: a name goes to one voice only, the best-supported first."""
     proposals = []
     for voice, names in score.items():
-        ranked = [(n, s) for n, s in names.most_common() if s > 0]
+        ranked = [(n, s) for n, s in sorted(names.items(), key=lambda kv: kv[1], reverse=True) if s > 0]  # most_common's order
         if not ranked:
             continue
         (best, s1), s2 = ranked[0], (ranked[1][1] if len(ranked) > 1 else 0.0)
@@ -438,7 +438,7 @@ def _name_unnamed_voices(lines: Sequence[Line], screen: _OnScreen, voices: Seque
     so that a name goes to one voice only; returns each such voice's evidence."""
     seen_on_screen: dict[int, list[str]] = {}
     for voice in [v for v in voices if v not in voice_name]:
-        barred = taken | {n for n, s in score[voice].items() if s < 0}
+        barred = taken | {n for n, s in score.get(voice, {}).items() if s < 0}
         found = _named_by_presence(lines, screen, voice, barred, margin)
         if found is not None:
             voice_name[voice], seen_on_screen[voice] = (found[0], found[1]), found[2]

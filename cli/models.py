@@ -49,7 +49,7 @@ def models_list(as_json: JsonOpt = False) -> None:
         return
     t = Table("name", "ready", "aliases", "description", box=None)
     for m in items:
-        t.add_row(str(m["name"]), "yes" if m["ready"] else "no", ", ".join(m["aliases"]), str(m["description"]))  # type: ignore[arg-type]  # aliases is a list of names
+        t.add_row(str(m["name"]), "yes" if m["ready"] else "no", ", ".join(m["aliases"]), str(m["description"]))
     out.print(t)
     out.print("threads: " + ", ".join(f"{k} {v}" for k, v in threads.items()))
 

@@ -380,9 +380,10 @@ def read_jsonl(path: str | Path, fmt: str | None = None, library: Any = None) ->
         errors.raise_if_any()
         raise MovieMemError(f"{path}: no items")
     first = next((row for _, row in rows if isinstance(row, dict)), None)
-    if fmt is None and first is None:
-        raise MovieMemError(f"{path}: no line is a JSON object; a benchmark has one item object a line")
-    fmt = fmt or detect_format(first)  # type: ignore[arg-type]  # without a format, first is a row (checked above)
+    if not fmt:
+        if first is None:
+            raise MovieMemError(f"{path}: no line is a JSON object; a benchmark has one item object a line")
+        fmt = detect_format(first)
     return Benchmark(fmt, validate_rows(rows, fmt, str(path), library, errors), str(path), "jsonl")
 
 

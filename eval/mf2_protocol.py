@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from ..agents.registry import POLICIES, get_policy, parse_policy_spec
 from ..foundation.errors import MovieMemError
@@ -69,6 +69,13 @@ def protocol_policies(spec: str, policies: Sequence[str]) -> list[str]:
     return out
 
 
+@runtime_checkable
+class _Released(Protocol):
+    """A policy that follows a released protocol and says which (its files' digests)."""
+
+    def protocol(self) -> dict[str, Any]: ...
+
+
 def policy_protocols(policies: Sequence[str], old: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Per policy spec that follows a released protocol (has `protocol()`), what it follows, with what the
     run directory recorded before (`old`); a spec whose release files differ from the recorded ones is refused."""
@@ -77,7 +84,10 @@ def policy_protocols(policies: Sequence[str], old: Mapping[str, Any] | None = No
         name, _ = parse_policy_spec(spec)
         if name not in POLICIES or not callable(getattr(POLICIES.get(name), "protocol", None)):
             continue  # no released protocol (or a policy only the answerer knows, as on Ray workers)
-        now = get_policy(spec).protocol()  # type: ignore[attr-defined]  # checked on its class above
+        policy = get_policy(spec)
+        if not isinstance(policy, _Released):
+            raise MovieMemError(f"policy {spec!r} has a protocol() on its class but not on what it builds")
+        now = policy.protocol()
         before = out.get(spec)
         if before is not None and before != now:
             changed = sorted(k for k in set(before) | set(now) if before.get(k) != now.get(k))

@@ -23,7 +23,7 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import quote
 
@@ -181,9 +181,19 @@ def install_log_scrubbing() -> None:
     factory = logging.getLogRecordFactory()
     if getattr(factory, "scrubs", False):
         return
+    logging.setLogRecordFactory(_ScrubbingFactory(factory))
 
-    def make(*args: Any, **kwargs: Any) -> logging.LogRecord:
-        record = factory(*args, **kwargs)
+
+class _ScrubbingFactory:
+    """A log record factory that scrubs what the one before it made; `scrubs` marks it so it is installed once."""
+
+    scrubs = True
+
+    def __init__(self, inner: Callable[..., logging.LogRecord]) -> None:
+        self.inner = inner
+
+    def __call__(self, *args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = self.inner(*args, **kwargs)
         try:
             record.msg, record.args = scrub(record.getMessage()), None
             if record.exc_info and not record.exc_text:
@@ -191,9 +201,6 @@ def install_log_scrubbing() -> None:
         except Exception:  # noqa: BLE001 - a record that cannot be formatted is left to its handler to report
             pass
         return record
-
-    make.scrubs = True  # type: ignore[attr-defined]
-    logging.setLogRecordFactory(make)
 
 
 class ScrubbedStream:

@@ -188,9 +188,9 @@ def pooled_or_embedded(ctx: Ctx, texts: Sequence[str],
     again cost more than the film's transcript; MF² dev retrieval: README); else its own encoding."""
     out: list[list[float] | None] = []
     for rows in members:
-        if rows and all(v is not None for v, _ in rows):
+        if rows and len(vectors := [v for v, _ in rows if v is not None]) == len(rows):
             weights = np.asarray([max(1, len(text.split())) for _, text in rows], dtype=np.float32)
-            total = (np.stack([v for v, _ in rows]) * weights[:, None]).sum(axis=0)  # type: ignore[misc]  # none is None
+            total = (np.stack(vectors) * weights[:, None]).sum(axis=0)
             out.append((total / max(float(np.linalg.norm(total)), 1e-12)).tolist())
         else:
             out.append(None)

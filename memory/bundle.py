@@ -197,7 +197,10 @@ class _Reader:
     def read(self, member: tarfile.TarInfo | str) -> bytes:
         if isinstance(member, str):
             member = self.member(member)
-        with self.tar.extractfile(member) as f:  # type: ignore[union-attr]  # a regular member (checked) always has a file
+        f = self.tar.extractfile(member)
+        if f is None:  # member() refuses all but regular files, which always have one
+            raise self.fail(f"member {member.name!r} is not a regular file")
+        with f:
             return f.read(member.size)
 
 

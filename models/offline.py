@@ -20,7 +20,7 @@ import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 
@@ -219,9 +219,20 @@ def model_path(name: str, settings: Settings | None = None) -> Path:
     return dest
 
 
-def status(settings: Settings | None = None) -> list[dict[str, object]]:
+class ModelStatus(TypedDict):
+    """One offline model as `models` lists it (the CLI's table and its --json)."""
+
+    name: str
+    aliases: list[str]
+    description: str
+    ready: bool
+    path: str
+    default: bool
+
+
+def status(settings: Settings | None = None) -> list[ModelStatus]:
     settings = settings or get_settings()
-    out = []
+    out: list[ModelStatus] = []
     for m in MODELS.values():
         dest = settings.models_path / m.name
         out.append({"name": m.name, "aliases": list(m.aliases), "description": m.description,
