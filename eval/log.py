@@ -287,29 +287,17 @@ def log_grid(run_dir: str | Path, unfit: bool = False, slim: bool = False) -> tu
     """Items (validated again) and the records of each (policy, backbone), in item order. Records of prompts
     that did not fit the context are left out (never scored, never paired) unless `unfit` asks for them.
     The log is read a line at a time; `slim` keeps each record `lean`."""
-    return _read_grid(run_dir, unfit, slim, None)
+    return _read_grid(run_dir, unfit, slim)
 
 
-def log_grid_at(run_dir: str | Path, unfit: bool = False,
-                slim: bool = False) -> tuple[list[Item], Grid, dict[str, dict[Config, int]]]:
-    """`log_grid`, and where each of its records starts in the log (item id -> configuration -> byte offset), for
-    `read_at` to read a record again in full after a `slim` read: the log is read once for both."""
-    offsets: dict[str, dict[Config, int]] = {}
-    items, grid = _read_grid(run_dir, unfit, slim, offsets)
-    return items, grid, offsets
-
-
-def _read_grid(run_dir: str | Path, unfit: bool, slim: bool,
-               offsets: dict[str, dict[Config, int]] | None) -> tuple[list[Item], Grid]:
+def _read_grid(run_dir: str | Path, unfit: bool, slim: bool) -> tuple[list[Item], Grid]:
     header = read_header(run_dir)
     rows = read_items(run_dir)
     items = validate_rows(((i + 1, r) for i, r in enumerate(rows)), header.format, str(Path(run_dir) / ITEMS))
     by_key: dict[Config, dict[str, ResultRecord]] = {}
-    for offset, r in iter_log_at(run_dir):
+    for _, r in iter_log_at(run_dir):
         if r.status == "transient" or (r.status == "unfit" and not unfit):
             continue  # no answer to score: the configuration shows as incomplete until a rerun asks again
-        if offsets is not None:
-            offsets.setdefault(r.item_id, {})[r.config] = offset
         by_key.setdefault(r.config, {})[r.item_id] = lean(r) if slim else r
     order = {it.id: i for i, it in enumerate(items)}
     out = {k: sorted((r for iid, r in v.items() if iid in order), key=lambda r: order[r.item_id])
