@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import base64
 import html
-import io
-import warnings
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..foundation.thumbs import jpeg_thumbnail
 from ..foundation.timefmt import hms
 from ..retrievers.types import Evidence
 
@@ -34,20 +33,12 @@ def still(path: str | Path | None, root: str | Path | None = None) -> str:
     p = Path(path) if root is None else Path(root) / path  # an absolute path stays itself
     if not p.is_file():
         return ""
-    from PIL import Image
-
-    try:
-        with warnings.catch_warnings():  # a header claiming a huge picture is refused, not decoded
-            warnings.simplefilter("error", Image.DecompressionBombWarning)
-            with Image.open(p) as opened:
-                im = opened.convert("RGB")
-                im.thumbnail((STILL_WIDTH, STILL_WIDTH * 2))
-                buf = io.BytesIO()
-                im.save(buf, "JPEG", quality=75)
-    except (OSError, Image.DecompressionBombError, Image.DecompressionBombWarning):
+    thumb = jpeg_thumbnail(p, STILL_WIDTH, quality=75)
+    if thumb is None:
         return ""
-    data = base64.b64encode(buf.getvalue()).decode()
-    return f'<img src="data:image/jpeg;base64,{data}" width="{im.width}" alt="still at {esc(p.name)}">'
+    jpeg, width = thumb
+    data = base64.b64encode(jpeg).decode()
+    return f'<img src="data:image/jpeg;base64,{data}" width="{width}" alt="still at {esc(p.name)}">'
 
 
 def evidence_html(evidence: Sequence[Evidence], root: str | Path | None = None) -> str:

@@ -10,12 +10,12 @@ import hashlib
 import json
 import re
 import shutil
-import warnings
 from collections import defaultdict
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from ..foundation.thumbs import jpeg_thumbnail
 from ..foundation.timefmt import hms
 from . import evidence
 from .formats import Item, item_category, validate_rows
@@ -86,17 +86,10 @@ def _thumb(frame: str | None, library: str | None, out_dir: Path) -> str | None:
     name = hashlib.sha1(str(path).encode()).hexdigest()[:16] + ".jpg"
     dest = out_dir / name
     if not dest.exists():
-        from PIL import Image
-
-        try:
-            with warnings.catch_warnings():  # a header claiming a huge picture is refused, not decoded
-                warnings.simplefilter("error", Image.DecompressionBombWarning)
-                with Image.open(path) as opened:
-                    im = opened.convert("RGB")
-                    im.thumbnail((THUMB_WIDTH, THUMB_WIDTH * 2))
-                    im.save(dest, "JPEG", quality=80)
-        except (OSError, Image.DecompressionBombError, Image.DecompressionBombWarning):
+        thumb = jpeg_thumbnail(path, THUMB_WIDTH, quality=80)
+        if thumb is None:
             return None
+        dest.write_bytes(thumb[0])
     return name
 
 
@@ -289,7 +282,7 @@ class Verdict(NamedTuple):
 
 def _verdicts(run_dir: Path) -> tuple[list[Item], dict[str, dict[Config, Verdict]], dict[str, dict[Config, int]]]:
     """The items, each record's verdict by item and configuration, and where each record starts in the log: the
-    records of `log_grid_at(unfit=True)` (every configuration with a record that is not transient), none held."""
+    records `log_grid(unfit=True)` holds (every configuration with a record that is not transient), none held."""
     header = read_header(run_dir)
     items = validate_rows(((i + 1, r) for i, r in enumerate(read_items(run_dir))), header.format,
                           str(run_dir / ITEMS))

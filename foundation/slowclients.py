@@ -20,7 +20,7 @@ class DeadlineProtocol(H11Protocol):
 
     request_s = REQUEST_S
 
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]  # uvicorn overrides asyncio.Protocol with this narrower type too (its own ignore)
         super().connection_made(transport)
         self._deadline: asyncio.TimerHandle | None = None
         self._start_deadline()
