@@ -422,20 +422,11 @@ def causal_relations(events: list[RuleEvent]) -> list[RuleRelation]:
             out.append(_rel(e, earlier[-1], "causal", 0.6, "explanation",
                             f"'{explains.group(0)}' opens '{_short(text, 50)}', explaining the line before"))
         elif (m := BECAUSE.search(text)) and earlier:
-            cause, score = best_match(m.group(1), earlier)
-            if cause is not None:
-                out.append(_rel(cause, e, "causal", _conf(0.55, score), "because",
-                                f"'{_short(m.group(0), 50)}' matches '{_short(cause.description, 50)}'"))
+            out.extend(_clause_link(e, m.group(1), earlier, ("causal", 0.55, "because"), m.group(0), cause=True))
         if (m := SO_MID.search(text)) and later:
-            effect, score = best_match(m.group(1), later)
-            if effect is not None:
-                out.append(_rel(e, effect, "causal", _conf(0.5, score), "so-consequence",
-                                f"'{_short(m.group(0).strip(',; '), 50)}' matches '{_short(effect.description, 50)}'"))
+            out.extend(_clause_link(e, m.group(1), later, ("causal", 0.5, "so-consequence"), m.group(0).strip(",; ")))
         if (m := PURPOSE.search(text)) and later:
-            goal, score = best_match(m.group(1), later)
-            if goal is not None:
-                out.append(_rel(e, goal, "precondition", _conf(0.5, score), "purpose",
-                                f"'{_short(m.group(0), 50)}' matches '{_short(goal.description, 50)}'"))
+            out.extend(_clause_link(e, m.group(1), later, ("precondition", 0.5, "purpose"), m.group(0)))
         if m := CONDITION.search(text):
             pool = [x for x in events if x.event_id != e.event_id]
             # both halves of a conditional are short clauses: each must share two words with its event
@@ -446,6 +437,20 @@ def causal_relations(events: list[RuleEvent]) -> list[RuleRelation]:
                 out.append(_rel(cond, result, "precondition", _conf(0.45, min(s1, s2)), "condition",
                                 f"'{_short(m.group(0), 60)}' in {e.event_id}"))
     return out
+
+
+def _clause_link(e: RuleEvent, clause: str, pool: list[RuleEvent], link: tuple[str, float, str], quoted: str,
+                 cause: bool = False) -> list[RuleRelation]:
+    """The link (type, base confidence, rule) between `e` and the event of `pool` that best matches a clause
+    of its text ("because ...", "so ...", "to ..."): from that event to `e` when the clause names its
+    `cause`, else from `e` to it; none when no event matches."""
+    other, score = best_match(clause, pool)
+    if other is None:
+        return []
+    typ, base, rule = link
+    src, dst = (other, e) if cause else (e, other)
+    return [_rel(src, dst, typ, _conf(base, score), rule,
+                 f"'{_short(quoted, 50)}' matches '{_short(other.description, 50)}'")]
 
 
 def _coref_confidence(overlap: float) -> float:
