@@ -19,6 +19,7 @@ from . import follow
 
 if TYPE_CHECKING:
     from ..agents.types import Answer, Step
+    from ..library import Film, Library
 from .common import (
     JsonOpt,
     LibraryOpt,
@@ -35,6 +36,13 @@ from .common import (
     err,
     out,
 )
+
+
+def _open_film(library: Path | None, film: str) -> tuple[Library, Film]:
+    """The library and one film of it, the film checked against the saved list first (a typo told at once)."""
+    _known_film(library, film)
+    lib = _library(library)
+    return lib, lib.film(film)
 
 
 @app.command()
@@ -148,9 +156,7 @@ def describe(
     as_json: JsonOpt = False,
 ) -> None:
     """Write an audio-description track: narrations placed in the gaps the dialogue leaves."""
-    _known_film(library, film)
-    lib = _library(library)
-    f = lib.film(film)
+    lib, f = _open_film(library, film)
     result = f.describe(out_path, backbone=_open_backbone(lib, backbone), min_gap_s=min_gap, words_per_s=wps,
                         max_cue_s=max_cue, reporter=_reporter(as_json))
     if as_json:
@@ -172,9 +178,7 @@ def narrate(
     as_json: JsonOpt = False,
 ) -> None:
     """Narrate a time range of a film from its memory (Movie101v2 clip narration)."""
-    _known_film(library, film)
-    lib = _library(library)
-    f = lib.film(film)
+    lib, f = _open_film(library, film)
     kinds = [k.strip() for k in caption_kinds.split(",") if k.strip()] if caption_kinds else None
     if kinds and set(kinds) - {"frame", "clip", "imported"}:
         raise MovieMemError(f"--caption-kinds takes frame, clip and imported, not {caption_kinds!r}")
