@@ -17,12 +17,10 @@ import sys
 import threading
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 from filelock import FileLock
 from racing import race
-from test_audit_data import _edit_table
+from test_audit_data import _edit_table, _one_frame
 from test_hostile_input import SRT, _exported, _rebundle
 
 from moviemem import Library, MovieMemError
@@ -208,22 +206,16 @@ def test_low_a_bomb_still_shows_as_nothing_in_a_notebook(tmp_path: Path) -> None
 
 def test_low_a_bundled_still_whose_header_claims_a_huge_picture_is_refused(tmp_path: Path, cli) -> None:
     good = _exported(tmp_path)
-    frame = {"frame_idx": 1, "t": 1.0, "pools": [64], "strip": True, "image": "media/a/frames/0000001.jpg"}
-    buf = io.BytesIO()
-    pq.write_table(pa.Table.from_pylist([{"film_id": "a", "run_id": "r", **frame}]), buf)
-
-    def with_frames(m):
-        m["tables"]["frames"] = {"file": "tables/frames.parquet", "rows": 1, "vector_dim": None}
-        m["media"].append(frame["image"])
+    frames, with_frames = _one_frame()
 
     bad = _rebundle(good, tmp_path / "bomb.tar", manifest_edit=with_frames,
-                    add={"tables/frames.parquet": buf.getvalue(), "media/media/a/frames/0000001.jpg": _bomb_jpeg()})
+                    add={"tables/frames.parquet": frames, "media/media/a/frames/0000001.jpg": _bomb_jpeg()})
     r = cli("import", str(bad))
     assert r.code == 2 and len(r.err.strip().splitlines()) == 1, r.err
     assert "media 'media/a/frames/0000001.jpg' claims over 178,956,970 pixels; a still has at most 8192 a side" in r.err
     assert cli("films", "--json").json() == {"films": []}
     wide = _rebundle(good, tmp_path / "wide.tar", manifest_edit=with_frames,  # under PIL's limit, over the cap
-                     add={"tables/frames.parquet": buf.getvalue(), "media/media/a/frames/0000001.jpg": _bomb_jpeg(9000, 16)})
+                     add={"tables/frames.parquet": frames, "media/media/a/frames/0000001.jpg": _bomb_jpeg(9000, 16)})
     r = cli("import", str(wide))
     assert r.code == 2 and "claims 9000x16 pixels; a still has at most 8192 a side" in r.err, r.err
 

@@ -14,7 +14,9 @@ import subprocess
 import sys
 import sysconfig
 import tarfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -239,17 +241,25 @@ def test_item4_a_gzip_bomb_fails_while_it_unpacks(tmp_path: Path, cli, lib_dir: 
         Library(lib_dir).import_bundle(_gzipped_bundle(good, tmp_path / "big.tar.gz", {"pad": 2 * 2**20}))
 
 
-def test_item4_only_jpeg_stills_that_rows_use_are_imported(tmp_path: Path, cli, monkeypatch) -> None:
-    from moviemem.memory import bundle as bundle_mod
-
-    good = _exported(tmp_path)
+def _one_frame() -> tuple[bytes, Callable[[dict[str, Any]], None]]:
+    """A frames table of one row whose still is media/a/frames/0000001.jpg, and the manifest edit that
+    declares the table and the still: what a bundle with one still adds."""
     frame = {"frame_idx": 1, "t": 1.0, "pools": [64], "strip": True, "image": "media/a/frames/0000001.jpg"}
     buf = io.BytesIO()
     pq.write_table(pa.Table.from_pylist([{"film_id": "a", "run_id": "r", **frame}]), buf)
 
-    def with_frames(m):
+    def with_frames(m: dict[str, Any]) -> None:
         m["tables"]["frames"] = {"file": "tables/frames.parquet", "rows": 1, "vector_dim": None}
         m["media"].append(frame["image"])
+
+    return buf.getvalue(), with_frames
+
+
+def test_item4_only_jpeg_stills_that_rows_use_are_imported(tmp_path: Path, cli, monkeypatch) -> None:
+    from moviemem.memory import bundle as bundle_mod
+
+    good = _exported(tmp_path)
+    frames, with_frames = _one_frame()
 
     def unused(m):
         m["media"].append("media/a/frames/0000002.jpg")
@@ -259,7 +269,7 @@ def test_item4_only_jpeg_stills_that_rows_use_are_imported(tmp_path: Path, cli, 
                                           add={"media/media/a/frames/0000002.jpg": JPEG}),
                                 "media 'media/a/frames/0000002.jpg' is no image of any row"),
         "a still that is no JPEG": (_rebundle(good, tmp_path / "2.tar", manifest_edit=with_frames,
-                                              add={"tables/frames.parquet": buf.getvalue(),
+                                              add={"tables/frames.parquet": frames,
                                                    "media/media/a/frames/0000001.jpg": b"#!/bin/sh\n" * 100}),
                                     "media 'media/a/frames/0000001.jpg' is not a JPEG still"),
     }
@@ -268,7 +278,7 @@ def test_item4_only_jpeg_stills_that_rows_use_are_imported(tmp_path: Path, cli, 
         assert r.code == 2 and message in r.err and len(r.err.strip().splitlines()) == 1, (what, r.err)
         assert cli("films", "--json").json() == {"films": []}, what
     ok = _rebundle(good, tmp_path / "3.tar", manifest_edit=with_frames,
-                   add={"tables/frames.parquet": buf.getvalue(), "media/media/a/frames/0000001.jpg": JPEG})
+                   add={"tables/frames.parquet": frames, "media/media/a/frames/0000001.jpg": JPEG})
     assert cli("import", str(ok)).code == 0
     monkeypatch.setattr(bundle_mod, "MAX_MEMBERS", 3)
     r = cli("import", str(ok), "--film-id", "b")
