@@ -349,8 +349,19 @@ def _read_jsonl_objects(path: Path, strict: bool = False) -> Iterator[dict[str, 
     """The JSON objects of an append-only file, a torn last line (a kill) left out. A damaged line is skipped (a
     call log explains answers and never decides one, so it costs that call's text, not the run), or with `strict`
     is a one-line error."""
+    for n, _, obj in _jsonl_lines(path):
+        if obj is not None:
+            yield obj
+        elif strict:
+            raise MovieMemError(f"{path}: line {n} is not a JSON object; the file was edited or is damaged")
+
+
+def _jsonl_lines(path: Path) -> Iterator[tuple[int, int, dict[str, Any] | None]]:
+    """Each whole line of an append-only file: its number, its byte offset and its JSON object (None when the
+    line is not one); a torn last line (a kill) is left out."""
     if not path.exists():
         return
+    offset = 0
     with path.open("rb") as f:
         for n, line in enumerate(f, 1):
             if not line.endswith(b"\n"):
@@ -359,10 +370,8 @@ def _read_jsonl_objects(path: Path, strict: bool = False) -> Iterator[dict[str, 
                 obj = json.loads(line)
             except (json.JSONDecodeError, UnicodeDecodeError):
                 obj = None
-            if isinstance(obj, dict):
-                yield obj
-            elif strict:
-                raise MovieMemError(f"{path}: line {n} is not a JSON object; the file was edited or is damaged")
+            yield n, offset, obj if isinstance(obj, dict) else None
+            offset += len(line)
 
 
 class CallWriter:
@@ -493,20 +502,7 @@ class CallLog:
 
 def _jsonl_objects_at(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """`_read_jsonl_objects`, each object with the byte offset of its line (a damaged line skipped)."""
-    if not path.exists():
-        return
-    offset = 0
-    with path.open("rb") as f:
-        for line in f:
-            if not line.endswith(b"\n"):
-                break
-            try:
-                obj = json.loads(line)
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                obj = None
-            if isinstance(obj, dict):
-                yield offset, obj
-            offset += len(line)
+    return ((offset, obj) for _, offset, obj in _jsonl_lines(path) if obj is not None)
 
 
 def _object_at(f: BinaryIO, offset: int) -> dict[str, Any]:
