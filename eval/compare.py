@@ -27,8 +27,7 @@ from pathlib import Path
 
 from ..foundation.errors import MovieMemError
 from . import metrics
-from .formats import validate_rows
-from .log import ITEMS, item_digest, iter_log, read_header, read_items
+from .log import item_digest, iter_log, run_items
 from .names import display_name, matches
 from .outputs import GroupComparisonLine
 from .records import Config, ResultRecord
@@ -89,10 +88,7 @@ class Scored:
 
 def _digests(run_dir: Path) -> dict[str, str]:
     """The digest of each item of a run's items.jsonl, for records written before records carried theirs."""
-    rows = read_items(run_dir)
-    items = validate_rows(((i + 1, r) for i, r in enumerate(rows)), read_header(run_dir).format,
-                          str(run_dir / ITEMS))
-    return {it.id: item_digest(it) for it in items}
+    return {it.id: item_digest(it) for it in run_items(run_dir)}
 
 
 def pick(side: Side) -> tuple[Config, dict[str, Scored], frozenset[str]]:

@@ -19,8 +19,8 @@ from ..foundation.errors import MovieMemError
 from ..foundation.files import atomic_path
 from ..foundation.timefmt import hms
 from .compare import ALL, Side, pick
-from .formats import Item, item_category, validate_rows
-from .log import ITEMS, item_digest, iter_log_at, read_at, read_header, read_items
+from .formats import Item, item_category
+from .log import item_digest, iter_log_at, read_at, read_header, run_items
 from .names import display_name
 from .records import AnswerRecord, Config, EvidenceRecord, ResultRecord
 from .timeline import FilmFacts, film_facts, timeline
@@ -45,8 +45,7 @@ class Loaded:
 def _load(side: Side) -> tuple[Loaded, dict[str, Item]]:
     config, _, _ = pick(side)  # the same configuration `compare` pairs, with its errors
     header = read_header(side.run_dir)
-    items = validate_rows(((i + 1, r) for i, r in enumerate(read_items(side.run_dir))), header.format,
-                          str(side.run_dir / ITEMS))
+    items = run_items(side.run_dir)
     by_id = {it.id: it for it in items}
     recs = {r.item_id: (offset, bool(r.correct)) for offset, r in iter_log_at(side.run_dir)
             if r.config == config and r.item_id in by_id and r.status in ("answered", "invalid")

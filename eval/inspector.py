@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from ..foundation.thumbs import jpeg_thumbnail
 from ..foundation.timefmt import hms
 from . import evidence
-from .formats import Item, item_category, validate_rows
-from .log import ITEMS, CallLog, iter_log_at, read_at, read_header, read_items
+from .formats import Item, item_category
+from .log import CallLog, iter_log_at, read_at, read_header, run_items
 from .markdown import money
 from .names import display_names
 from .records import AnswerRecord, Config, EvidenceRecord, ResultRecord
@@ -283,9 +283,7 @@ class Verdict(NamedTuple):
 def _verdicts(run_dir: Path) -> tuple[list[Item], dict[str, dict[Config, Verdict]], dict[str, dict[Config, int]]]:
     """The items, each record's verdict by item and configuration, and where each record starts in the log: the
     records `log_grid(unfit=True)` holds (every configuration with a record that is not transient), none held."""
-    header = read_header(run_dir)
-    items = validate_rows(((i + 1, r) for i, r in enumerate(read_items(run_dir))), header.format,
-                          str(run_dir / ITEMS))
+    items = run_items(run_dir)
     known = {it.id for it in items}
     by_item: dict[str, dict[Config, Verdict]] = defaultdict(dict)
     at: dict[str, dict[Config, int]] = {}

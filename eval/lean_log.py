@@ -14,8 +14,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from .formats import Item, validate_rows
-from .log import ITEMS, iter_log, lean, read_header, read_items
+from .formats import Item
+from .log import iter_log, lean, run_items
 from .records import Config, Grid, ResultRecord
 
 
@@ -56,9 +56,7 @@ class LeanLog:
 
 def read_lean(run_dir: str | Path) -> LeanLog:
     """The log read a line at a time, each record kept lean and packed (`PackedGrid`)."""
-    header = read_header(run_dir)
-    items = validate_rows(((i + 1, r) for i, r in enumerate(read_items(run_dir))), header.format,
-                          str(Path(run_dir) / ITEMS))
+    items = run_items(run_dir)
     order = {it.id: i for i, it in enumerate(items)}
     kept: dict[Config, dict[str, tuple[int, bytes]]] = {}
     any_record: set[Config] = set()  # scored_log's keys: a configuration with any record that is not transient

@@ -290,10 +290,15 @@ def log_grid(run_dir: str | Path, unfit: bool = False, slim: bool = False) -> tu
     return _read_grid(run_dir, unfit, slim)
 
 
-def _read_grid(run_dir: str | Path, unfit: bool, slim: bool) -> tuple[list[Item], Grid]:
-    header = read_header(run_dir)
+def run_items(run_dir: str | Path) -> list[Item]:
+    """A run's items.jsonl validated again as its format's items (an edited file is refused as any input is)."""
     rows = read_items(run_dir)
-    items = validate_rows(((i + 1, r) for i, r in enumerate(rows)), header.format, str(Path(run_dir) / ITEMS))
+    return validate_rows(((i + 1, r) for i, r in enumerate(rows)), read_header(run_dir).format,
+                         str(Path(run_dir) / ITEMS))
+
+
+def _read_grid(run_dir: str | Path, unfit: bool, slim: bool) -> tuple[list[Item], Grid]:
+    items = run_items(run_dir)
     by_key: dict[Config, dict[str, ResultRecord]] = {}
     for _, r in iter_log_at(run_dir):
         if r.status == "transient" or (r.status == "unfit" and not unfit):
