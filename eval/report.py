@@ -39,11 +39,14 @@ def _paired(grid: Grid, baseline: str, names: Names) -> list[list[Any]]:
     """Each configuration against the baseline's on the same backbone: the difference with Newcombe's
     interval (within ±100), the discordant pairs and McNemar's p."""
     rows = []
+    bases: dict[str, dict[str, bool | None]] = {}  # backbone -> the baseline's verdicts, each read once
     for policy, backbone in sorted(grid):
         if policy == baseline or (baseline, backbone) not in grid:
             continue
         # verdicts only: a configuration's records are objects while they are read, one at a time (lean_log.py)
-        base = {r.item_id: r.correct for r in grid[(baseline, backbone)]}
+        if backbone not in bases:
+            bases[backbone] = {r.item_id: r.correct for r in grid[(baseline, backbone)]}
+        base = bases[backbone]
         shared = [(r.correct, base[r.item_id]) for r in grid[(policy, backbone)] if r.item_id in base]
         if not shared:
             continue
