@@ -20,6 +20,12 @@ def file_sha256(path: str | Path) -> str:
 
 @lru_cache(maxsize=64)
 def _digest(path: str, size: int, mtime_ns: int) -> str:
+    return read_sha256(path)
+
+
+def read_sha256(path: str | Path) -> str:
+    """A file's SHA-256 read from its bytes now, never from the memo: a check that must see what is on
+    disk (a model's `--verify`, a file whose stamp changed)."""
     with open(path, "rb") as f:
         return hashlib.file_digest(f, "sha256").hexdigest()
 
@@ -30,6 +36,15 @@ def file_stamp(path: str | Path) -> list[int]:
     its old modification time still differs."""
     st = Path(path).stat()
     return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
+
+
+def trusted_sha256(entry: object, stamp: list[int]) -> str | None:
+    """The SHA-256 that `entry` (`{"stamp": ..., "sha256": ...}`, recorded after hashing a file) holds while the
+    file's stamp is still `stamp`; None when it is not such an entry or the file may have changed since. The
+    one rule by which a recorded digest stands in for reading the file (a model's marker, `recorded_sha256`)."""
+    if isinstance(entry, dict) and entry.get("stamp") == stamp and isinstance(entry.get("sha256"), str):
+        return str(entry["sha256"])
+    return None
 
 
 def recorded_sha256(path: str | Path, record: Path) -> str:
@@ -43,9 +58,9 @@ def recorded_sha256(path: str | Path, record: Path) -> str:
         known = known if isinstance(known, dict) else {}
     except (OSError, ValueError):
         known = {}
-    entry = known.get(key)
-    if isinstance(entry, dict) and entry.get("stamp") == stamp and isinstance(entry.get("sha256"), str):
-        return str(entry["sha256"])
+    trusted = trusted_sha256(known.get(key), stamp)
+    if trusted is not None:
+        return trusted
     digest = file_sha256(key)
     known[key] = {"stamp": stamp, "sha256": digest}
     try:

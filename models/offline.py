@@ -8,7 +8,6 @@ so an interrupted prepare never leaves a half-written model that looks ready.
 
 from __future__ import annotations
 
-import hashlib
 import inspect
 import json
 import shutil
@@ -25,7 +24,8 @@ from typing import TYPE_CHECKING, Any, TypedDict
 import numpy as np
 
 from ..foundation.config import Settings, get_settings
-from ..foundation.digests import file_stamp
+from ..foundation.digests import file_stamp, trusted_sha256
+from ..foundation.digests import read_sha256 as sha256_of  # read now: a check must see the bytes on disk
 from ..foundation.errors import MovieMemError
 from ..foundation.files import atomic_write_text
 
@@ -159,11 +159,6 @@ def resolve_name(name: str) -> OfflineModel | None:
     return None
 
 
-def sha256_of(path: Path) -> str:
-    with path.open("rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
-
-
 def _marker(dest: Path) -> dict[str, Any] | None:
     """The model folder's marker, or None when it is missing or not a JSON object (a damaged one)."""
     try:
@@ -194,12 +189,13 @@ def identity(name: str, settings: Settings | None = None, *, rehash: bool = Fals
     info, checked = _marker(dest), dest / model.checked_file
     if info is None or not _is_ready(dest, model):
         raise MovieMemError(f"offline model {model.name!r} is not prepared under {dest}")
-    if not rehash and info.get("stamp") == file_stamp(checked):
+    stamp = file_stamp(checked)
+    if not rehash and trusted_sha256(info, stamp) == model.sha256:
         return "stamp"
     if sha256_of(checked) != model.sha256:
         raise MovieMemError(f"offline model {model.name!r}: {checked} does not match its SHA-256 (damaged or replaced)")
     try:
-        atomic_write_text(dest / MARKER, json.dumps({**info, "stamp": file_stamp(checked)}))
+        atomic_write_text(dest / MARKER, json.dumps({**info, "stamp": stamp}))
     except (OSError, MovieMemError) as exc:  # a read-only models folder: hashed again next time
         return f"hashed (its stamp was not recorded: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"
     return "hashed"
