@@ -159,6 +159,15 @@ def resolve_name(name: str) -> OfflineModel | None:
     return None
 
 
+def _known(name: str, settings: Settings | None) -> tuple[OfflineModel, Path]:
+    """The model a name or alias names and its folder under the models folder; refused when unknown."""
+    settings = settings or get_settings()
+    model = resolve_name(name)
+    if model is None:
+        raise MovieMemError(f"unknown offline model {name!r}; known: {', '.join(MODELS)}")
+    return model, settings.models_path / model.name
+
+
 def _marker(dest: Path) -> dict[str, Any] | None:
     """The model folder's marker, or None when it is missing or not a JSON object (a damaged one)."""
     try:
@@ -181,11 +190,7 @@ def identity(name: str, settings: Settings | None = None, *, rehash: bool = Fals
     once, and its stamp (_stamp) recorded in the marker; later checks hash it again only when the stamp
     differs (or with `rehash`). Returns how it was checked ("stamp" or "hashed"); raises MovieMemError
     when the file is not that model. A marker that cannot be written is said in the answer."""
-    settings = settings or get_settings()
-    model = resolve_name(name)
-    if model is None:
-        raise MovieMemError(f"unknown offline model {name!r}; known: {', '.join(MODELS)}")
-    dest = settings.models_path / model.name
+    model, dest = _known(name, settings)
     info, checked = _marker(dest), dest / model.checked_file
     if info is None or not _is_ready(dest, model):
         raise MovieMemError(f"offline model {model.name!r} is not prepared under {dest}")
@@ -203,11 +208,7 @@ def identity(name: str, settings: Settings | None = None, *, rehash: bool = Fals
 
 def model_path(name: str, settings: Settings | None = None) -> Path:
     """Local folder (or file, for GGUF models) of a prepared model; a clear error if missing."""
-    settings = settings or get_settings()
-    model = resolve_name(name)
-    if model is None:
-        raise MovieMemError(f"unknown offline model {name!r}; known: {', '.join(MODELS)}")
-    dest = settings.models_path / model.name
+    model, dest = _known(name, settings)
     if not _is_ready(dest, model):
         raise MovieMemError(f"offline model {model.name!r} is not prepared under {dest}: run `moviemem models prepare`")
     if model.checked_file.endswith(".gguf"):
