@@ -58,8 +58,8 @@ def answering(lib, dev: Path, out: Path, formats: list[str], policies: list[str]
     from moviemem.eval.formats import load_benchmark
     from moviemem.eval.log import read_log
     from moviemem.eval.report import write_report
+    from moviemem.eval.run import RunLog
     from moviemem.eval.runner import run_bench
-    from moviemem.eval.summary import summarise
 
     for fmt in formats:
         run_dir = out / fmt
@@ -71,7 +71,7 @@ def answering(lib, dev: Path, out: Path, formats: list[str], policies: list[str]
         lat: dict[str, list[float]] = {}
         for rec in read_log(run_dir):
             lat.setdefault(rec.policy, []).append(rec.wall_s)
-        for r in summarise(run_dir):
+        for r in RunLog(run_dir).rows:
             acc = r.get("pairwise_accuracy") or r.get("accuracy") or {}
             ci = f"[{100 * acc.get('ci_low', 0):.1f}, {100 * acc.get('ci_high', 0):.1f}]" if acc else ""
             print(f"{r['policy']:28s} acc {100 * (acc.get('value') or 0):5.1f} {ci:14s} n={r['n']:3d} "

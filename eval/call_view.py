@@ -8,8 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..foundation.errors import MovieMemError
-from .log import CALLS, CallLog, iter_log
+from .log import CALLS, CallLog
 from .records import CallLine, ResultRecord
+from .run import RunLog
 
 
 @dataclass
@@ -59,10 +60,10 @@ def find_calls(run_dir: str | Path, item_id: str, policy: str | None = None, bac
                query: str | None = None, call: int | None = None) -> list[ShownCall]:
     """Every call of the item's answers in the configurations that match; a one-line error when the item, the
     configuration or the call is not there, or the run was written before calls were kept."""
-    run_dir = Path(run_dir)
-    recs = [r for r in iter_log(run_dir) if r.item_id == item_id]
+    run = RunLog(run_dir)
+    recs = [r for r in run.records() if r.item_id == item_id]
     if not recs:
-        raise MovieMemError(f"{run_dir} holds no answer to item {item_id!r}")
+        raise MovieMemError(f"{run.dir} holds no answer to item {item_id!r}")
     recs = [r for r in recs if (policy is None or r.policy == policy) and (backbone is None or r.backbone == backbone)]
     configs = sorted({r.config for r in recs})
     if not configs:
@@ -71,9 +72,9 @@ def find_calls(run_dir: str | Path, item_id: str, policy: str | None = None, bac
         listed = ", ".join(f"--policy {p!r} --backbone {b!r}" for p, b in configs)
         raise MovieMemError(f"{item_id!r} was answered by {len(configs)} configurations; pick one: {listed}")
     rec = recs[0]
-    log = CallLog(run_dir)
-    if not (run_dir / CALLS).exists() or not any(a.call_ids for a in rec.answers.values()):
-        raise MovieMemError(f"{run_dir} keeps no calls as sent for {item_id!r}: it was written before moviemem kept "
+    log = run.calls
+    if not (run.dir / CALLS).exists() or not any(a.call_ids for a in rec.answers.values()):
+        raise MovieMemError(f"{run.dir} keeps no calls as sent for {item_id!r}: it was written before moviemem kept "
                             "them (results.jsonl still names each prompt in the trace)")
     calls: list[ShownCall] = []
     for q, a in rec.answers.items():

@@ -23,14 +23,15 @@ import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from ..foundation.errors import MovieMemError
 from . import metrics
-from .log import item_digest, iter_log, run_items
 from .names import display_name, matches
 from .outputs import GroupComparisonLine
 from .records import Config, ResultRecord
+from .run import RunLog
 
 ALL = "all"
 
@@ -42,6 +43,11 @@ class Side:
     run_dir: Path
     policy: str | None = None
     backbone: str | None = None
+
+    @cached_property
+    def run(self) -> RunLog:
+        """The side's run, opened once however many readers ask (the table, the page)."""
+        return RunLog(self.run_dir)
 
 
 @dataclass(frozen=True)
@@ -86,19 +92,14 @@ class Scored:
     input_tokens: int
 
 
-def _digests(run_dir: Path) -> dict[str, str]:
-    """The digest of each item of a run's items.jsonl, for records written before records carried theirs."""
-    return {it.id: item_digest(it) for it in run_items(run_dir)}
-
-
 def pick(side: Side) -> tuple[Config, dict[str, Scored], frozenset[str]]:
     """The side's scored records by item id, and the films of all its records; its configuration named, or
     the run's only one. Records as `log_grid` counts them: of items in items.jsonl, transport faults and
     prompts too long for the context left out."""
-    digests = _digests(side.run_dir)
+    digests = side.run.digests  # for records written before records carried theirs
     grid: dict[Config, dict[str, Scored]] = {}
     films: dict[Config, set[str]] = {}
-    for r in iter_log(side.run_dir):
+    for r in side.run.records():
         if r.status in ("transient", "unfit") or r.item_id not in digests:
             continue
         recs = grid.setdefault(r.config, {})

@@ -20,7 +20,6 @@ from ..foundation.files import atomic_path
 from ..foundation.timefmt import hms
 from .compare import ALL, Side, pick
 from .formats import Item, item_category
-from .log import item_digest, iter_log_at, read_at, read_header, run_items
 from .names import display_name
 from .records import AnswerRecord, Config, EvidenceRecord, ResultRecord
 from .timeline import FilmFacts, film_facts, timeline
@@ -44,13 +43,12 @@ class Loaded:
 
 def _load(side: Side) -> tuple[Loaded, dict[str, Item]]:
     config, _, _ = pick(side)  # the same configuration `compare` pairs, with its errors
-    header = read_header(side.run_dir)
-    items = run_items(side.run_dir)
-    by_id = {it.id: it for it in items}
-    recs = {r.item_id: (offset, bool(r.correct)) for offset, r in iter_log_at(side.run_dir)
+    run = side.run
+    by_id = run.item
+    recs = {r.item_id: (offset, bool(r.correct)) for offset, r in run.records_at()
             if r.config == config and r.item_id in by_id and r.status in ("answered", "invalid")
             and (r.correct is not None or r.status == "invalid")}
-    return Loaded(config, recs, header.library), by_id
+    return Loaded(config, recs, run.header.library), by_id
 
 
 def _evidence(rec: ResultRecord) -> list[EvidenceRecord]:
@@ -109,8 +107,8 @@ class Rows:
 
     def __iter__(self) -> Iterator[ComparisonRow]:
         for iid, kind, it in self.paired:
-            [ra] = read_at(self.a.run_dir, [self.side_a.records[iid][0]])
-            [rb] = read_at(self.b.run_dir, [self.side_b.records[iid][0]])
+            [ra] = self.a.run.read_at([self.side_a.records[iid][0]])
+            [rb] = self.b.run.read_at([self.side_b.records[iid][0]])
             yield self._row(iid, kind, it, ra, rb)
 
     def _row(self, iid: str, kind: str, it: Item, ra: ResultRecord, rb: ResultRecord) -> ComparisonRow:
@@ -136,9 +134,10 @@ def _rows(a: Side, b: Side, groups: Mapping[str, frozenset[str]] | None) -> tupl
     group_of = {f: name for name, films in (groups or {}).items() for f in films}
     facts = film_facts(side_a.library, {it.film_id for it in items_a.values()})
     paired: list[tuple[str, str, Item]] = []
+    side_a_digests = a.run.digests
     for iid, (_, right_a) in side_a.records.items():
         it, other = items_a[iid], items_b.get(iid)
-        if iid not in side_b.records or other is None or (it.film_id, item_digest(it)) != (other.film_id, item_digest(other)):
+        if iid not in side_b.records or other is None or (it.film_id, side_a_digests[iid]) != (other.film_id, b.run.digests[iid]):
             continue
         right_b = side_b.records[iid][1]
         paired.append((iid, "both right" if right_a and right_b else "A only" if right_a else

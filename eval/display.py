@@ -14,7 +14,7 @@ from . import markdown as md
 from .compare import GroupComparison, Side, compare
 from .names import display_name, display_names
 from .records import EstimateLine, SummaryRow
-from .summary import summarise
+from .run import RunLog
 
 
 def _pct(e: EstimateLine | None) -> str:
@@ -38,7 +38,7 @@ class RunSummary:
 
     def __post_init__(self) -> None:
         self.run_dir = Path(self.run_dir)
-        self.rows = self.rows or summarise(self.run_dir)
+        self.rows = self.rows or RunLog(self.run_dir).rows
 
     def _repr_html_(self) -> str:
         esc = html.escape

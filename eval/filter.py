@@ -20,8 +20,8 @@ from ..foundation.errors import MovieMemError
 from ..foundation.files import atomic_write_text
 from .answerer import Answerer
 from .formats import MCQ, Benchmark, item_category, load_benchmark, write_jsonl
-from .log import log_grid
 from .outputs import CategoryExclusion, FilterLine
+from .run import RunLog
 from .runner import run_bench  # the filter runs a closed-book bench: a caller of the runner, like the CLI
 
 CLOSED_BOOK = "closed-book[with_title=true]"  # title and year only
@@ -107,7 +107,7 @@ def filter_benchmark(path: str | Path, backbones: Sequence[Any], out: str | Path
                     max_cost_usd=max_cost_usd, cache=cache)
     if res.stopped:
         raise MovieMemError(f"closed-book run incomplete ({res.stopped}); nothing filtered")
-    _, grid = log_grid(run_dir)
+    grid = RunLog(run_dir).grid()
     wanted = {b if isinstance(b, str) else getattr(b, "name", "") for b in backbones}
     correct = {b: {r.item_id: r.correct for r in recs} for (p, b), recs in grid.items()
                if p == policy and b in wanted}

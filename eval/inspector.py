@@ -19,11 +19,12 @@ from ..foundation.thumbs import jpeg_thumbnail
 from ..foundation.timefmt import hms
 from . import evidence
 from .formats import Item, item_category
-from .log import CallLog, iter_log_at, read_at, read_header, run_items
+from .log import CallLog
 from .markdown import money
 from .names import display_names
 from .records import AnswerRecord, Config, EvidenceRecord, ResultRecord
-from .tasks import Task, task_for
+from .run import RunLog, open_run
+from .tasks import Task
 from .views import (
     AnswerLane,
     AnswerView,
@@ -280,29 +281,28 @@ class Verdict(NamedTuple):
     status: str
 
 
-def _verdicts(run_dir: Path) -> tuple[list[Item], dict[str, dict[Config, Verdict]], dict[str, dict[Config, int]]]:
-    """The items, each record's verdict by item and configuration, and where each record starts in the log: the
-    records `log_grid(unfit=True)` holds (every configuration with a record that is not transient), none held."""
-    items = run_items(run_dir)
-    known = {it.id for it in items}
+def _verdicts(run: RunLog) -> tuple[dict[str, dict[Config, Verdict]], dict[str, dict[Config, int]]]:
+    """Each record's verdict by item and configuration, and where each record starts in the log: the records
+    `log_grid(unfit=True)` holds (every configuration with a record that is not transient), none held."""
+    known = run.item
     by_item: dict[str, dict[Config, Verdict]] = defaultdict(dict)
     at: dict[str, dict[Config, int]] = {}
-    for offset, r in iter_log_at(run_dir):
+    for offset, r in run.records_at():
         if r.status == "transient":
             continue
         at.setdefault(r.item_id, {})[r.config] = offset
         if r.item_id in known:
             by_item[r.item_id][r.config] = Verdict(r.correct, r.status)
-    return items, by_item, at
+    return by_item, at
 
 
-def write_inspector(run_dir: str | Path) -> Path:
+def write_inspector(run: RunLog | str | Path) -> Path:
     """inspector/index.html and inspector/items/N.html; thumbnails copied under inspector/thumbs."""
-    run_dir = Path(run_dir)
-    header = read_header(run_dir)
+    run = open_run(run)
+    header, items, run_dir = run.header, run.items, run.dir
     # a large log is never held whole, and read once: the index keeps each record's verdict and where it starts,
     # each item's page reads its own records in full by those offsets (issue 62)
-    items, by_item, at = _verdicts(run_dir)
+    by_item, at = _verdicts(run)
     root = run_dir / INSPECTOR
     _emptied(root)
     (root / "items").mkdir(parents=True, exist_ok=True)
@@ -314,14 +314,14 @@ def write_inspector(run_dir: str | Path) -> Path:
     from .timeline import film_facts
 
     facts = film_facts(header.library, {it.film_id for it in items})
-    calls = CallLog(run_dir)
+    calls = run.calls
     film_pages = _film_pages(env, header.library, sorted(facts), root)
     rows: list[IndexRow] = []
-    task = task_for(header.format)
+    task = run.task
     item_tpl = env.get_template("item.html.j2")
     for n, it in enumerate(items, 1):
         page = f"{n}.html"
-        recs = dict(zip(at[it.id], read_at(run_dir, at[it.id].values()))) if it.id in by_item else {}
+        recs = dict(zip(at[it.id], run.read_at(at[it.id].values()))) if it.id in by_item else {}
         fields, options = _item_fields(task, it)
         question = fields[0][1] if fields else ""
         rows.append({"id": it.id, "film": it.film_id, "category": item_category(it), "page": page,

@@ -24,9 +24,10 @@ import numpy as np
 from ..foundation.errors import MovieMemError
 from . import metrics
 from .formats import Item
-from .log import backbone_spec, judgement_writer, log_grid, only_writer, read_header, read_judgements
+from .log import backbone_spec, judgement_writer, only_writer
 from .outputs import JudgeCounts, JudgeSummaryRow
 from .records import EstimateLine, JudgementLine
+from .run import RunLog, open_run
 from .tasks import TASKS, Rubric, task_for
 
 
@@ -75,42 +76,41 @@ def judge_prompt(item: Item, prediction: str, repeat: int) -> str:
             f"Reply as JSON with the keys {', '.join(rubric)}.{run}")
 
 
-def judge_run(run_dir: str | Path, backbone: Any, *, repeats: int = 1, cache: str | Path | None = None,
+def judge_run(run: RunLog | str | Path, backbone: Any, *, repeats: int = 1, cache: str | Path | None = None,
               progress: Callable[[int, int], None] | None = None) -> JudgeCounts:
     """Judge every answered open / narration record; returns counts of judged, failed and skipped.
     The judge holds the run directory as its only writer, as a bench does."""
-    run_dir = Path(run_dir)
-    fmt = read_header(run_dir).format
-    if rubric_for(fmt) is None:
+    run = open_run(run)
+    fmt = run.header.format
+    if run.task.rubric is None:
         judged = list(RUBRICS)  # the formats whose task declares a rubric
         names = " and ".join(filter(None, (", ".join(judged[:-1]), judged[-1] if judged else "no format")))
-        raise MovieMemError(f"{run_dir} is a {fmt} run; the judge scores {names} answers")
+        raise MovieMemError(f"{run.dir} is a {fmt} run; the judge scores {names} answers")
     if repeats < 1:
         raise MovieMemError(f"repeats must be at least 1, not {repeats}")
-    with only_writer(run_dir):
-        return _judge(run_dir, fmt, backbone, repeats, cache, progress)
+    with only_writer(run.dir):
+        return _judge(run, backbone, repeats, cache, progress)
 
 
-def _judge(run_dir: Path, fmt: str, backbone: Any, repeats: int, cache: str | Path | None,
+def _judge(run: RunLog, backbone: Any, repeats: int, cache: str | Path | None,
            progress: Callable[[int, int], None] | None) -> JudgeCounts:
     from ..backbones import ReplayCache, Request, load, system, user
 
     spec = backbone_spec(backbone)  # as bench names backbones: never with URL credentials
-    library = read_header(run_dir).library
+    library = run.header.library
     cache = cache or (Path(library) / "cache" if library else None)
     if isinstance(backbone, str):
         bb = load(backbone, cache=cache if cache else False)
     else:
         bb = ReplayCache(backbone, cache) if cache else backbone
-    items, grid = log_grid(run_dir)
-    by_id = {it.id: it for it in items}
-    done = {(j["key"], j["repeat"], j["judge"]) for j in read_judgements(run_dir) if "key" in j}
-    criteria = list(RUBRICS[fmt])
+    grid, by_id = run.grid(), run.item
+    done = {(j["key"], j["repeat"], j["judge"]) for j in run.judgements() if "key" in j}
+    criteria = list(run.task.rubric or {})
     todo = [(r, k) for recs in grid.values() for r in recs if r.status == "answered" for k in range(repeats)
             if (r.key, k, spec) not in done]
     counts: JudgeCounts = {"judged": 0, "failed": 0, "skipped_invalid": sum(r.status != "answered" for recs in grid.values()
                                                                  for r in recs)}
-    writer = judgement_writer(run_dir, getattr(bb, "secrets", list)())
+    writer = judgement_writer(run.dir, getattr(bb, "secrets", list)())
     try:
         for n, (rec, k) in enumerate(todo, 1):
             answer = rec.answers.get("answer")
@@ -141,15 +141,15 @@ def _judge(run_dir: Path, fmt: str, backbone: Any, repeats: int, cache: str | Pa
     return counts
 
 
-def judge_summary(run_dir: str | Path) -> list[JudgeSummaryRow]:
+def judge_summary(run: RunLog | str | Path) -> list[JudgeSummaryRow]:
     """Per (policy, backbone, judge): each criterion's mean with a 95% t interval (an item's score is
     the mean of its successful repeats), failed calls, and agreement between repeats."""
-    fmt = read_header(run_dir).format
-    if fmt not in RUBRICS:
+    run = open_run(run)
+    if run.task.rubric is None:
         return []
-    criteria = list(RUBRICS[fmt])
+    criteria = list(run.task.rubric)
     groups: dict[tuple[str, str, str], dict[str, list[JudgementLine]]] = defaultdict(lambda: defaultdict(list))
-    for j in read_judgements(run_dir):
+    for j in run.judgements():
         groups[(j["policy"], j["backbone"], j["judge"])][j["item_id"]].append(j)
     out: list[JudgeSummaryRow] = []
     for (policy, backbone, judge), per_item in sorted(groups.items()):

@@ -54,9 +54,10 @@ class LeanLog:
     unfit: dict[Config, int]
 
 
-def read_lean(run_dir: str | Path) -> LeanLog:
-    """The log read a line at a time, each record kept lean and packed (`PackedGrid`)."""
-    items = run_items(run_dir)
+def read_lean(run_dir: str | Path, items: list[Item] | None = None) -> LeanLog:
+    """The log read a line at a time, each record kept lean and packed (`PackedGrid`); `items`: the run's, when
+    the caller has read them (run.Run)."""
+    items = run_items(run_dir) if items is None else items
     order = {it.id: i for i, it in enumerate(items)}
     kept: dict[Config, dict[str, tuple[int, bytes]]] = {}
     any_record: set[Config] = set()  # scored_log's keys: a configuration with any record that is not transient

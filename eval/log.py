@@ -283,11 +283,12 @@ def lean(rec: ResultRecord) -> ResultRecord:
     return rec
 
 
-def log_grid(run_dir: str | Path, unfit: bool = False, slim: bool = False) -> tuple[list[Item], Grid]:
-    """Items (validated again) and the records of each (policy, backbone), in item order. Records of prompts
-    that did not fit the context are left out (never scored, never paired) unless `unfit` asks for them.
-    The log is read a line at a time; `slim` keeps each record `lean`."""
-    return _read_grid(run_dir, unfit, slim)
+def log_grid(run_dir: str | Path, unfit: bool = False, slim: bool = False,
+             items: list[Item] | None = None) -> tuple[list[Item], Grid]:
+    """Items (validated again, unless the caller has them) and the records of each (policy, backbone), in item
+    order. Records of prompts that did not fit the context are left out (never scored, never paired) unless
+    `unfit` asks for them. The log is read a line at a time; `slim` keeps each record `lean`."""
+    return _read_grid(run_dir, unfit, slim, items)
 
 
 def run_items(run_dir: str | Path) -> list[Item]:
@@ -297,8 +298,8 @@ def run_items(run_dir: str | Path) -> list[Item]:
                          str(Path(run_dir) / ITEMS))
 
 
-def _read_grid(run_dir: str | Path, unfit: bool, slim: bool) -> tuple[list[Item], Grid]:
-    items = run_items(run_dir)
+def _read_grid(run_dir: str | Path, unfit: bool, slim: bool, items: list[Item] | None) -> tuple[list[Item], Grid]:
+    items = run_items(run_dir) if items is None else items
     by_key: dict[Config, dict[str, ResultRecord]] = {}
     for _, r in iter_log_at(run_dir):
         if r.status == "transient" or (r.status == "unfit" and not unfit):

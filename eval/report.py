@@ -23,12 +23,10 @@ from . import evidence, metrics, mf2_protocol, provenance
 from . import markdown as md
 from .formats import Item
 from .inspector import INSPECTOR, write_inspector
-from .lean_log import LeanLog, read_lean
-from .log import read_header
 from .names import display_names, legend
 from .records import EstimateLine, Grid, ResultRecord, RunHeader, SummaryRow
-from .summary import summarise
-from .tasks import Task, task_for
+from .run import RunLog, open_run
+from .tasks import Task
 
 REPORT = "report.md"
 PLOT = "accuracy_vs_tokens.png"
@@ -163,35 +161,35 @@ def _task_section(task: Task, rows: Sequence[SummaryRow], wide: bool) -> list[st
     return task.report_section(rows)
 
 
-def write_report(run_dir: str | Path, baseline: str | None = None, inspector: bool = True,
+def write_report(run: RunLog | str | Path, baseline: str | None = None, inspector: bool = True,
                  wide: bool = False) -> dict[str, Path]:
     """Write report.md, accuracy_vs_tokens.png and (unless told not to) the inspector. `baseline` is a
     policy spec or its display name; `wide` keeps every table whole rather than cut to 100 columns."""
-    run_dir = Path(run_dir)
-    header = read_header(run_dir)
+    run = open_run(run)
+    run_dir = run.dir
     # the log is read once, a line at a time, each record lean and packed (lean_log.py): report.md reads no answer's
     # evidence spans (the inspector does, an item's records at a time), and the packed records are let go before it
-    doc, shown = _document(run_dir, header, read_lean(run_dir), baseline, wide)
+    doc, shown = _document(run, baseline, wide)
+    run.__dict__.pop("lean", None)
     paths = {"report": run_dir / REPORT}
     plot = plot_accuracy_vs_tokens(shown, run_dir / PLOT)
     if plot is not None:
         paths["plot"] = plot
         doc += ["", f"![accuracy vs tokens]({PLOT})"]
     if inspector:
-        paths["inspector"] = write_inspector(run_dir)
+        paths["inspector"] = write_inspector(run)
         doc += ["", f"Inspector: [{INSPECTOR}/index.html]({INSPECTOR}/index.html)"]
     atomic_write_text(run_dir / REPORT, "\n".join(doc) + "\n")
     return paths
 
 
-def _document(run_dir: Path, header: RunHeader, log: LeanLog, baseline: str | None,
-              wide: bool) -> tuple[list[str], list[SummaryRow]]:
+def _document(run: RunLog, baseline: str | None, wide: bool) -> tuple[list[str], list[SummaryRow]]:
     """report.md's lines up to its plot, and the summary rows as its tables name the policies."""
-    rows = summarise(run_dir, log)
+    rows, header, run_dir = run.rows, run.header, run.dir
     if not rows:
         raise MovieMemError(f"{run_dir} has no results yet")
-    items, grid = log.items, log.fitted
-    task = task_for(header.format)
+    items, grid = run.items, run.lean.fitted
+    task = run.task
     names = display_names(sorted({r["policy"] for r in rows} | {p for p, _ in grid}))
     policies = sorted({r["policy"] for r in rows})
     if baseline is not None:
@@ -212,7 +210,7 @@ def _document(run_dir: Path, header: RunHeader, log: LeanLog, baseline: str | No
     doc += _task_section(task, shown, wide)
     doc += _evidence_section(shown, wide)
     doc += evidence.json_fallbacks(grid, names)
-    doc += _judge_section(run_dir, header.format, names, wide)
+    doc += _judge_section(run, names, wide)
     doc += _breakdowns(task.breakdowns, shown, wide)
     if baseline and task.scored:
         prs = _paired(grid, baseline, names)
@@ -297,16 +295,16 @@ def _evidence_section(rows: Sequence[SummaryRow], wide: bool) -> list[str]:
     return out
 
 
-def _judge_section(run_dir: Path, fmt: str, names: Names, wide: bool) -> list[str]:
-    from .judge import RUBRICS, judge_summary
+def _judge_section(run: RunLog, names: Names, wide: bool) -> list[str]:
+    from .judge import judge_summary
 
-    if fmt not in RUBRICS:
+    if run.task.rubric is None:
         return []
-    rows = judge_summary(run_dir)
+    rows = judge_summary(run)
     if not rows:
         return ["", "Open answers are scored by a judge (`moviemem judge RUN_DIR --backbone SPEC`); none has been run "
                     "on this directory, so the table shows only invalid rates, tokens and cost."]
-    crit = list(RUBRICS[fmt])
+    crit = list(run.task.rubric)
 
     def mean(e: EstimateLine) -> str:
         if not e["n"]:

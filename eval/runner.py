@@ -60,7 +60,7 @@ from .log import (
 from .mf2_protocol import policy_protocols
 from .outputs import BenchJson, BenchJsonRow
 from .records import LOG_VERSION, AnswerRecord, Measures, Provenance, RecordUsage, ResultRecord, RunHeader, Spend, Status
-from .summary import summarise
+from .run import RunLog
 from .tasks import Task, task_for
 
 MAX_CONCURRENCY = 1024  # items answered at once: the driver's threads, and requests in flight
@@ -510,7 +510,7 @@ def _record_prompts(path: Path, header: RunHeader, run_dir: Path) -> None:
 def bench_json(result: BenchResult) -> BenchJson:
     """The `moviemem bench --json` object."""
     rows: list[BenchJsonRow] = []
-    for s in summarise(result.run_dir):
+    for s in RunLog(result.run_dir).rows:
         acc = s.get("accuracy")
         rows.append({"policy": s["policy"], "backbone": s["backbone"], "n": s["n"],
                      "accuracy": acc["value"] if acc else None, "ci_low": acc["ci_low"] if acc else None,

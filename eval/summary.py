@@ -1,20 +1,18 @@
 """A run's numbers: one row per (policy, backbone), the task's metrics beside what every run measures
 (answered, invalid, guesses, fallback parses, tokens, cost, time, evidence). The report, bench --json and
-bench scripts read them; they read the log (log.py), never the runner."""
+bench scripts read them (run.Run.rows); they read the log (log.py), never the runner."""
 
 from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import cast
 
 from . import evidence, metrics
 from .formats import Item
-from .lean_log import LeanLog, read_lean
-from .log import read_header
+from .lean_log import LeanLog
 from .records import Config, ResultRecord, SummaryRow
-from .tasks import Task, task_for
+from .tasks import Task
 
 
 def fallback_parsed(records: Sequence[ResultRecord]) -> metrics.Estimate:
@@ -29,13 +27,10 @@ def fallback_parsed(records: Sequence[ResultRecord]) -> metrics.Estimate:
     return metrics.wilson(sum(hows), len(hows))
 
 
-def summarise(run_dir: str | Path, log: LeanLog | None = None) -> list[SummaryRow]:
-    """One row per (policy, backbone): the task's scores over the items it has records for. Records are
-    read `lean` and packed (lean_log.py): a task summarises scores, details, choices and the record's evidence
-    scores, not the spans each answer was shown, and one configuration's records are objects at a time. `log`:
-    the run's records already read (the report reads the log once for its summary and its tables)."""
-    task = task_for(read_header(run_dir).format)
-    log = log or read_lean(run_dir)
+def summary_rows(task: Task, log: LeanLog) -> list[SummaryRow]:
+    """One row per (policy, backbone): the task's scores over the items it has records for (run.Run.rows). Records
+    are read `lean` and packed (lean_log.py): a task summarises scores, details, choices and the record's evidence
+    scores, not the spans each answer was shown, and one configuration's records are objects at a time."""
     items, grid, unfit = log.items, log.scored, log.unfit
     by_id = {it.id: it for it in items}
     # a configuration's records are objects while its row is made, and let go before the next's are read (lean_log.py)

@@ -11,8 +11,8 @@ from test_runner import FakeAnswerer, letter_for
 from moviemem.backbones import ScriptedBackbone
 from moviemem.eval.formats import Benchmark, validate_rows
 from moviemem.eval.log import read_header, read_log
+from moviemem.eval.run import RunLog
 from moviemem.eval.runner import run_bench
-from moviemem.eval.summary import summarise
 from moviemem.foundation.errors import MovieMemError
 
 
@@ -52,7 +52,7 @@ def test_changed_items_under_old_ids_are_refused_then_asked_again_with_reask_cha
     assert read_header(run).retired_spend.calls == 2 and spent == 4  # the superseded answers' calls stay counted
     items = {json.loads(line)["id"]: json.loads(line) for line in (run / "items.jsonl").read_text().splitlines()}
     assert items["q2"]["question"] == asked["q2"].question == "Question 12?"
-    assert summarise(run)[0]["n"] == 4
+    assert RunLog(run).rows[0]["n"] == 4
 
     third = ScriptedBackbone(letter_for, name="s")  # the same benchmark again: nothing to ask, nothing refused
     res = run_bench(changed, ["p"], [third], run, answerer=FakeAnswerer())

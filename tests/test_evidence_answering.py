@@ -22,8 +22,8 @@ from moviemem.eval import evidence as ev
 from moviemem.eval.formats import load_benchmark
 from moviemem.eval.records import AnswerRecord
 from moviemem.eval.retrieval_eval import retrieval_eval
+from moviemem.eval.run import RunLog
 from moviemem.eval.runner import run_bench
-from moviemem.eval.summary import summarise
 from moviemem.foundation.errors import MovieMemError
 from moviemem.foundation.words import estimate_tokens
 from moviemem.ingest.passages import Line, PassageParams, build_passages
@@ -424,7 +424,7 @@ def test_bench_records_evidence_and_flags_policies_that_never_search(textfilm, t
     assert all(r["evidence"]["recall"] == 1.0 and r["evidence"]["outcome"] == "found" for r in hyb)
     arch = [r for r in recs if r["policy"].startswith("archival")]
     assert all(r["searches"] == 0 and r["evidence"]["outcome"] in ("lucky", "not found") for r in arch)
-    rows = {r["policy"]: r for r in summarise(tmp_path / "run")}
+    rows = {r["policy"]: r for r in RunLog(tmp_path / "run").rows}
     assert rows["archival[search_first=false]"]["searched_share"] == 0.0
     assert rows["hybrid[reader=json,budget_share=0]"]["evidence_recall"] == 1.0
     from moviemem.eval.report import write_report

@@ -18,8 +18,8 @@ from moviemem.backbones import Reply, Request, ScriptedBackbone
 from moviemem.backbones.types import CONTEXT
 from moviemem.eval.formats import load_benchmark
 from moviemem.eval.report import write_report
+from moviemem.eval.run import RunLog
 from moviemem.eval.runner import run_bench
-from moviemem.eval.summary import summarise
 from moviemem.retrievers.types import Evidence
 
 CUES = [(float(8 * i), float(8 * i + 3), f"Line {i} about the harbour and the {['boat', 'key', 'map'][i % 3]}.")
@@ -83,7 +83,7 @@ def test_a_prompt_longer_than_the_context_is_unfit_not_scored_not_paired(library
     unfit = [r for r in recs if r["policy"] == "subtitles"]
     assert {r["status"] for r in unfit} == {"unfit"} and all(r["correct"] is None and "evidence" not in r for r in unfit)
     assert all(r["reason"].startswith("context:") for r in unfit)
-    rows = {r["policy"]: r for r in summarise(run)}
+    rows = {r["policy"]: r for r in RunLog(run).rows}
     assert rows["subtitles"]["n"] == 0 and rows["subtitles"]["unfit_n"] == 3 and not rows["subtitles"]["evidence_n"]
     assert rows["closed-book"]["n"] == 3 and rows["closed-book"]["unfit_n"] == 0
     md = write_report(run, baseline="closed-book")["report"].read_text()
@@ -98,7 +98,7 @@ def test_a_prompt_longer_than_the_context_is_unfit_not_scored_not_paired(library
     larger = ScriptedBackbone(_short_context(10**6), model_id="scripted-long-context")
     res = run_bench(load_benchmark(items), ["closed-book", "subtitles"], [larger],
                     run, library=library, retry_invalid=True)
-    assert res.unfit == 0 and {r["policy"]: r for r in summarise(run)}["subtitles"]["n"] == 3
+    assert res.unfit == 0 and {r["policy"]: r for r in RunLog(run).rows}["subtitles"]["n"] == 3
 
 
 def test_official_mf2_pairs_keep_their_granularity_and_report_by_it(library: Library, tmp_path: Path) -> None:
@@ -122,7 +122,7 @@ def test_official_mf2_pairs_keep_their_granularity_and_report_by_it(library: Lib
 
     run = tmp_path / "official"
     run_bench(bench, ["p"], [ScriptedBackbone(["x"], cycle=True)], run, answerer=answer)
-    row = summarise(run)[0]
+    row = RunLog(run).rows[0]
     assert row["per_granularity"]["Multi"]["value"] == 0 and row["per_granularity"]["Single"]["value"] == 1
     md = write_report(run, inspector=False)["report"].read_text()
     assert "## Per granularity (MF²: Single, Multi, Global)" in md and "| Multi | 0.0 [0.0, 79.3] |" in md

@@ -14,8 +14,8 @@ from moviemem.backbones import ScriptedBackbone, user
 from moviemem.eval import metrics
 from moviemem.eval.formats import Benchmark, validate_rows
 from moviemem.eval.report import write_report
+from moviemem.eval.run import RunLog
 from moviemem.eval.runner import run_bench
-from moviemem.eval.summary import summarise
 
 Q = Question.make("Which colour is the car?", ["red", "blue", "green", "gold"])
 
@@ -62,7 +62,7 @@ def test_share_of_fallback_parsed_answers_per_configuration(tmp_path: Path) -> N
     how = lambda q, p: "fallback" if p == "loose" and q in ("Q0?", "Q1?", "Q2?") else "json"  # noqa: E731
     run_bench(_bench(4), ["strict", "loose"], [ScriptedBackbone(["x"], cycle=True)], tmp_path / "run",
               answerer=_answer(how))
-    rows = {r["policy"]: r for r in summarise(tmp_path / "run")}
+    rows = {r["policy"]: r for r in RunLog(tmp_path / "run").rows}
     assert rows["loose"]["fallback_parsed"]["value"] == 0.75 and rows["strict"]["fallback_parsed"]["value"] == 0.0
     md = write_report(tmp_path / "run", inspector=False)["report"].read_text()
     assert "fallback-parsed %" in md and "| 75.0 [" in md

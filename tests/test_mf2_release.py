@@ -239,9 +239,9 @@ def test_an_unparseable_reply_is_counted_as_the_release_counts_it(imported: Path
     assert r.code == 0, r.err
     (rec, _) = _sent(out)
     assert rec["status"] == "invalid" and "unparseable" in rec["reason"]
-    from moviemem.eval.runner import summarise
+    from moviemem.eval.run import RunLog
 
-    (row,) = summarise(out)
+    (row,) = RunLog(out).rows
     assert row["mf2"]["unparseable"]["value"] == 1.0 and row["mf2"]["pairwise"]["value"] == 0.0
     assert row["mf2_groups"]["category"]["Character"]["pairs"] == 1
 

@@ -18,8 +18,8 @@ from moviemem.eval.compare import Side, compare
 from moviemem.eval.formats import Benchmark, validate_rows
 from moviemem.eval.names import display_name, display_names
 from moviemem.eval.report import write_report
+from moviemem.eval.run import RunLog
 from moviemem.eval.runner import run_bench
-from moviemem.eval.summary import summarise
 
 RELEASE = "/home/someone/data/releases/deep-spin-MF2-checkout-of-2025"
 STATEMENT = f"mf2-release[context=statement,style=direct_free,parser=first-occurrence,release={RELEASE}]"
@@ -80,11 +80,11 @@ def test_claim_detail_says_what_its_booleans_mean_and_old_runs_still_read(tmp_pa
     details = {ln["item_id"]: ln["detail"] for ln in lines}
     assert details["c0"] == {"said_true_on_true_claim": True, "said_false_on_false_claim": True}
     assert details["c1"] == {"said_true_on_true_claim": True, "said_false_on_false_claim": False}
-    (now,) = summarise(run)
+    (now,) = RunLog(run).rows
     # the same run as an older moviemem wrote it: each detail as the verdicts, `on_true` / `on_false`
     old = [{**ln, "detail": {"on_true": True, "on_false": ln["item_id"] != "c0"}} for ln in lines]
     (run / "results.jsonl").write_text("".join(json.dumps(ln) + "\n" for ln in old))
-    (before,) = summarise(run)
+    (before,) = RunLog(run).rows
     assert before["mf2"] == now["mf2"] and now["mf2"]["pairwise"]["k"] == 1 and now["mf2"]["tnr"]["k"] == 1
     assert mf2_scores.claim_verdicts({"on_true": None, "on_false": True}) == (None, True)
     assert mf2_scores.claim_verdicts(mf2_scores.pair_detail(False, None)) == (False, None)

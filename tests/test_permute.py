@@ -13,8 +13,8 @@ from moviemem.eval.formats import Benchmark, validate_rows
 from moviemem.eval.log import log_grid
 from moviemem.eval.permute import position_bias, rotated
 from moviemem.eval.report import write_report
+from moviemem.eval.run import RunLog
 from moviemem.eval.runner import run_bench
-from moviemem.eval.summary import summarise
 
 
 def _bench() -> Benchmark:
@@ -52,7 +52,7 @@ def test_a_model_that_always_says_a_is_inconsistent_and_all_a(tmp_path: Path) ->
     rows = {r["policy"]: r for r in position_bias(items, grid)}
     assert rows["first"]["consistency"] == 0.0 and rows["first"]["letters"] == {"A": 1.0}
     assert rows["reader"]["consistency"] == 1.0 and rows["reader"]["letters"] == pytest.approx({"A": 1 / 3, "B": 1 / 3, "C": 1 / 3})
-    acc = {r["policy"]: r["accuracy"]["value"] for r in summarise(run)}
+    acc = {r["policy"]: r["accuracy"]["value"] for r in RunLog(run).rows}
     assert acc == {"first": pytest.approx(1 / 3), "reader": 1.0}
     md = write_report(run, inspector=False)["report"].read_text()
     assert "## Position bias (options rotated)" in md and "| first | scripted | 2 | 0.0 | A 100% |" in md

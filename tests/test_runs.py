@@ -14,8 +14,8 @@ from moviemem.agents.types import Answer, Question
 from moviemem.backbones import user
 from moviemem.eval.formats import Benchmark, validate_rows
 from moviemem.eval.log import read_log
+from moviemem.eval.run import RunLog
 from moviemem.eval.runner import run_bench
-from moviemem.eval.summary import summarise
 
 
 def _bench(n: int) -> Benchmark:
@@ -45,14 +45,14 @@ def test_transport_faults_are_transient_never_cached_and_asked_again(tmp_path: P
         assert [r.status for r in recs] == ["transient", "transient"]  # B was never scored from the body
         assert all(r.reason.startswith("transport fault") for r in recs)
         assert not first.complete and any("rerun to ask them again" in w for w in first.warnings)
-        assert summarise(tmp_path / "run") == []  # nothing to score yet
+        assert RunLog(tmp_path / "run").rows == []  # nothing to score yet
 
         srv.push(FakeOpenAI.completion("B"), FakeOpenAI.completion("B"))
         again = run_bench(_bench(2), ["p"], [spec], tmp_path / "run", **kw)  # a plain rerun, no --retry-invalid
         assert again.complete and again.answered == 2 and again.spend.calls == 2  # asked again: nothing was cached
         assert any("retrying 2 item(s) that hit transport faults" in w for w in again.warnings)
         assert [r.status for r in read_log(tmp_path / "run")] == ["answered", "answered"]
-        assert summarise(tmp_path / "run")[0]["accuracy"]["value"] == 1.0
+        assert RunLog(tmp_path / "run").rows[0]["accuracy"]["value"] == 1.0
 
 
 def test_a_server_the_policy_could_not_reach_is_a_transport_fault_asked_again(tmp_path: Path) -> None:
