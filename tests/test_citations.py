@@ -181,8 +181,8 @@ TIMELINE = """[E1] 00:10:00-00:10:20 (said):
 def test_a_verdict_read_from_where_two_events_are_cites_the_blocks_that_placed_them(film) -> None:
     """No model call settles "A before B" where the evidence's lines place both events: those lines' blocks are
     cited, with no follow-up either."""
-    from moviemem.agents.readers.base import ReaderSettings
     from moviemem.agents.readers.claims import ClaimsReader, timeline_blocks
+    from moviemem.agents.readers.settings import ClaimsSettings
 
     _, f, _ = film
     claim = "Anna gets off the train before the butler hides the letter."
@@ -192,7 +192,7 @@ def test_a_verdict_read_from_where_two_events_are_cites_the_blocks_that_placed_t
            for i in (1, 2, 3)}
     b = ScriptedBackbone([], capabilities={"logprobs": True})
     run = Run(b)
-    parsed = ClaimsReader(ReaderSettings()).read(run, Reading(f, Question(claim, kind="claim"), ids, TIMELINE, Lines(f)))
+    parsed = ClaimsReader(ClaimsSettings()).read(run, Reading(f, Question(claim, kind="claim"), ids, TIMELINE, Lines(f)))
     assert (parsed.choice, parsed.how, b.calls) == ("FALSE", "timeline", [])
     assert sorted(e.id for e in run.evidence.values() if e.cited) == ["utterance:1", "utterance:3"]
     assert next(s for s in run.trace if s.kind == "cite").data["cited"] == ["E3", "E1"]

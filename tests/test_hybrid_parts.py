@@ -1,7 +1,8 @@
 """Hybrid as registered parts (issue 63.1): a plug-in postprocessor step with its own setting, a plug-in step
-that declares it needs the judge, a plug-in reader chosen by name and a plug-in search channel, each defined in
-this file alone and run through a small bench on a text film (scripted backbone), with no file of the package
-touched; and the steps' old flat settings still mean what they meant."""
+that declares it needs the judge, a plug-in reader chosen by name (and one with its own setting, given where it
+is named) and a plug-in search channel, each defined in this file alone and run through a small bench on a text
+film (scripted backbone), with no file of the package touched; and the steps' and the readers' old flat settings
+still mean what they meant."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from text_film import text_film_library
@@ -18,8 +19,10 @@ from text_film import text_film_library
 import moviemem
 from moviemem import Library
 from moviemem.agents import get_policy
+from moviemem.agents.base import Run
 from moviemem.agents.parsing import Parsed
-from moviemem.agents.readers.registry import READERS
+from moviemem.agents.readers.registry import READERS, parse_reader
+from moviemem.agents.types import Question
 from moviemem.backbones import Reply, Request, ScriptedBackbone
 from moviemem.eval.formats import load_benchmark
 from moviemem.eval.runner import run_bench
@@ -179,8 +182,6 @@ def test_a_plugin_channel_is_searched_where_its_routes_say(library: Library, plu
     moviemem.register("channel", "lamp", Lamp, table="utterances", routes={"setting": 2})
     assert GatherSettings().channels["setting"][-1] == ("lamp", 2)
     film = library.film("cliffs")
-    from moviemem.agents.types import Question
-
     found = Routed().retrieve(film, Question.make("Where does Sara's uncle work?", OPTIONS))
     assert any(e.id == "lamp:1" for e in found)
     with pytest.raises(MovieMemError, match="channel 'bad': give the table it reads"):
@@ -220,3 +221,72 @@ def test_a_step_list_is_written_with_bare_names_and_each_steps_own_settings():
                                              "reader": "json"}
     with pytest.raises(MovieMemError, match=r"bad step 'widen\(lines=1': use name or name\(key=value,...\)"):
         Routed(GatherSettings(steps=("fuse", "widen(lines=1")))
+
+
+def test_a_plugin_reader_owns_its_setting_given_where_it_is_named(library: Library, plugins: None, tmp_path: Path):
+    made: list[int] = []
+
+    @moviemem.register("reader", "nth-option")
+    class NthOption:
+        """Answers the option its own setting names, having been shown the evidence (no model call)."""
+
+        @dataclass
+        class Settings:
+            pick: int = 0
+
+        def __init__(self, settings: Settings, run: Any, question: Any):
+            made.append(settings.pick)
+            self.pick = settings.pick
+
+        def budget(self, question: Any, default: int) -> int:
+            return default
+
+        def read(self, run: Any, reading: Any) -> Parsed:
+            run.show(reading.shown)
+            q = reading.question
+            return Parsed(q.letters[self.pick], q.options[self.pick], None, False, how="nth option")
+
+    answers = _bench(library, tmp_path, "hybrid[reader=nth-option(pick=2)]", ScriptedBackbone([]))
+    assert [a["choice"] for a in answers] == ["C", "C"] and made == [2, 2] and all(a["calls"] == 0 for a in answers)
+    default: Any = get_policy("hybrid[reader=nth-option]")
+    assert default.reader(Run(ScriptedBackbone([])), Question.make("q", OPTIONS)).pick == 0
+    for spec, says in [("nth-option(n=2)", r"^reader nth-option has no setting 'n'; settings: pick$"),
+                       ("nth-option(pick=two)", r"^reader nth-option setting pick='two': input should be a valid integer"),
+                       ("nth-option(pick=-1)", r"^reader nth-option setting pick=-1: -1 is not a finite number >= 0$"),
+                       ("letters(rotation=one)", r"^reader letters has no setting 'rotation'; settings: rotations, "),
+                       ("auto(rotations=one)", r"^reader auto has no setting 'rotations'; it takes each reader's own as "
+                                               r"READER.SETTING, READER one of letters, claims, json$"),
+                       ("json(cite=none)", r"^reader json has no setting 'cite'; settings: max_tokens, temperature$")]:
+        with pytest.raises(MovieMemError, match=says):
+            get_policy(f"hybrid[reader={spec}]")  # refused when the policy is built, before any question
+
+
+@pytest.mark.parametrize("flat, spelled", [
+    ({}, "auto"),
+    ({"rotations": "one", "foil_form": "statements"}, "auto(claims.rotations=one, claims.foil_form=statements)"),
+    ({"cite": "none"}, "auto(letters.cite=none, claims.cite=none)"),
+    ({"letter_rotations": "one", "letter_budget_tokens": 1000, "option_words": True},
+     "auto(letters.rotations=one, letters.budget_tokens=1000, letters.option_words=true)"),
+    ({"claims": "calibrated", "claim_calibration": "contrast"}, "auto(claims.method=calibrated, claims.calibration=contrast)"),
+    ({"reader": "json", "max_tokens": 64, "temperature": 0.5, "rotations": "one"}, "json(max_tokens=64, temperature=0.5)"),
+    ({"reader": "claims", "rotations": "all", "cite": "none"}, "claims(rotations=all, cite=none)"),
+    ({"reader": "letters", "letter_rotations": "one", "rotations": "all"}, "letters(rotations=one)"),
+    ({"reader": "logprobs", "claims": "qa", "max_tokens": 64}, "logprobs(claims.method=qa)"),
+    ({"reader": "claims(rotations=all)", "rotations": "one"}, "claims(rotations=all)"),  # the reader's own spelling wins
+    ({"cite": "follow-up", "letter_budget_tokens": 750}, "auto"),  # the defaults: nothing written
+])
+def test_the_readers_old_flat_settings_are_written_onto_their_readers(flat: dict[str, Any], spelled: str):
+    old: Any = get_policy("hybrid", **flat)
+    new: Any = get_policy(f"hybrid[reader={spelled}]")
+    assert parse_reader(old.settings.reader) == parse_reader(new.settings.reader)
+
+
+def test_order_is_hybrids_and_as_before_the_claims_readers_too():
+    read = cast(Any, get_policy("hybrid[order=read]")).settings
+    assert read.order == "read" and parse_reader(read.reader)[1]["claims"].order == "read"
+    split = cast(Any, get_policy("hybrid[order=read,reader=claims(order=locate)]")).settings
+    assert split.order == "read" and parse_reader(split.reader)[1].order == "locate"
+    with pytest.raises(MovieMemError, match=r"^unknown order reader 'guess'; use locate or read$"):
+        get_policy("hybrid[order=guess]")
+    with pytest.raises(MovieMemError, match=r"^unknown claim reader 'vibes'"):
+        get_policy("hybrid[claims=vibes]")  # refused when built now, not when the first claim is read

@@ -9,7 +9,10 @@ naming the block its answer rests on in one short follow-up: readers/cite.py), e
 used (said in the trace where it stands in for log-probabilities); `hybrid[reader=NAME]` names another.
 Order questions are first put to the order locator, a step before retrieval, which locates each option in
 the film and answers where that decides. `hybrid[retriever=NAME]` gathers with any registered retriever
-instead; the routed one's steps each carry their own settings (`steps=[fuse, widen(lines=1), ...]`).
+instead. The parts carry their own settings where they are named: the routed retriever's steps
+(`steps=[fuse, widen(lines=1), ...]`) and the reader (`reader=claims(rotations=one)`,
+`reader=auto(letters.rotations=one)`); the old flat spellings of both (`context_lines=1`, `rotations=one`,
+`cite=none`) are still taken and written onto their owners, so an old run's settings mean what they meant.
 """
 
 from __future__ import annotations
@@ -17,7 +20,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ...foundation.errors import MovieMemError
 from ...foundation.timefmt import hms
 from ...memory.view import FilmMemory
 from ...retrievers.gather import QuestionRetriever, Routed
@@ -28,12 +30,10 @@ from ...retrievers.types import Evidence
 from ..base import BasePolicy, Run, joined_settings, settings_part
 from ..browse import overview_block
 from ..parsing import Parsed
-from ..readers.base import Reader, ReaderSettings, Reading
-from ..readers.cite import check_cite
-from ..readers.claims import check_reading
-from ..readers.letters import check_rotations
+from ..readers.base import Reader, Reading
 from ..readers.order_locate import OrderLocate
-from ..readers.registry import READERS, get_reader
+from ..readers.registry import fold_reader_legacy, get_reader, parse_reader
+from ..readers.settings import LEGACY_READER, check_order
 from ..rerank import relevance_judge
 from ..types import Question
 
@@ -53,23 +53,47 @@ class ShownSettings:
     overview_tokens: int = 0  # the film's scene list (its table of contents) put before the evidence (0: none)
 
 
+@dataclass
+class ReadSettings:
+    """Which reader reads the evidence, and whether order questions are first answered by locating their options."""
+
+    # a registered reader, with its own settings where it is named (readers/registry.py; built-ins' in
+    # readers/settings.py): json | letters(rotations=one) | claims(method=qa) | logprobs | auto (logprobs where
+    # the backbone gives them, for mcq and claims, else json), the last two taking each reader's as
+    # auto(letters.rotations=one, claims.cite=none)
+    reader: str = "auto"
+    # order questions ("which happens first", "... right after X"): locate | read. locate places each option by
+    # its best line and answers from their order where it is decisive (readers/order_locate.py), before anything
+    # is retrieved, whatever reader is named; read leaves them to the reader. Hybrid's, as its step before
+    # retrieval; given here it is also the claims reader's `order` (claims "A before B"), as it always was,
+    # unless the reader's own spelling gives it
+    order: str = "locate"
+
+
 class Hybrid(BasePolicy):
     """Routes by question type across transcript passages, captions, on-screen text and events, under a token budget."""
 
-    # what is shown, how the routed retriever gathers it, how it is read: one namespace, each part its own settings
-    Settings = joined_settings(f"{__name__}:Hybrid", ShownSettings, GatherSettings, ReaderSettings)
+    # what is shown, how the routed retriever gathers it, which reader reads it: one namespace of hybrid's own
+    # settings; the steps and the reader carry theirs where they are named
+    Settings = joined_settings(f"{__name__}:Hybrid", ShownSettings, GatherSettings, ReadSettings)
 
-    # the steps' settings as flat names, from before they moved onto the steps: still taken, written onto their step
-    legacy_settings = LEGACY
+    # the steps' and the readers' settings as flat names, from before they moved onto their owners: still taken,
+    # written onto the step or reader that owns them
+    legacy_settings = {**LEGACY, **{k: hint for k, (hint, _) in LEGACY_READER.items() if k != "order"}}
 
     def __init__(self, **settings: object):
         old: dict[str, Any] = {k: settings.pop(k) for k in LEGACY if k in settings}
         if old:  # hybrid[context_lines=1] is hybrid[steps=[..., widen(lines=1), ...]]
             steps: Any = settings.get("steps", GatherSettings().steps)
             settings["steps"] = fold_legacy(tuple(steps), **old)
+        if "order" in settings:
+            check_order(str(settings["order"]))
+        flat = {k: settings.pop(k) if k != "order" else settings[k] for k in LEGACY_READER if k in settings}
+        if flat:  # hybrid[rotations=one] is hybrid[reader=auto(claims.rotations="one")]
+            settings["reader"] = fold_reader_legacy(str(settings.get("reader", ReadSettings.reader)), flat)
         super().__init__(**settings)
-        # unknown names, a step's unknown or bad setting: refused before any question is asked
-        READERS.entry(self.settings.reader)
+        # unknown names, a step's or the reader's unknown or bad setting: refused before any question is asked
+        self._reader = (self.settings.reader, *parse_reader(self.settings.reader))
         if self.settings.retriever:
             RETRIEVERS.entry(self.settings.retriever)
         else:
@@ -77,11 +101,6 @@ class Hybrid(BasePolicy):
 
     def _answer(self, film: FilmMemory, question: Question, run: Run) -> Parsed:
         s = self.settings
-        if s.order not in ("locate", "read"):
-            raise MovieMemError(f"unknown order reader {s.order!r}; use locate or read")
-        check_reading(s.rotations, s.foil_form, s.claim_calibration)
-        check_rotations(s.letter_rotations)
-        check_cite(s.cite)
         located = OrderLocate().answer(run, film, question) if s.order == "locate" else None
         if located is not None:
             return located
@@ -106,9 +125,12 @@ class Hybrid(BasePolicy):
         return get_retriever(self.settings.retriever)
 
     def reader(self, run: Run, question: Question) -> Reader:
-        """The reader the settings name, from the reader registry (readers/registry.py; `auto` by default)."""
-        s = settings_part(ReaderSettings, self.settings)
-        return get_reader(s.reader, s, run, question)
+        """The reader the settings name, from the reader registry (readers/registry.py; `auto` by default), made
+        with its own settings (parsed and checked once, when the policy is built)."""
+        spec, name, own = self._reader
+        if spec != self.settings.reader:  # settings changed after the policy was built
+            spec, name, own = self._reader = (self.settings.reader, *parse_reader(self.settings.reader))
+        return get_reader(name, own, run, question)
 
 
 MIN_CAPPED_TOKENS = 100  # the share cap never goes below a few lines: half of a tiny film's text holds no block

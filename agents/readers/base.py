@@ -1,7 +1,7 @@
-"""What a reader is handed and how it is set: the values below every reader.
+"""What a reader is handed and what it is: the values below every reader.
 
-`ReaderSettings` are the readers' knobs, as hybrid's settings spell them (`hybrid[rotations=one]`);
-`Reading` is the packed evidence in time order under the ids the prompt shows (E1, E2, ...).
+`Reading` is the packed evidence in time order under the ids the prompt shows (E1, E2, ...); each reader's
+own settings are its own (settings.py for the built-ins), given where it is named (`reader=letters(rotations=one)`).
 """
 
 from __future__ import annotations
@@ -17,44 +17,6 @@ from ..parsing import Parsed
 from ..types import Question
 
 NOTHING_FOUND = "(nothing found)"
-
-
-@dataclass
-class ReaderSettings:
-    """How the evidence is read into an answer."""
-
-    reader: str = "auto"  # json | logprobs | auto (logprobs where the backbone gives them, for mcq and claims)
-    claims: str = "foils"  # how the logprobs reader judges a claim: foils | calibrated | qa (readers/claims.py)
-    # claims=calibrated: the prior it divides out, content-free (Zhao et al.) | contrast (context-aware decoding
-    # against the statement read with no evidence, Shi et al.) | none (letters.calibrated); issue 56
-    claim_calibration: str = "content-free"
-    # claims: the orders in which the readers show the options they choose between (all: every rotation; two: as
-    # given and reversed; one: as given), and whether foils shows a version that changes one stretch of the claim
-    # as the words filling that blank (blanks) or as a whole statement (statements). MF² dev claims with `local`:
-    # two + blanks 25 of 60 pairs at a median 5,000 input tokens a pair, all + statements 24 at 7,200, one 21 at
-    # 2,500, one with budget_tokens=700 23 at 1,860, two with budget_tokens=700 18 at 3,730. The 164 official MF²
-    # dev pairs, per half of the films: one order loses on both (A 16 -> 4, B 10 -> 6 of 82); all = two on half A
-    rotations: str = "two"
-    foil_form: str = "blanks"
-    option_words: bool = False  # short options scored as the answer's first word, not by letter (letters.word_probs)
-    # multiple choice: the orders the options are read in, one | two | all (letters.orders), and the evidence
-    # budget of each reading when there are several. Retrieval recall on the MF² dev MCQs is flat from 750 to
-    # 1,000 tokens (0.82 both), so those tokens go to a second reading, which cancels the small model's favoured
-    # letters: with `local`, two orders over 750 tokens answered 27 of the 30 dev MCQs (one order over 1,000: 25)
-    # at a median 1,890 input tokens (1,217), and 29 of the synthetic film's 41 (27); two orders over 1,000
-    # tokens 26 of 30 at 2,434
-    letter_rotations: str = "two"
-    letter_budget_tokens: int = 750
-    # order questions ("which happens first", "... right after X") and claims ("A before B"): locate | read.
-    # locate places each option (each event) by its best line and answers from their order where it is
-    # decisive (readers/order_locate.py); read leaves them to the model
-    order: str = "locate"
-    # how a reader of log-probabilities (letters, claims) names the evidence its answer rests on: follow-up (after
-    # the answer is read, one short question in the same conversation for the block's number: readers/cite.py) |
-    # none. The JSON reader cites in its reply either way
-    cite: str = "follow-up"
-    max_tokens: int | None = None
-    temperature: float = 0.0
 
 
 @dataclass

@@ -20,21 +20,14 @@ from typing import Any
 from ...backbones import assistant, system, user
 from ...backbones.prompt import Prompt
 from ...backbones.types import Reply
-from ...foundation.errors import MovieMemError
 from ..base import Run
 from ..prompts import CITE_BLOCK
 from ..types import Step
 from .base import Reading
 
-CITE_MODES = ("follow-up", "none")
 TOP = 20  # alternatives asked for, as the letter reader asks
 HOW = "follow-up: the evidence block's number read from its log-probabilities"
 _NUMBER = re.compile(r"\[?\s*[Ee]?(\d+)")
-
-
-def check_cite(mode: str) -> None:
-    if mode not in CITE_MODES:
-        raise MovieMemError(f"unknown cite {mode!r}; use one of {', '.join(CITE_MODES)}")
 
 
 def block_number(token: str) -> str | None:

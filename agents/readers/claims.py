@@ -47,11 +47,11 @@ from ..base import Run
 from ..parsing import Parsed
 from ..prompts import CLAIM_ANSWERS, CLAIM_CLOZE, CLAIM_QUESTIONS, READ_CLAIM
 from ..types import LETTERS, Question, Step
-from .base import ReaderSettings, Reading
+from .base import Reading
 from .cite import cite
-from .letters import calibrated, check_calibration, check_rotations, choose, done, shown_for_logprobs
+from .letters import calibrated, choose, done, shown_for_logprobs
+from .settings import CLAIM_READERS, ClaimsSettings, check_reading
 
-CLAIM_READERS = ("calibrated", "foils", "qa")
 MAX_FOILS = 4
 _TOKEN = re.compile(r"[A-Za-z][A-Za-z'-]*|\d+(?:[.,]\d+)?(?:st|nd|rd|th)?")  # '3rd' is an ordinal, no number
 
@@ -80,17 +80,6 @@ def read_claim(run: Run, q: Question, context: str, how: str = "calibrated", com
     if how == "qa":
         return done(run, _read_qa(run, q, context, rotations))
     raise MovieMemError(f"unknown claim reader {how!r}; use one of {', '.join(CLAIM_READERS)}")
-
-
-FORMS = ("statements", "blanks")
-
-
-def check_reading(rotations: str, form: str, calibration: str = "content-free") -> None:
-    """Fail on a reading setting that no reader knows, before anything is asked."""
-    check_rotations(rotations)
-    check_calibration(calibration)
-    if form not in FORMS:
-        raise MovieMemError(f"unknown foil form {form!r}; use one of {', '.join(FORMS)}")
 
 
 # ----------------------------------------------------------------------------- foils
@@ -544,10 +533,10 @@ def _read_qa(run: Run, q: Question, context: str, rotations: str = "two") -> Par
 
 
 class ClaimsReader:
-    """A claim judged TRUE or FALSE from log-probabilities, the way `claims` names (foils by default);
+    """A claim judged TRUE or FALSE from log-probabilities, the way `method` names (foils by default);
     `locate_order`, where given, places a claim's two ordered events at their lines in the film."""
 
-    def __init__(self, settings: ReaderSettings,
+    def __init__(self, settings: ClaimsSettings,
                  locate_order: Callable[[Run, FilmMemory, str], bool | None] | None = None):
         self.settings = settings
         self.locate_order = locate_order
@@ -558,10 +547,10 @@ class ClaimsReader:
     def read(self, run: Run, reading: Reading) -> Parsed:
         s, q, locate = self.settings, reading.question, self.locate_order
         shown_for_logprobs(run, reading)
-        common = lowercase_words(reading.lines.text()) if s.claims == "foils" else frozenset()  # only foils reads it
+        common = lowercase_words(reading.lines.text()) if s.method == "foils" else frozenset()  # only foils reads it
         in_film = (lambda: locate(run, reading.film, q.text)) if locate is not None else None
-        parsed = read_claim(run, q, reading.text, s.claims, common=common, located=in_film, rotations=s.rotations,
-                            form=s.foil_form, calibration=s.claim_calibration)
+        parsed = read_claim(run, q, reading.text, s.method, common=common, located=in_film, rotations=s.rotations,
+                            form=s.foil_form, calibration=s.calibration)
         if s.cite == "follow-up" and parsed.choice in ("TRUE", "FALSE"):
             self.cite(run, reading, parsed)
         return parsed

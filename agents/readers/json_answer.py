@@ -13,7 +13,8 @@ from ..calls import answer_once, body
 from ..parsing import Parsed
 from ..prompts import HYBRID
 from ..types import Question, Step
-from .base import ReaderSettings, Reading
+from .base import Reading
+from .settings import JsonSettings
 
 FALLBACK = "json"  # the parse step's `reader_fallback` where JSON stands in for log-probabilities (eval/evidence.py counts)
 
@@ -23,7 +24,7 @@ class JsonReader:
     it reads a question that a reader of log-probabilities would have read (said in the trace and on the answer's
     parse step, which the report counts), or "" where JSON is the reader asked for."""
 
-    def __init__(self, settings: ReaderSettings, fallback: str = ""):
+    def __init__(self, settings: JsonSettings, fallback: str = ""):
         self.settings = settings
         self.fallback = fallback
 

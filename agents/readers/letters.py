@@ -17,16 +17,15 @@ from collections.abc import Sequence
 
 from ...backbones import system, user
 from ...backbones.prompt import Prompt
-from ...foundation.errors import MovieMemError
 from ..base import Run
 from ..calls import parse_step
 from ..parsing import Parsed
 from ..prompts import READ_CLAIM, READ_LETTER, READ_WORD, question_head
 from ..types import Question, Step
-from .base import ReaderSettings, Reading
+from .base import Reading
 from .cite import cite
+from .settings import LettersSettings, check_calibration, check_rotations
 
-ROTATIONS = ("one", "two", "all")
 TOP = 20  # alternatives asked for: option letters and yes/no are always among them when the prompt asks for one
 CONTENT_FREE = "N/A"
 
@@ -123,11 +122,6 @@ def word_probs(run: Run, q: Question, context: str) -> dict[str, float] | str:
     return {letter: p for letter, p in zip(q.letters, _softmax(best, words).values())}
 
 
-def check_rotations(rotations: str) -> None:
-    if rotations not in ROTATIONS:
-        raise MovieMemError(f"unknown rotations {rotations!r}; use one of {', '.join(ROTATIONS)}")
-
-
 def orders(n: int, rotations: str) -> list[list[int]]:
     """The orders the options are shown in (order[pos]: the option shown at pos). `all`: every rotation,
     so each option is read once in each position (n calls); `two`: as given and reversed, which swaps
@@ -160,14 +154,8 @@ def letter_probs(run: Run, q: Question, context: str) -> dict[str, float] | str:
     return scores if isinstance(scores, str) else _softmax(scores, q.letters)
 
 
-CALIBRATIONS = ("content-free", "contrast", "none")
 CONTRAST_ALPHA = 0.5  # context-aware decoding's weight of the contrast (Shi et al., 2023: their default)
 NO_EVIDENCE = "(no evidence)"
-
-
-def check_calibration(calibration: str) -> None:
-    if calibration not in CALIBRATIONS:
-        raise MovieMemError(f"unknown claim calibration {calibration!r}; use one of {', '.join(CALIBRATIONS)}")
 
 
 def calibrated(run: Run, q: Question, context: str, calibration: str = "content-free") -> Parsed:
@@ -219,19 +207,19 @@ def shown_for_logprobs(run: Run, reading: Reading) -> None:
 
 
 class LettersReader:
-    """Multiple choice by the option letters' log-probabilities, in the orders `letter_rotations` names
-    (or by each short option's first word, option_words); several orders read a smaller budget each."""
+    """Multiple choice by the option letters' log-probabilities, in the orders `rotations` names (or by each
+    short option's first word, option_words); several orders read a smaller budget each (`budget_tokens`)."""
 
-    def __init__(self, settings: ReaderSettings):
+    def __init__(self, settings: LettersSettings):
         self.settings = settings
 
     def budget(self, question: Question, default: int) -> int:
-        rereads = question.kind == "mcq" and self.settings.letter_rotations != "one"
-        return self.settings.letter_budget_tokens if rereads else default
+        rereads = question.kind == "mcq" and self.settings.rotations != "one"
+        return self.settings.budget_tokens if rereads else default
 
     def read(self, run: Run, reading: Reading) -> Parsed:
         shown_for_logprobs(run, reading)
-        q, rotations = reading.question, self.settings.letter_rotations
+        q, rotations = reading.question, self.settings.rotations
         parsed = read_letter(run, q, reading.text, words=self.settings.option_words, rotations=rotations)
         if self.settings.cite == "follow-up" and not parsed.invalid and parsed.choice is not None \
                 and parsed.choice in q.letters:
