@@ -290,3 +290,22 @@ def test_order_is_hybrids_and_as_before_the_claims_readers_too():
         get_policy("hybrid[order=guess]")
     with pytest.raises(MovieMemError, match=r"^unknown claim reader 'vibes'"):
         get_policy("hybrid[claims=vibes]")  # refused when built now, not when the first claim is read
+
+
+def test_a_plugin_reader_that_chooses_among_others_hands_each_its_own_settings(library: Library, plugins: None,
+                                                                               tmp_path: Path):
+    from moviemem.agents.readers.registry import get_reader, own_settings
+
+    @own_settings(chooses=("json", "letters"))
+    def written(settings: dict[str, Any], run: Any, question: Any) -> Any:
+        """The JSON reader, whatever the backbone gives."""
+        return get_reader("json", settings["json"], run, question)
+
+    moviemem.register("reader", "written", written)
+    backbone = ScriptedBackbone([JSON_ANSWER], cycle=True, capabilities={"logprobs": True})
+    answers = _bench(library, tmp_path, "hybrid[reader=written(json.max_tokens=48, letters.rotations=one)]", backbone)
+    assert all(a["choice"] == "A" for a in answers) and [r.max_tokens for r in backbone.calls] == [48, 48]
+    with pytest.raises(MovieMemError, match=r"^reader written has no setting 'claims.rotations'; .* one of json, letters$"):
+        get_policy("hybrid[reader=written(claims.rotations=one)]")
+    with pytest.raises(MovieMemError, match=r"^reader json setting max_tokens='many': input should be a valid integer"):
+        get_policy("hybrid[reader=written(json.max_tokens=many)]")

@@ -40,7 +40,8 @@ def own_settings(settings: type | None = None, chooses: tuple[str, ...] = ()) ->
     factory declares them with a nested `Settings` (and a `chooses` attribute)."""
 
     def declare(factory: F) -> F:
-        vars(factory).update(Settings=settings, chooses=chooses)
+        for key, value in (("Settings", settings), ("chooses", chooses)):
+            setattr(factory, key, value)
         return factory
 
     return declare
