@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..backbones import Backbone, Clip, Reply, Request, system, user
+from ..backbones import Backbone, Clip, Reply, Request, Usage, system, user
 from ..backbones.base import send_all
 from ..backbones.prompt import Prompt, names_clause
 from ..foundation.errors import MovieMemError
@@ -45,15 +45,13 @@ def check_captioner(backbone: Backbone) -> None:
 
 @dataclass
 class Tally:
-    """Running totals shown on the progress bar and in the stage note."""
+    """Running totals shown on the progress bar and in the stage note: the requests, and what the ones
+    sent (not replayed) consumed, summed as `Usage` sums (its cost None until a call is priced)."""
 
     requests: int = 0
     cached: int = 0
     invalid: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cost_usd: float = 0.0
-    priced: bool = False
+    usage: Usage = field(default_factory=Usage)
 
     def add(self, reply: Reply) -> None:
         self.requests += 1
@@ -61,15 +59,19 @@ class Tally:
         if reply.cached:  # a replay costs nothing
             self.cached += 1
             return
-        self.input_tokens += reply.usage.input_tokens
-        self.output_tokens += reply.usage.output_tokens
-        if reply.usage.cost_usd is not None:
-            self.cost_usd += reply.usage.cost_usd
-            self.priced = True
+        self.usage += reply.usage
+
+    def record(self) -> dict[str, object]:
+        """The totals as the stage's record keeps them (the flat keys written before `usage` was one `Usage`)."""
+        spent = self.usage
+        return {"requests": self.requests, "cached": self.cached, "invalid": self.invalid,
+                "input_tokens": spent.input_tokens, "output_tokens": spent.output_tokens,
+                "cost_usd": spent.cost_usd if spent.cost_usd is not None else 0.0, "priced": spent.cost_usd is not None}
 
     def postfix(self) -> str:
-        cost = f"${self.cost_usd:.4f}" if self.priced else "cost n/a"
-        text = f"{_k(self.input_tokens)} in / {_k(self.output_tokens)} out tok, {cost}"
+        spent = self.usage
+        cost = f"${spent.cost_usd:.4f}" if spent.cost_usd is not None else "cost n/a"
+        text = f"{_k(spent.input_tokens)} in / {_k(spent.output_tokens)} out tok, {cost}"
         if self.cached:
             text += f", {self.cached} cached"
         if self.invalid:

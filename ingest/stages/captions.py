@@ -91,7 +91,7 @@ class CaptionsStage(Stage):
             ctx.reporter.warn(f"captions {window}: {why}")
         report = {"captioner": spec, "model": result.model, "clip_input": result.clip_input,
                   "captions": len(result.captions), "invalid": [list(x) for x in result.invalid],
-                  "failed": [list(x) for x in result.failed], "usage": vars(result.tally)}
+                  "failed": [list(x) for x in result.failed], "usage": result.tally.record()}
         out = ctx.run_dir(self.name)
         out.mkdir(parents=True, exist_ok=True)
         (out / "report.json").write_text(json.dumps(report, indent=1))
