@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-from text_film import text_film_library
+from text_film import text_film_bench
 
 from moviemem.backbones import ScriptedBackbone
 from moviemem.backbones.pace import PaceBook
@@ -25,11 +24,7 @@ JSON_REPLY = '{"answer": "A", "confidence": 2}'
 
 @pytest.fixture(scope="module")
 def film(tmp_path_factory: pytest.TempPathFactory) -> tuple[object, Path]:
-    root = tmp_path_factory.mktemp("plan")
-    lib = text_film_library(root, CUES, "keys", "Keys")
-    bench = root / "keys.jsonl"
-    bench.write_text("".join(json.dumps(r) + "\n" for r in ROWS))
-    return lib, bench
+    return text_film_bench(tmp_path_factory.mktemp("plan"), CUES, ROWS, "keys", "Keys")
 
 
 def _scripted() -> ScriptedBackbone:

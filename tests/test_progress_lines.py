@@ -3,7 +3,6 @@ least every progress_interval_s while a call is in flight; --quiet silences them
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 import time
@@ -11,7 +10,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from text_film import text_film_library
+from text_film import text_film_bench
 
 from moviemem import register
 from moviemem.backbones import Request, ScriptedBackbone, user
@@ -105,11 +104,7 @@ def test_a_reporter_gives_an_ingest_stage_lines() -> None:
 
 @pytest.fixture(scope="module")
 def film(tmp_path_factory: pytest.TempPathFactory) -> tuple[object, Path]:
-    root = tmp_path_factory.mktemp("progress")
-    lib = text_film_library(root, CUES, "keys", "Keys")
-    bench = root / "keys.jsonl"
-    bench.write_text("".join(json.dumps(r) + "\n" for r in ROWS))
-    return lib, bench
+    return text_film_bench(tmp_path_factory.mktemp("progress"), CUES, ROWS, "keys", "Keys")
 
 
 def _use(backbone: ScriptedBackbone) -> str:
