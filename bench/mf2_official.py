@@ -56,7 +56,7 @@ def _share(e: metrics.Estimate) -> str:
 
 def _pairs(lines: list[dict[str, Any]]) -> metrics.ClaimScores:
     """MF²'s scores of some records (results.jsonl lines) from their verdicts on each pair's two statements."""
-    verdicts = [mf2_scores.claim_verdicts(ln.get("detail")) for ln in lines]  # today's detail keys and older runs' on_true / on_false
+    verdicts = [mf2_scores.PairDetail.model_validate(ln.get("detail") or {}).verdicts for ln in lines]  # today's detail keys and older runs' on_true / on_false
     return metrics.claim_pairs([t for t, _ in verdicts], [f for _, f in verdicts])
 
 

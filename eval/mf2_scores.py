@@ -2,10 +2,10 @@
 accuracy, TPR (TRUE on the true statement), TNR (FALSE on the false one) and the unparseable share,
 an unparseable verdict counting as wrong in every rate (metrics.claim_pairs).
 
-A claim pair's scored detail says each verdict in words (issue 61): `said_true_on_true_claim` and
+A claim pair's scored detail (`PairDetail`) says each verdict in words (issue 61): `said_true_on_true_claim` and
 `said_false_on_false_claim`, each true (the claim judged rightly), false (judged wrongly) or null (no
 verdict could be read). Runs written before keep `on_true` / `on_false`, the verdict itself (true = said
-TRUE); `claim_verdicts` reads both.
+TRUE); `PairDetail` reads both.
 """
 
 from __future__ import annotations
@@ -14,29 +14,44 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pydantic import StrictBool, model_validator
+
 from . import markdown as md
 from . import metrics
 from .metrics import ClaimScoresLine
-from .records import EstimateLine, ResultRecord
+from .records import Detail, EstimateLine, ResultRecord
 
 GROUPS = ("granularity", "category")
 RIGHT_ON_TRUE = "said_true_on_true_claim"
 RIGHT_ON_FALSE = "said_false_on_false_claim"
 
 
-def pair_detail(on_true: bool | None, on_false: bool | None) -> dict[str, bool | None]:
-    """A pair's detail from its two verdicts (True = said TRUE, None = none read)."""
-    return {RIGHT_ON_TRUE: on_true, RIGHT_ON_FALSE: None if on_false is None else not on_false}
+class PairDetail(Detail):
+    """A claim pair's detail: whether each claim was judged rightly (None: no verdict read). A run written before
+    keeps `on_true` / `on_false`, the verdicts themselves (true = said TRUE): read as these."""
 
+    said_true_on_true_claim: StrictBool | None = None
+    said_false_on_false_claim: StrictBool | None = None
 
-def claim_verdicts(detail: Mapping[str, Any] | None) -> tuple[bool | None, bool | None]:
-    """The verdicts (True = said TRUE, None = none read) on a pair's true and false claim, from its detail as
-    written now or, in older runs, as `on_true` / `on_false`."""
-    d = detail or {}
-    if RIGHT_ON_TRUE in d or RIGHT_ON_FALSE in d:
-        on_false = d.get(RIGHT_ON_FALSE)
-        return d.get(RIGHT_ON_TRUE), None if on_false is None else not on_false
-    return d.get("on_true"), d.get("on_false")
+    @model_validator(mode="before")
+    @classmethod
+    def _old_keys(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and not {RIGHT_ON_TRUE, RIGHT_ON_FALSE} & set(data) and (
+                "on_true" in data or "on_false" in data):
+            on_false = data.get("on_false")
+            return {RIGHT_ON_TRUE: data.get("on_true"), RIGHT_ON_FALSE: None if on_false is None else not on_false}
+        return data
+
+    @classmethod
+    def of(cls, on_true: bool | None, on_false: bool | None) -> PairDetail:
+        """From the two verdicts (True = said TRUE, None = none read)."""
+        return cls(said_true_on_true_claim=on_true, said_false_on_false_claim=None if on_false is None else not on_false)
+
+    @property
+    def verdicts(self) -> tuple[bool | None, bool | None]:
+        """The verdicts (True = said TRUE, None = none read) on the true and the false claim."""
+        right_on_false = self.said_false_on_false_claim
+        return self.said_true_on_true_claim, None if right_on_false is None else not right_on_false
 
 
 def by_group(items: Sequence[Any], records: Sequence[ResultRecord], key: str) -> dict[str, metrics.ClaimScores]:
@@ -45,7 +60,7 @@ def by_group(items: Sequence[Any], records: Sequence[ResultRecord], key: str) ->
     groups: dict[str, tuple[list[bool | None], list[bool | None]]] = defaultdict(lambda: ([], []))
     for it, rec in zip(items, records):
         on_true, on_false = groups[getattr(it, key, None) or "uncategorised"]
-        verdict_true, verdict_false = claim_verdicts(rec.detail)
+        verdict_true, verdict_false = PairDetail.model_validate(rec.detail).verdicts
         on_true.append(verdict_true)
         on_false.append(verdict_false)
     return {name: metrics.claim_pairs(t, f) for name, (t, f) in sorted(groups.items())}

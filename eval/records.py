@@ -277,14 +277,25 @@ class RunHeader(_Value):
     protocols: dict[str, Any] | None = None  # issue 56: per policy spec, the released protocol it follows (mf2_protocol)
 
 
+class Detail(_Value):
+    """How one item was scored (Score.detail, written as ResultRecord.detail): each task types its own (Task.detail:
+    tasks.ChoiceDetail, mf2_scores.PairDetail, ...) and reads it back typed (Task.detail_of). Keys a type does not
+    name are kept, so a plug-in task may score with this base and a mapping of its own keys."""
+
+
 @dataclass(frozen=True)
 class Score:
     """The score of one item (Task.score): `correct` None when the task has no right/wrong (open answers)
-    or the answer was invalid; `invalid_reason` set when any answer could not be used."""
+    or the answer was invalid; `invalid_reason` set when any answer could not be used. `detail` a mapping is
+    taken as a `Detail` of those keys."""
 
     correct: bool | None
-    detail: dict[str, Any]
+    detail: Detail
     invalid_reason: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.detail, Detail):
+            object.__setattr__(self, "detail", Detail.model_validate(dict(self.detail)))
 
 
 class EstimateLine(TypedDict):

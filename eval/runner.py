@@ -284,7 +284,7 @@ def _answer_item(task: Task, answerer: Answerer, fmt: str, digests: dict[str, st
         scored_correct, detail, reason = None, {}, failure
     else:
         sc = task.score(item, answers)
-        scored_correct, detail, reason = sc.correct, sc.detail, sc.invalid_reason
+        scored_correct, detail, reason = sc.correct, jsonable(sc.detail.model_dump(exclude_unset=True)), sc.invalid_reason
     measures: Measures = {}  # written only when measured: a line without them reads as before
     unfit = any(a.reason == CONTEXT for a in answers.values())  # a prompt the model never read
     gold = getattr(item, "evidence", None) or []
@@ -300,7 +300,7 @@ def _answer_item(task: Task, answerer: Answerer, fmt: str, digests: dict[str, st
         item_id=item.id, item_digest=digests[item.id], film_id=item.film_id, format=fmt,
         category=item_category(item), status=status,
         reason=f"transport fault: {reason}" if reason and fault else f"context: {reason}" if unfit else reason,
-        correct=None if unfit else scored_correct, detail=jsonable(detail), answers=answers,
+        correct=None if unfit else scored_correct, detail=detail, answers=answers,
         usage=_usage_sum(answers), grounded=all(a.grounded for a in answers.values()) if answers else False,
         spend=item_spend, wall_s=round(time.perf_counter() - t0, 4),
         finished_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **measures)

@@ -18,6 +18,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
+from pydantic import StrictBool, ValidationError
+
 from ..agents.types import Question
 from ..foundation.errors import MovieMemError
 from ..foundation.plugins import Registry, first_doc_line
@@ -38,7 +40,8 @@ from .formats import (
     item_category,
 )
 from .metrics import ClaimScoresLine, RelationScores
-from .records import AnswerRecord, EstimateLine, Metrics, ResultRecord, Score, SummaryRow
+from .mf2_scores import PairDetail
+from .records import AnswerRecord, Detail, EstimateLine, Metrics, ResultRecord, Score, SummaryRow
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,33 @@ class Shown:
 Rubric = Mapping[str, str]  # criterion -> what it grades, with what 5 and 0 mean; the judge scores each 0-5
 
 
+class ChoiceDetail(Detail):
+    """A chosen option's detail: what was chosen (None: nothing usable) and what is right."""
+
+    pred: str | None = None
+    gold: str | None = None
+
+
+class RelationDetail(ChoiceDetail):
+    """A NEST relation's detail: the relation type chosen and the gold one, and whether the pair is of the
+    flashback subset."""
+
+    flashback: StrictBool | None = None
+
+
+class TimeDetail(Detail):
+    """A localisation's detail: the time read from the answer (None: none) and the gold span."""
+
+    pred_t: float | None = None
+    gold: list[float] = []
+
+
+class JudgedDetail(Detail):
+    """An open answer's detail: whether a judge has scored it (its scores are in judge.jsonl)."""
+
+    judged: StrictBool | None = None
+
+
 # ----------------------------------------------------------------------------- helpers
 
 
@@ -104,6 +134,16 @@ def _reason(answer: AnswerRecord | None, default: str) -> str:
     if not answer:
         return "no answer"
     return str(answer.error or default)
+
+
+def _letter(answer: AnswerRecord | None, n_options: int) -> tuple[str | None, str | None]:
+    """The option letter an answer chose, and why it cannot be scored (None: it can): no usable reply, or a
+    choice that is not one of the first `n_options` letters (the letter kept, for the detail)."""
+    if not answer or answer.invalid:
+        return None, _reason(answer, "unparseable reply")
+    if answer.choice is None or answer.choice not in LETTERS[:n_options]:
+        return answer.choice, f"choice {answer.choice!r} is not an option letter"
+    return answer.choice, None
 
 
 RELATION_OPTIONS = {
@@ -150,6 +190,16 @@ class Task:
     keys: tuple[str, ...] = ()  # the keys that identify the format's lines (formats.FORMATS)
     rubric: Rubric | None = None  # the judge's criteria (judge.py); None: the judge does not score this format
     fields: tuple[Shown, ...] | None = None  # the inspector's item fields; None: every field of the item model
+    detail: type[Detail] = Detail  # the type of Score.detail: how `score` explains itself, read back by `detail_of`
+
+    def detail_of(self, record: ResultRecord) -> Detail:
+        """A record's scoring detail as this task's type (an old run's keys read where the type knows them); a
+        detail that is not one is refused in one line naming the record."""
+        try:
+            return self.detail.model_validate(record.detail)
+        except ValidationError as exc:
+            raise MovieMemError(f"record {record.key!r}: its detail is not a {self.detail.__name__} "
+                                f"({exc.errors()[0]['msg']}); the log was edited or is damaged") from None
 
     def judge_reference(self, item: Any) -> str:
         """What the judge grades a prediction against (the head of its prompt, each line ending in a newline)."""
@@ -210,14 +260,13 @@ class MCQTask(Task):
     def queries(self, item: MCQ) -> list[Query]:
         return [Query("answer", item.question, "mcq", tuple(item.options))]
 
+    detail = ChoiceDetail
+
     def score(self, item: MCQ, answers: dict[str, AnswerRecord]) -> Score:
-        a = answers.get("answer")
-        if not a or a.invalid:
-            return Score(None, {"pred": None, "gold": item.answer}, _reason(a, "unparseable reply"))
-        pred = a.choice
-        if pred is None or pred not in LETTERS[: len(item.options)]:
-            return Score(None, {"pred": pred, "gold": item.answer}, f"choice {pred!r} is not an option letter")
-        return Score(pred == item.answer, {"pred": pred, "gold": item.answer})
+        letter, why = _letter(answers.get("answer"), len(item.options))
+        if why:
+            return Score(None, ChoiceDetail(pred=letter, gold=item.answer), why)
+        return Score(letter == item.answer, ChoiceDetail(pred=letter, gold=item.answer))
 
 
 class ClaimsTask(Task):
@@ -233,11 +282,13 @@ class ClaimsTask(Task):
     def queries(self, item: ClaimPair) -> list[Query]:
         return [Query("true", item.true_claim, "claim"), Query("false", item.false_claim, "claim")]
 
+    detail = PairDetail
+
     def score(self, item: ClaimPair, answers: dict[str, AnswerRecord]) -> Score:
         """Right when TRUE was said of the true claim and FALSE of the false one; the detail says each in words
-        (mf2_scores.pair_detail), None where that claim's reply had no verdict."""
+        (PairDetail), None where that claim's reply had no verdict."""
         on_true, on_false = _verdict(answers.get("true")), _verdict(answers.get("false"))
-        detail = mf2_scores.pair_detail(on_true, on_false)
+        detail = PairDetail.of(on_true, on_false)
         bad = [k for k, v in (("true", on_true), ("false", on_false)) if v is None]
         if bad:
             return Score(None, detail, "; ".join(f"{k} claim: {_reason(answers.get(k), 'no TRUE/FALSE verdict')}"
@@ -248,7 +299,7 @@ class ClaimsTask(Task):
 
     def summarise(self, items: Sequence[ClaimPair], records: Sequence[ResultRecord]) -> Metrics:
         out = cast(ClaimRow, super().summarise(items, records))
-        verdicts = [mf2_scores.claim_verdicts(r.detail) for r in records]  # old runs' on_true / on_false read too
+        verdicts = [cast(PairDetail, self.detail_of(r)).verdicts for r in records]  # old runs' on_true / on_false read too
         cs = metrics.claim_pairs([t for t, _ in verdicts], [f for _, f in verdicts])
         out["mf2"] = cs.to_dict()
         out["mf2_groups"] = mf2_scores.breakdown(items, records)  # issue 56: TPR, TNR, unparseable per group
@@ -274,19 +325,18 @@ class RelationsTask(Task):
         q = (f"How is event A related to event B in the film?\nEvent A: {item.event_a}\nEvent B: {item.event_b}")
         return [Query("answer", q, "mcq", tuple(f"{t}: {RELATION_OPTIONS[t]}" for t in RELATION_TYPES))]
 
+    detail = RelationDetail
+
     def score(self, item: Relation, answers: dict[str, AnswerRecord]) -> Score:
-        a = answers.get("answer")
-        if not a or a.invalid:
-            return Score(None, {"pred": None, "gold": item.label}, _reason(a, "unparseable reply"))
-        letter = a.choice
-        if letter is None or letter not in LETTERS[: len(RELATION_TYPES)]:
-            return Score(None, {"pred": None, "gold": item.label}, f"choice {letter!r} is not an option letter")
+        letter, why = _letter(answers.get("answer"), len(RELATION_TYPES))
+        if why or letter is None:
+            return Score(None, ChoiceDetail(pred=None, gold=item.label), why)
         pred = RELATION_TYPES[LETTERS.index(letter)]
-        return Score(pred == item.label, {"pred": pred, "gold": item.label, "flashback": item.in_flashback_subset})
+        return Score(pred == item.label, RelationDetail(pred=pred, gold=item.label, flashback=item.in_flashback_subset))
 
     def summarise(self, items: Sequence[Relation], records: Sequence[ResultRecord]) -> Metrics:
         out = cast(RelationRow, super().summarise(items, records))
-        out["nest"] = metrics.relation_scores([it.label for it in items], [r.detail.get("pred") for r in records],
+        out["nest"] = metrics.relation_scores([it.label for it in items], [cast(ChoiceDetail, self.detail_of(r)).pred for r in records],
                                               labels=RELATION_TYPES, flashback=[it.in_flashback_subset for it in items])
         return out
 
@@ -310,27 +360,30 @@ class LocalizationTask(Task):
              "Answer with the time as h:mm:ss.")
         return [Query("answer", q, "open")]
 
+    detail = TimeDetail
+
     def score(self, item: Localization, answers: dict[str, AnswerRecord]) -> Score:
         a = answers.get("answer")
         gold = [item.start, item.end]
         if not a or a.invalid:
-            return Score(None, {"pred_t": None, "gold": gold}, _reason(a, "unparseable reply"))
+            return Score(None, TimeDetail(pred_t=None, gold=gold), _reason(a, "unparseable reply"))
         t = parse_time(a.text or "")
         if t is None:
-            return Score(None, {"pred_t": None, "gold": gold}, "no time (h:mm:ss) in the answer")
-        return Score(item.start <= t <= item.end, {"pred_t": t, "gold": gold})
+            return Score(None, TimeDetail(pred_t=None, gold=gold), "no time (h:mm:ss) in the answer")
+        return Score(item.start <= t <= item.end, TimeDetail(pred_t=t, gold=gold))
 
 
 class JudgedTask(Task):
     """A format whose answers a judge scores (its `rubric`): none is right or wrong until then."""
 
     scored = False
+    detail = JudgedDetail
 
     def score(self, item: Any, answers: dict[str, AnswerRecord]) -> Score:
         a = answers.get("answer")
         if not a or a.invalid:
-            return Score(None, {}, _reason(a, "unparseable reply"))
-        return Score(None, {"judged": False})
+            return Score(None, JudgedDetail(), _reason(a, "unparseable reply"))
+        return Score(None, JudgedDetail(judged=False))
 
     def summarise(self, items: Sequence[Any], records: Sequence[ResultRecord]) -> Metrics:
         return {"n": len(records), "accuracy": None,
@@ -407,4 +460,5 @@ for _t in (MCQTask(), ClaimsTask(), RelationsTask(), LocalizationTask(), OpenTas
     TASKS.register(_t.format, _t)
 
 TaskFactory = Callable[[], Task]
-__all__ = ["Query", "Probe", "Rubric", "Score", "Shown", "Task", "parse_time", "TASKS", "task_for", "Item"]
+__all__ = ["Query", "Probe", "Rubric", "Score", "Detail", "ChoiceDetail", "RelationDetail", "TimeDetail", "JudgedDetail",
+           "PairDetail", "Shown", "Task", "parse_time", "TASKS", "task_for", "Item"]

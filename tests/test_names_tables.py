@@ -86,8 +86,8 @@ def test_claim_detail_says_what_its_booleans_mean_and_old_runs_still_read(tmp_pa
     (run / "results.jsonl").write_text("".join(json.dumps(ln) + "\n" for ln in old))
     (before,) = RunLog(run).rows
     assert before["mf2"] == now["mf2"] and now["mf2"]["pairwise"]["k"] == 1 and now["mf2"]["tnr"]["k"] == 1
-    assert mf2_scores.claim_verdicts({"on_true": None, "on_false": True}) == (None, True)
-    assert mf2_scores.claim_verdicts(mf2_scores.pair_detail(False, None)) == (False, None)
+    assert mf2_scores.PairDetail.model_validate({"on_true": None, "on_false": True}).verdicts == (None, True)
+    assert mf2_scores.PairDetail.model_validate(mf2_scores.PairDetail.of(False, None).line()).verdicts == (False, None)
 
 
 @pytest.fixture
