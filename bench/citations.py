@@ -4,7 +4,8 @@
 
 For each (policy, backbone) and group: answers, the share that cite some evidence, cited within gold (the
 share of cited spans that overlap an item's gold span, pooled over the group's answers; the report's
-"cited %" is the mean of each item's share), answers read by the JSON fallback, and the follow-up's cost
+"cited %" is the mean of each item's share) beside what a uniform pick among the blocks each citing answer was
+shown would have hit (the chance level), answers read by the JSON fallback, and the follow-up's cost
 per answer that made one (tokens billed, tokens read: billed less the prefix the model reused, seconds; a
 call replayed from the cache keeps the seconds it first took). Reads the run's results.jsonl; calls no model.
 """
@@ -41,6 +42,9 @@ def figures(run_dir: Path, groups: dict[str, set[str]]) -> list[dict[str, Any]]:
                        if not a.invalid]
             cited = [(i, e.span) for i, a in answers for e in a.evidence if e.cited and e.span is not None]
             within = [any(overlaps(s, g) for g in gold[i]) for i, s in cited if gold[i]]
+            # chance: a citing answer's share of shown blocks that overlap gold, the rate of a uniform pick among them
+            chance = [statistics.mean(any(overlaps(e.span, g) for g in gold[i]) for e in a.evidence if e.span)
+                      for i, a in answers if gold[i] and any(e.cited for e in a.evidence) and any(e.span for e in a.evidence)]
             steps = [[s.data for s in a.trace if s.kind == "cite" and "read_tokens" in s.data] for _, a in answers]
             cost = [(sum(d["input_tokens"] for d in st), sum(d["read_tokens"] for d in st),
                      sum(d["latency_s"] for d in st)) for st in steps if st]
@@ -51,6 +55,7 @@ def figures(run_dir: Path, groups: dict[str, set[str]]) -> list[dict[str, Any]]:
                 "policy": policy, "backbone": backbone, "group": name, "answers": len(answers),
                 "citing": sum(any(e.cited for e in a.evidence) for _, a in answers),
                 "cited_spans": len(within), "cited_within_gold": sum(within), "json_fallback": fallback,
+                "within_gold_by_chance": round(sum(chance), 1),
                 "followed_up": len(cost),
                 "follow_up_input_tokens_mean": round(statistics.mean(c[0] for c in cost), 1) if cost else None,
                 "follow_up_read_tokens_median": statistics.median(c[1] for c in cost) if cost else None,
@@ -78,7 +83,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     for r in rows:
         share = f"{r['citing']}/{r['answers']}"
         gold = f"{r['cited_within_gold']}/{r['cited_spans']}"
-        print(f"{r['policy']} / {r['backbone']} [{r['group']}]: citing {share}, cited within gold {gold}, "
+        print(f"{r['policy']} / {r['backbone']} [{r['group']}]: citing {share}, cited within gold {gold} "
+              f"(a uniform pick among the blocks shown: {r['within_gold_by_chance']}), "
               f"JSON fallback {r['json_fallback']}, follow-up per answer: {r['follow_up_input_tokens_mean']} tokens "
               f"billed, {r['follow_up_read_tokens_mean']} read (median {r['follow_up_read_tokens_median']}), "
               f"{r['follow_up_s_mean']} s (median {r['follow_up_s_median']}); answer median "
