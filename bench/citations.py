@@ -42,9 +42,10 @@ def figures(run_dir: Path, groups: dict[str, set[str]]) -> list[dict[str, Any]]:
                        if not a.invalid]
             cited = [(i, e.span) for i, a in answers for e in a.evidence if e.cited and e.span is not None]
             within = [any(overlaps(s, g) for g in gold[i]) for i, s in cited if gold[i]]
-            # chance: a citing answer's share of shown blocks that overlap gold, the rate of a uniform pick among them
-            chance = [statistics.mean(any(overlaps(e.span, g) for g in gold[i]) for e in a.evidence if e.span)
-                      for i, a in answers if gold[i] and any(e.cited for e in a.evidence) and any(e.span for e in a.evidence)]
+            # chance: each cited span as a uniform pick among the blocks its answer was shown (their share within gold)
+            chance = [sum(e.cited for e in a.evidence if e.span)
+                      * statistics.mean(any(overlaps(e.span, g) for g in gold[i]) for e in a.evidence if e.span)
+                      for i, a in answers if gold[i] and any(e.span for e in a.evidence)]
             steps = [[s.data for s in a.trace if s.kind == "cite" and "read_tokens" in s.data] for _, a in answers]
             cost = [(sum(d["input_tokens"] for d in st), sum(d["read_tokens"] for d in st),
                      sum(d["latency_s"] for d in st)) for st in steps if st]
