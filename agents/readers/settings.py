@@ -20,37 +20,38 @@ CITE_MODES = ("follow-up", "none")
 ORDERS = ("locate", "read")
 
 
+def one_of(value: str, allowed: tuple[str, ...], what: str, use: str | None = None) -> None:
+    """Refuse a value that is not one of `allowed`, naming the setting (`what`) and what it takes (`use`: how the
+    message says it, where not "one of" the list)."""
+    if value not in allowed:
+        raise MovieMemError(f"unknown {what} {value!r}; use {use or 'one of ' + ', '.join(allowed)}")
+
+
 def check_rotations(rotations: str) -> None:
-    if rotations not in ROTATIONS:
-        raise MovieMemError(f"unknown rotations {rotations!r}; use one of {', '.join(ROTATIONS)}")
+    one_of(rotations, ROTATIONS, "rotations")
 
 
 def check_calibration(calibration: str) -> None:
-    if calibration not in CALIBRATIONS:
-        raise MovieMemError(f"unknown claim calibration {calibration!r}; use one of {', '.join(CALIBRATIONS)}")
+    one_of(calibration, CALIBRATIONS, "claim calibration")
 
 
 def check_reading(rotations: str, form: str, calibration: str = "content-free") -> None:
     """Fail on a reading setting that no reader knows, before anything is asked."""
     check_rotations(rotations)
     check_calibration(calibration)
-    if form not in FORMS:
-        raise MovieMemError(f"unknown foil form {form!r}; use one of {', '.join(FORMS)}")
+    one_of(form, FORMS, "foil form")
 
 
 def check_claim_reader(how: str) -> None:
-    if how not in CLAIM_READERS:
-        raise MovieMemError(f"unknown claim reader {how!r}; use one of {', '.join(CLAIM_READERS)}")
+    one_of(how, CLAIM_READERS, "claim reader")
 
 
 def check_cite(mode: str) -> None:
-    if mode not in CITE_MODES:
-        raise MovieMemError(f"unknown cite {mode!r}; use one of {', '.join(CITE_MODES)}")
+    one_of(mode, CITE_MODES, "cite")
 
 
 def check_order(order: str) -> None:
-    if order not in ORDERS:
-        raise MovieMemError(f"unknown order reader {order!r}; use locate or read")
+    one_of(order, ORDERS, "order reader", use="locate or read")
 
 
 @dataclass
