@@ -73,8 +73,9 @@ def report(run_dir: Path) -> dict[str, dict[str, object]]:
         row["all"] = _pairs(lines)
         for half, films in HALVES.items():
             row[f"half {half}"] = _pairs([ln for ln, it in zip(lines, its) if it.film_id in films])
-        row["granularity"] = mf2_scores.by_group(its, recs, "granularity")
-        row["category"] = mf2_scores.by_group(its, recs, "category")
+        verdicts = [mf2_scores.PairDetail.model_validate(r.detail).verdicts for r in recs]
+        row["granularity"] = mf2_scores.by_group(its, verdicts, "granularity")
+        row["category"] = mf2_scores.by_group(its, verdicts, "category")
         tokens = [r.usage.input_tokens for r in recs]
         row["median_input_tokens_a_pair"] = statistics.median(tokens) if tokens else None
         row["protocol"] = protocols.get(policy)

@@ -134,10 +134,9 @@ def _rows(a: Side, b: Side, groups: Mapping[str, frozenset[str]] | None) -> tupl
     group_of = {f: name for name, films in (groups or {}).items() for f in films}
     facts = film_facts(side_a.library, {it.film_id for it in items_a.values()})
     paired: list[tuple[str, str, Item]] = []
-    side_a_digests = a.run.digests
     for iid, (_, right_a) in side_a.records.items():
         it, other = items_a[iid], items_b.get(iid)
-        if iid not in side_b.records or other is None or (it.film_id, side_a_digests[iid]) != (other.film_id, b.run.digests[iid]):
+        if iid not in side_b.records or other is None or (it.film_id, a.run.digests[iid]) != (other.film_id, b.run.digests[iid]):
             continue
         right_b = side_b.records[iid][1]
         paired.append((iid, "both right" if right_a and right_b else "A only" if right_a else

@@ -56,7 +56,7 @@ class LeanLog:
 
 def read_lean(run_dir: str | Path, items: list[Item] | None = None) -> LeanLog:
     """The log read a line at a time, each record kept lean and packed (`PackedGrid`); `items`: the run's, when
-    the caller has read them (run.Run)."""
+    the caller has read them (run.RunLog)."""
     items = run_items(run_dir) if items is None else items
     order = {it.id: i for i, it in enumerate(items)}
     kept: dict[Config, dict[str, tuple[int, bytes]]] = {}

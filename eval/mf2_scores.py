@@ -19,7 +19,7 @@ from pydantic import StrictBool, model_validator
 from . import markdown as md
 from . import metrics
 from .metrics import ClaimScoresLine
-from .records import Detail, EstimateLine, ResultRecord
+from .records import Detail, EstimateLine
 
 GROUPS = ("granularity", "category")
 RIGHT_ON_TRUE = "said_true_on_true_claim"
@@ -54,21 +54,23 @@ class PairDetail(Detail):
         return self.said_true_on_true_claim, None if right_on_false is None else not right_on_false
 
 
-def by_group(items: Sequence[Any], records: Sequence[ResultRecord], key: str) -> dict[str, metrics.ClaimScores]:
+Verdicts = tuple[bool | None, bool | None]  # PairDetail.verdicts: on the true claim, on the false one
+
+
+def by_group(items: Sequence[Any], verdicts: Sequence[Verdicts], key: str) -> dict[str, metrics.ClaimScores]:
     """Claim-pair scores per value of the items' `key` (items without one under 'uncategorised');
-    records[i] (a results.jsonl line) belongs to items[i]."""
+    verdicts[i] (a record's PairDetail.verdicts) belong to items[i]."""
     groups: dict[str, tuple[list[bool | None], list[bool | None]]] = defaultdict(lambda: ([], []))
-    for it, rec in zip(items, records):
+    for it, (verdict_true, verdict_false) in zip(items, verdicts):
         on_true, on_false = groups[getattr(it, key, None) or "uncategorised"]
-        verdict_true, verdict_false = PairDetail.model_validate(rec.detail).verdicts
         on_true.append(verdict_true)
         on_false.append(verdict_false)
     return {name: metrics.claim_pairs(t, f) for name, (t, f) in sorted(groups.items())}
 
 
-def breakdown(items: Sequence[Any], records: Sequence[ResultRecord]) -> dict[str, dict[str, ClaimScoresLine]]:
+def breakdown(items: Sequence[Any], verdicts: Sequence[Verdicts]) -> dict[str, dict[str, ClaimScoresLine]]:
     """Both breakdowns, as JSON (a task summary's `mf2_groups`)."""
-    return {key: {name: s.to_dict() for name, s in by_group(items, records, key).items()} for key in GROUPS}
+    return {key: {name: s.to_dict() for name, s in by_group(items, verdicts, key).items()} for key in GROUPS}
 
 
 def _pct(e: EstimateLine) -> str:

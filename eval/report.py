@@ -170,7 +170,7 @@ def write_report(run: RunLog | str | Path, baseline: str | None = None, inspecto
     # the log is read once, a line at a time, each record lean and packed (lean_log.py): report.md reads no answer's
     # evidence spans (the inspector does, an item's records at a time), and the packed records are let go before it
     doc, shown = _document(run, baseline, wide)
-    run.__dict__.pop("lean", None)
+    run.let_go_of_records()
     paths = {"report": run_dir / REPORT}
     plot = plot_accuracy_vs_tokens(shown, run_dir / PLOT)
     if plot is not None:

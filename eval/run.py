@@ -86,6 +86,11 @@ class RunLog:
         """The records read once, lean and packed (lean_log.py): what tables are made of."""
         return read_lean(self.dir, self.items)
 
+    def let_go_of_records(self) -> None:
+        """Drop the packed records (`lean`) once the tables are made of them: on a large run they are most of what
+        this object holds, and the inspector reads records by offset. Asked for again, they are read again."""
+        self.__dict__.pop("lean", None)
+
     @cached_property
     def rows(self) -> list[SummaryRow]:
         """One summary row per configuration: the task's typed metrics and what every run measures."""

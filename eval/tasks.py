@@ -302,7 +302,7 @@ class ClaimsTask(Task):
         verdicts = [cast(PairDetail, self.detail_of(r)).verdicts for r in records]  # old runs' on_true / on_false read too
         cs = metrics.claim_pairs([t for t, _ in verdicts], [f for _, f in verdicts])
         out["mf2"] = cs.to_dict()
-        out["mf2_groups"] = mf2_scores.breakdown(items, records)  # issue 56: TPR, TNR, unparseable per group
+        out["mf2_groups"] = mf2_scores.breakdown(items, verdicts)  # issue 56: TPR, TNR, unparseable per group
         if any(it.granularity for it in items):  # MF²'s own breakdown: a pair right when both claims are
             out["per_granularity"] = {k: v.to_dict() for k, v in metrics.per_category(
                 [r.correct for r in records], [it.granularity for it in items]).items()}
