@@ -88,11 +88,19 @@ def film_clip(film: FilmMemory) -> Clip:
 
 def answer_once(run: Run, prompt: Prompt, q: Question, body: str, *, images: Sequence[Any] = (), video: Clip | None = None,
                 max_tokens: int | None = None, temperature: float = 0.0, structured: bool = True,
-                cite: bool = False, missing: bool = False) -> Parsed:
-    """One answering call: system prompt, one user turn (media first, then text), parsed reply."""
+                cite: bool = False, missing: bool = False, shared_head: bool = False) -> Parsed:
+    """One answering call: system prompt, one user turn (media first, then text), parsed reply. `shared_head`: the
+    body ends with the question and everything before it is the same for every question on the film (a
+    full-context policy), so the request marks it as a prefix other calls share."""
     messages = [system(prompt.system), user(body, images=images, video=video)]
     schema = answer_schema(q, cite=cite, missing=missing) if structured else None
-    reply = run.chat(prompt, messages, json_schema=schema,
+    shared = 0
+    if shared_head:
+        asked = question_block(q, cite=cite, missing=missing)
+        if not body.endswith(asked) or len(body) == len(asked):
+            raise MovieMemError(f"prompt {prompt.id} does not end with its question: it has no shared head")
+        shared = len(body) - len(asked)
+    reply = run.chat(prompt, messages, json_schema=schema, shared_prefix=shared,
                      max_tokens=max_tokens or default_max_tokens(q, extra=cite or missing), temperature=temperature)
     parsed = parse_answer(reply, q)
     run.trace.append(parse_step(parsed))

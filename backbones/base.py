@@ -96,10 +96,10 @@ class SendBackbone(ABC):
     def chat(self, messages: Iterable[MessageLike] | str, *, tools: Iterable[Tool | dict[str, Any]] | None = None,
              json_schema: dict[str, Any] | None = None, max_tokens: int = 512, temperature: float = 0.0,
              timeout: float | None = None, tool_choice: str | None = None, seed: int | None = None,
-             logprobs: int = 0) -> Reply:
+             logprobs: int = 0, shared_prefix: int = 0) -> Reply:
         return self.send(Request.build(messages, tools=tools, json_schema=json_schema, max_tokens=max_tokens,
                                        temperature=temperature, tool_choice=tool_choice, timeout=timeout, seed=seed,
-                                       logprobs=logprobs))
+                                       logprobs=logprobs, shared_prefix=shared_prefix))
 
     def chat_many(self, requests: Sequence[Request | dict[str, Any]]) -> list[Reply]:
         return send_all(self, [r if isinstance(r, Request) else Request.build(**r) for r in requests])

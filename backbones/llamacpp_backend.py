@@ -18,6 +18,7 @@ import atexit
 import functools
 import hashlib
 import json
+import logging
 import os
 import re
 import threading
@@ -33,7 +34,9 @@ from . import prefix_states
 from .base import ProviderBackbone
 from .pace import SETTING, PaceBook
 from .settings import get_backbone_settings
-from .types import CONTEXT, Capabilities, Message, Reply, Request, Tool, ToolCall, Usage, parse_arguments, user
+from .types import CONTEXT, Capabilities, Message, Reply, Request, Text, Tool, ToolCall, Usage, parse_arguments, user
+
+log = logging.getLogger("moviemem.backbones")
 
 _TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.S)
 # the Hermes/Qwen convention, used for templates that know nothing about tools
@@ -43,6 +46,7 @@ _TOOL_PROMPT = (
     "For each function call, return a json object with function name and arguments within "
     "<tool_call></tool_call> XML tags:\n<tool_call>\n{{\"name\": <function-name>, \"arguments\": <args-json-object>}}\n</tool_call>"
 )
+_SHARED_MARK = "\ue000moviemem-shared\ue000"  # private-use characters: where a request's shared prefix ends
 _CHATML = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}"
            "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
 
@@ -54,6 +58,7 @@ class _Model:
     template_has_tools: bool
     lock: threading.Lock = field(default_factory=threading.Lock)
     grammars: dict[str, Any] = field(default_factory=dict)
+    unit: int = 0  # the context's first tokens read as a shared prefix of their own (`_hold_shared`); 0: none known
 
 
 _models: dict[tuple[str, int, int, int, str, bool], _Model] = {}  # path, n_ctx, threads, RAM cache, KV type, flash
@@ -435,7 +440,8 @@ class LlamaCppBackbone(ProviderBackbone):
             return 0, 0.0
         return keep, time.perf_counter() - started
 
-    def _save(self, model: _Model, film: str | None, read: int, states: prefix_states.PrefixStates | None) -> float:
+    def _save(self, model: _Model, film: str | None, read: int, states: prefix_states.PrefixStates | None,
+              key: dict[str, Any] | None = None) -> float:
         """Save this context's state when the call read at least min_tokens new tokens; seconds taken. A failed
         write (a full or read-only disk) is said once and costs the answer nothing."""
         if states is None or read < states.min_tokens:
@@ -443,10 +449,70 @@ class LlamaCppBackbone(ProviderBackbone):
         started = time.perf_counter()
         try:
             tokens, payload = prefix_states.capture(model.llm)
-            states.save(self.state_key(model, states), tokens, payload, film=film, backbone=self.name)
+            states.save(key or self.state_key(model, states), tokens, payload, film=film, backbone=self.name)
         except OSError as exc:
             states.warn(states.folder, f"cannot save a prompt state there: {exc}")
         return time.perf_counter() - started
+
+    def _shared_tokens(self, model: _Model, request: Request, text_prompt: str, tokens: list[int]) -> int:
+        """How many leading prompt tokens the request's shared prefix covers (0: none marked, or a template that
+        does not keep the marked text as it is)."""
+        if not request.shared_prefix:
+            return 0
+        from llama_cpp import Llama
+
+        last, at = request.messages[-1], request.shared_prefix
+        marked = Message(last.role, (Text(last.text[:at] + _SHARED_MARK + last.text[at:]),), last.tool_calls,
+                         last.tool_call_id, last.name)
+        text = self.prompt(replace(request, messages=(*request.messages[:-1], marked)))
+        cut = text.find(_SHARED_MARK)
+        if cut < 0 or text[:cut] + text[cut + len(_SHARED_MARK):] != text_prompt:
+            log.warning("%s: the chat template changes the marked text; the shared prefix is read with the rest", self.name)
+            return 0
+        head = model.llm.tokenize(text[:cut].encode(), add_bos=True, special=True)
+        return min(int(Llama.longest_token_prefix(head, tokens)), len(tokens) - 1)
+
+    def _hold_shared(self, model: _Model, tokens: list[int], n: int, film: str | None,
+                     states: prefix_states.PrefixStates | None) -> tuple[int, float, float, int]:
+        """Make the context hold exactly the first `n` tokens, read as a unit of their own: kept from the last call,
+        restored from a state saved on disk (or the RAM cache when saving is off), else read from the start and
+        saved. llama.cpp's sums depend on how a prompt is cut into batches, so a prefix always read alone is what
+        makes the numbers after it the same whether it was read now, held or restored; (tokens restored, seconds
+        restoring, seconds saving, tokens read)."""
+        from llama_cpp import Llama
+
+        llm, head = model.llm, tokens[:n]
+        if model.unit == n and Llama.longest_token_prefix(llm.input_ids[: llm.n_tokens].tolist(), head) == n:
+            llm.n_tokens = n
+            return 0, 0.0, 0.0, 0
+        model.unit = 0
+        started = time.perf_counter()
+        ram = getattr(llm.cache, "cache_state", None) if states is None else None
+        if ram is not None and tuple(head) in ram:
+            llm.load_state(ram[tuple(head)])
+            ram.move_to_end(tuple(head))
+            model.unit = n
+            return 0, 0.0, 0.0, 0
+        key = {**self.state_key(model, states), **prefix_states.SHARED_READ} if states is not None else {}
+        found = states.find(key, head, n) if states is not None and n >= states.min_tokens else None
+        if states is not None and found is not None and found[0].n_tokens == n:
+            entry = found[0]
+            payload = states.payload(entry)
+            if payload is not None:
+                try:
+                    prefix_states.restore(llm, entry.tokens, payload, n)
+                    model.unit = n
+                    return n, time.perf_counter() - started, 0.0, 0
+                except prefix_states.Damaged as exc:
+                    states.drop(entry.path, str(exc), entry.inode)
+        llm.n_tokens = 0
+        llm.eval(head)
+        model.unit = n
+        if states is None:
+            if ram is not None:
+                llm.cache[head] = llm.save_state()
+            return 0, 0.0, 0.0, n
+        return 0, 0.0, self._save(model, film, n, states, key), n
 
     def send_here(self, request: Request, timeout: float, where: tuple[str | None, str | None] | None = None) -> Reply:
         """One call answered by the model in this process; `where` is (film, state folder) when the parent
@@ -465,24 +531,36 @@ class LlamaCppBackbone(ProviderBackbone):
         film, folder = where if where is not None else self.state_place()
         states = self._states(folder)
         if request.logprobs:
-            return self._next_token(model, tokens, request.logprobs, film, states)
+            return self._next_token(model, tokens, request, text_prompt, film, states)
         grammar = self._grammar(model, request)
         greedy = request.temperature <= 0
         max_new = min(request.max_tokens, room)
         with model.lock:
             C.llama_perf_context_reset(llm.ctx)
-            restored, restore_s = self._restore(model, tokens, states)
             started = time.perf_counter()
-            to_read = len(tokens) - Llama.longest_token_prefix(llm.input_ids[: llm.n_tokens].tolist(), tokens)
+            shared = self._shared_tokens(model, request, text_prompt, tokens)
+            if shared:
+                restored, restore_s, save_s, read = self._hold_shared(model, tokens, shared, film, states)
+                to_read = len(tokens) - shared + read
+            else:
+                model.unit = 0
+                restored, restore_s = self._restore(model, tokens, states)
+                started = time.perf_counter()
+                to_read = len(tokens) - Llama.longest_token_prefix(llm.input_ids[: llm.n_tokens].tolist(), tokens)
             clock = self._clock(request, started, to_read, max_new)
-            out = llm.create_completion(
-                tokens, max_tokens=max_new, temperature=max(0.0, request.temperature),
-                top_k=1 if greedy else 40, top_p=1.0 if greedy else 0.95, min_p=0.0 if greedy else 0.05,
-                repeat_penalty=1.0, seed=self.seed if request.seed is None else request.seed, grammar=grammar,
-                stopping_criteria=StoppingCriteriaList([clock.stop]))
+            ram, llm.cache = llm.cache, (None if shared else llm.cache)  # its lookup would resume past the shared prefix
+            try:
+                out = llm.create_completion(
+                    tokens, max_tokens=max_new, temperature=max(0.0, request.temperature),
+                    top_k=1 if greedy else 40, top_p=1.0 if greedy else 0.95, min_p=0.0 if greedy else 0.05,
+                    repeat_penalty=1.0, seed=self.seed if request.seed is None else request.seed, grammar=grammar,
+                    stopping_criteria=StoppingCriteriaList([clock.stop]))
+            finally:
+                llm.cache = ram
             elapsed = time.perf_counter() - started
             perf = C.llama_perf_context(llm.ctx)
-            save_s = self._save(model, film, perf.n_p_eval, states)
+            if not shared:
+                save_s = self._save(model, film, perf.n_p_eval, states)
         self.last_perf = {"prompt_tokens": len(tokens), "prompt_eval_tokens": perf.n_p_eval,
                           "prompt_eval_s": perf.t_p_eval_ms / 1000, "gen_tokens": perf.n_eval,
                           "gen_s": perf.t_eval_ms / 1000, "wall_s": elapsed, "restored_tokens": restored,
@@ -517,7 +595,7 @@ class LlamaCppBackbone(ProviderBackbone):
         limit, how = pace.limit(self.timeout, to_read, max_new)
         return _Clock(started, limit, how, reply_share=pace.limit(self.timeout, 0, max_new)[0])
 
-    def _next_token(self, model: _Model, tokens: list[int], top: int, film: str | None = None,
+    def _next_token(self, model: _Model, tokens: list[int], request: Request, text_prompt: str, film: str | None = None,
                     states: prefix_states.PrefixStates | None = None) -> Reply:
         """The next token's top alternatives with log-probabilities, from one forward pass.
 
@@ -527,30 +605,40 @@ class LlamaCppBackbone(ProviderBackbone):
         import numpy as np
         from llama_cpp import Llama
 
-        llm = model.llm
+        llm, top = model.llm, request.logprobs
         with model.lock:
-            restored, restore_s = self._restore(model, tokens, states)
             started = time.perf_counter()
-            # at least the last token is evaluated: its logits are the ones wanted
-            same = Llama.longest_token_prefix(llm.input_ids[: llm.n_tokens].tolist(), tokens[:-1])
+            shared = same = self._shared_tokens(model, request, text_prompt, tokens)
+            if shared:
+                restored, restore_s, save_s, read = self._hold_shared(model, tokens, shared, film, states)
+                read += len(tokens) - shared
+            else:
+                model.unit = 0
+                restored, restore_s = self._restore(model, tokens, states)
+                started = time.perf_counter()
+                # at least the last token is evaluated: its logits are the ones wanted
+                same = Llama.longest_token_prefix(llm.input_ids[: llm.n_tokens].tolist(), tokens[:-1])
+                read = len(tokens) - same
             llm.n_tokens = same
             llm.eval(tokens[same:])
             logits = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),)).astype(np.float64)  # noqa: SLF001 - llama-cpp-python exposes logits only on its context
             elapsed = time.perf_counter() - started
-            save_s = self._save(model, film, len(tokens) - same, states)
+            if not shared:
+                save_s = self._save(model, film, read, states)
         logp = logits - (logits.max() + np.log(np.exp(logits - logits.max()).sum()))
         best = np.argsort(-logp)[:top]
         alternatives: dict[str, float] = {}
         for t in best:
             text = llm.detokenize([int(t)]).decode("utf-8", errors="replace")
             alternatives.setdefault(text, float(logp[t]))
-        self.last_perf = {"prompt_tokens": len(tokens), "prompt_eval_tokens": len(tokens) - same,
+        self.last_perf = {"prompt_tokens": len(tokens), "prompt_eval_tokens": read,
                           "prompt_eval_s": elapsed, "gen_tokens": 0, "gen_s": 0.0, "wall_s": elapsed,
                           "restored_tokens": restored, "restore_s": restore_s, "save_s": save_s}
         # a letter read from log-probabilities times the prompt's reading too: `bench --plan` prices with it (issue 61)
-        self.paces.record(self.pace_key, read=len(tokens) - same, read_s=elapsed, written=0, write_s=0.0)
+        self.paces.record(self.pace_key, read=read, read_s=elapsed - save_s, written=0, write_s=0.0)
         text = next(iter(alternatives))
-        usage = Usage(input_tokens=len(tokens), output_tokens=1, cached_input_tokens=same, restored_input_tokens=restored)
+        usage = Usage(input_tokens=len(tokens), output_tokens=1, cached_input_tokens=len(tokens) - read,
+                      restored_input_tokens=restored)
         return Reply(text=text.strip(), usage=usage, finish_reason="length", raw=text, logprobs=[alternatives])
 
 

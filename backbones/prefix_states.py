@@ -52,6 +52,9 @@ TMP_PREFIX, TMP_SUFFIX = ".tmp-", ".part"  # a state being written: never matche
 DIGESTS = "model-digests.json"  # the weights' SHA-256 by file stamp (foundation.digests.recorded_sha256)
 FOLDER = "prefix-states"  # under the library's cache folder
 HEAD_TOKENS = 256  # a state is filed under a digest of its first tokens: the system prompt and the film's first lines
+# in the key of a state that holds a request's shared prefix read alone (what full-context questions restore); a
+# state saved at the end of any other long call lacks it and is restored only by calls that mark no shared prefix
+SHARED_READ = {"read": "shared prefix alone"}
 BUILD_RECORD = "moviemem-llama-build.json"  # scripts/setup.sh writes it into the environment (doctor reads it too)
 _FIXED = struct.Struct("<8sII32s")
 _CHUNK = 1 << 24
@@ -397,11 +400,13 @@ def listing(states: PrefixStates) -> list[dict[str, Any]]:
 
 
 def saved_prefixes(cache_folder: str | Path | None, backbone: str) -> set[str]:
-    """The films whose prefix a backbone (by name, as `moviemem cache` lists it: "local", "local-small",
-    "llamacpp:/path") has saved in this cache folder: a plan counts their first read as restored, not read.
-    States saved outside a film's question (no film known) are left out."""
+    """The films whose shared prefix (a full-context question's transcript or captions) a backbone (by name, as
+    `moviemem cache` lists it: "local", "local-small", "llamacpp:/path") has saved in this cache folder: a plan
+    counts their first read as restored, not read. States saved outside a film's question (no film known) or at
+    the end of another call are left out."""
     return {str(e.header["film"]) for e in open_states(cache_folder).entries()
-            if e.header.get("backbone") == backbone and e.header.get("film")}
+            if e.header.get("backbone") == backbone and e.header.get("film")
+            and isinstance(e.header.get("key"), dict) and e.header["key"].get("read") == SHARED_READ["read"]}
 
 
 _stores: dict[tuple[str, int, int], PrefixStates] = {}

@@ -484,12 +484,17 @@ class Request:
     timeout: float | None = None
     seed: int | None = None  # a sampling seed: several samples of one prompt at temperature > 0 stay distinct in the cache
     logprobs: int = 0  # return this many top alternatives (with log-probabilities) for each output token
+    # characters of the last message's text that, with every message before it, open other calls too (a film's
+    # transcript before the question): a local model reads them as a unit of its own and keeps that unit's state,
+    # so what it reads after them is the same whether the unit was read now, held in memory or restored from disk.
+    # Not in the fingerprint: it says how to read the text, not what the text is (as the reuse of a prefix never was)
+    shared_prefix: int = 0
 
     @classmethod
     def build(cls, messages: Iterable[MessageLike] | str, *, tools: Iterable[Tool | dict[str, Any]] | None = None,
               json_schema: dict[str, Any] | None = None, max_tokens: int = 512, temperature: float = 0.0,
               tool_choice: str | None = None, timeout: float | None = None, seed: int | None = None,
-              logprobs: int = 0) -> Request:
+              logprobs: int = 0, shared_prefix: int = 0) -> Request:
         if not 1 <= max_tokens <= MAX_OUTPUT_TOKENS:
             raise MovieMemError(f"max_tokens must be between 1 and {MAX_OUTPUT_TOKENS}, not {max_tokens}")
         if not 0.0 <= float(temperature) <= MAX_TEMPERATURE:  # NaN fails too
@@ -499,9 +504,12 @@ class Request:
             raise MovieMemError(f"tool_choice {tool_choice!r} names no given tool")
         if not 0 <= int(logprobs) <= 20:
             raise MovieMemError("logprobs must be between 0 and 20")
-        return cls(normalise_messages(messages), tool_list, json_schema, int(max_tokens), float(temperature),
+        normalised = normalise_messages(messages)
+        if shared_prefix and not (normalised and 0 < int(shared_prefix) <= len(normalised[-1].text)):
+            raise MovieMemError(f"shared_prefix {shared_prefix} is not within the last message's text")
+        return cls(normalised, tool_list, json_schema, int(max_tokens), float(temperature),
                    None if tool_choice == "auto" else tool_choice, timeout, None if seed is None else int(seed),
-                   int(logprobs))
+                   int(logprobs), int(shared_prefix))
 
     def needs(self) -> set[str]:
         """Capabilities this request uses."""

@@ -100,7 +100,8 @@ def call_text(c: ShownCall) -> str:
     o, r = c.line.options, c.line.reply
     head = (f"=== {c.policy} / {c.backbone} / {c.item_id} ({c.query}) · call {c.n} of {c.of} · prompt {c.line.prompt} "
             f"v{c.line.version} · max_tokens {o.max_tokens}, temperature {o.temperature:g}"
-            + (f", log-probabilities {o.logprobs}" if o.logprobs else "") + (f", tool_choice {o.tool_choice}" if o.tool_choice else ""))
+            + (f", log-probabilities {o.logprobs}" if o.logprobs else "") + (f", tool_choice {o.tool_choice}" if o.tool_choice else "")
+            + (f", shared prefix {o.shared_prefix:,} characters" if o.shared_prefix else ""))
     parts = [head]
     for m in c.messages:
         parts.append(f"--- {m.role}")

@@ -167,6 +167,7 @@ class CallOptions(_Value):
     tool_choice: str | None = None
     logprobs: int = 0
     seed: int | None = None
+    shared_prefix: int = 0  # characters of the last message a local model read as a shared prefix of their own
 
 
 class ReplyLine(_Value):

@@ -135,3 +135,28 @@ def test_an_old_run_without_calls_still_reads_and_says_why_show_call_cannot(libr
 
     with pytest.raises(MovieMemError, match="written before moviemem kept them"):
         find_calls(run, "c0")
+
+
+def test_the_full_context_policies_mark_everything_before_the_question_as_shared(library: Library, tmp_path: Path) -> None:
+    """The subtitles prompt's transcript is a prefix every question on the film shares: the request says where it
+    ends (a local model reads it as a unit of its own) and the call as sent keeps that mark."""
+    sent: list[Request] = []
+
+    def reply(request: Request) -> Reply:
+        sent.append(request)
+        return _verdict(request)
+
+    run = tmp_path / "run"
+    run_bench(load_benchmark(_claims(tmp_path / "c.jsonl", 2)), ["subtitles", "closed-book"],
+              [ScriptedBackbone(reply, cycle=True)], run, library=library, cache=tmp_path / "cache")
+    subs = [r for r in sent if "transcript" in r.messages[-1].text]
+    closed = [r for r in sent if r not in subs]
+    heads = {r.messages[-1].text[: r.shared_prefix] for r in subs}
+    assert len(subs) == 4 and len(heads) == 1 and all(r.shared_prefix > 0 for r in subs)
+    assert all("Claim about the film: The key is in" in r.messages[-1].text[r.shared_prefix:] for r in subs)  # the statement after it
+    assert closed and all(r.shared_prefix == 0 for r in closed)
+    rec = [r for r in read_log(run) if r.policy == "subtitles"][0]
+    call = CallLog(run).of(rec.answers["true"].call_ids)[0]
+    assert call.options.shared_prefix == subs[0].shared_prefix
+    with pytest.raises(MovieMemError, match="shared_prefix"):
+        Request.build("short", shared_prefix=99)

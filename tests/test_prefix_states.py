@@ -178,8 +178,8 @@ def small_states(tmp_path: Path):
 
     def make(**options):
         try:
-            return load("local-small", n_ctx=2048, isolate=False, cache_bytes=0, state_dir=tmp_path / "states",
-                        state_min_tokens=256, **options)
+            return load("local-small", **{"n_ctx": 2048, "isolate": False, "cache_bytes": 0, "state_dir": tmp_path / "states",
+                                          "state_min_tokens": 256, **options})
         except MovieMemError as exc:
             pytest.skip(str(exc))
 
@@ -195,6 +195,14 @@ def _ask(backbone, question: str, **kw):
     from moviemem.backbones import system, user
 
     return backbone.chat([system("Answer from the transcript."), user(f"{CONTEXT}\n\n{question}")], **kw)
+
+
+def _ask_shared(backbone, question: str, **kw):
+    """The transcript marked as the prefix every question on the film shares (as the full-context policies send it)."""
+    from moviemem.backbones import system, user
+
+    return backbone.chat([system("Answer from the transcript."), user(f"{CONTEXT}\n\n{question}")],
+                         shared_prefix=len(CONTEXT) + 2, **kw)
 
 
 def test_restored_state_answers_exactly_as_a_fresh_read(small_states, tmp_path: Path) -> None:
@@ -230,10 +238,10 @@ def test_the_worker_files_states_under_the_asking_film_and_library(tmp_path: Pat
     cache = tmp_path / "lib" / "cache"
     try:
         with ps.asking("casablanca", cache):
-            first = _ask(b, "What arrived at the cafe?", max_tokens=8)
+            first = _ask_shared(b, "What arrived at the cafe?", max_tokens=8)
         llamacpp_worker.close_all()  # a new process
         with ps.asking("casablanca", cache):
-            again = _ask(b, "Where did the plane go?", max_tokens=8)
+            again = _ask_shared(b, "Where did the plane go?", max_tokens=8)
     finally:
         llamacpp_worker.close_all()
     assert first.usage.restored_input_tokens == 0 and again.usage.restored_input_tokens > 300
@@ -246,3 +254,36 @@ def test_the_state_folder_follows_the_setting_then_the_library(tmp_path: Path, m
     assert ps.folder_for(tmp_path / "cache") == tmp_path / "cache" / ps.FOLDER
     monkeypatch.setenv("MOVIEMEM_LLM_STATE_DIR", str(tmp_path / "shared"))
     assert ps.folder_for(tmp_path / "cache") == tmp_path / "shared"
+
+
+def test_a_shared_prefix_is_read_alone_so_every_path_gives_the_same_numbers(small_states, tmp_path: Path) -> None:
+    """Fresh, held after another question, restored from disk, and from the RAM cache when saving is off: the same
+    text and the same log-probabilities, because the prefix is always read as a unit of its own (llama.cpp's sums
+    depend on where a prompt is cut into batches)."""
+    probe = {"max_tokens": 1, "logprobs": 5}
+    asked = "Is the letter late? Answer yes or no:"
+    fresh = small_states(state_max_bytes=0)
+    _fresh(fresh)
+    want, want_text = _ask_shared(fresh, asked, **probe), _ask_shared(fresh, "Where did the plane go?", max_tokens=12)
+    assert want.usage.read_input_tokens > 300 and want_text.usage.read_input_tokens < 40  # the second read its tail only
+
+    b = small_states()
+    _fresh(b)
+    first = _ask_shared(b, "What arrived at the cafe?", max_tokens=8)
+    saved = store(tmp_path / "states").entries()
+    assert len(saved) == 1 and first.usage.read_input_tokens > saved[0].n_tokens > 300  # the prefix alone is saved
+    held = _ask_shared(b, asked, **probe)  # the prefix held in memory, another question's tail dropped
+    assert held.usage.read_input_tokens < 40 and held.logprobs == want.logprobs
+    _fresh(b)
+    restored = _ask_shared(b, asked, **probe)
+    assert restored.usage.restored_input_tokens == saved[0].n_tokens and restored.logprobs == want.logprobs
+    _fresh(b)
+    assert _ask_shared(b, "Where did the plane go?", max_tokens=12).text == want_text.text
+
+    ram = small_states(state_max_bytes=0, cache_bytes=1 << 30)
+    _fresh(ram)
+    _ask_shared(ram, "What arrived at the cafe?", max_tokens=8)
+    _fresh(ram)  # the context is emptied; the RAM cache keeps the prefix's state
+    again = _ask_shared(ram, asked, **probe)
+    assert again.usage.read_input_tokens < 40 and again.logprobs == want.logprobs
+

@@ -56,7 +56,7 @@ class Subtitles(BasePolicy):
         run.show(lines)
         run.note(f"whole transcript: {len(lines)} lines")
         return answer_once(run, SUBTITLES, question, body(SUBTITLES, question, context=compact_text(lines)),
-                           max_tokens=self.settings.max_tokens, temperature=self.settings.temperature)
+                           max_tokens=self.settings.max_tokens, temperature=self.settings.temperature, shared_head=True)
 
 
 class _Socratic(BasePolicy):
@@ -98,7 +98,7 @@ class _Socratic(BasePolicy):
         run.note(f"world state: {len(rows)} lines")
         audio = " and heard" if s.with_transcript else ""
         return answer_once(run, SOCRATIC, question, body(SOCRATIC, question, context=compact_text(rows), audio=audio),
-                           max_tokens=s.max_tokens, temperature=s.temperature)
+                           max_tokens=s.max_tokens, temperature=s.temperature, shared_head=True)
 
 
 class SocraticFrame(_Socratic):

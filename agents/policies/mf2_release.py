@@ -86,8 +86,10 @@ class MF2Release(BasePolicy):
         text = self.template.fill(claim=question.text, **values)
         prompt = Prompt(f"mf2-release.{self.template.modality}.{s.style}", 1, self.template.system, self.template.text)
         run.note(f"MF² release protocol: templates/{self.template.modality}.py {self.template.name}, parser {s.parser}")
+        # what comes before the statement (the transcript, when the template puts it first) opens every call on the film
+        shared = self.template.fill(claim="\x00", **values).find("\x00")
         reply = run.chat(prompt, [system(self.template.system), user(text)], max_tokens=s.max_tokens,
-                         temperature=s.temperature)
+                         temperature=s.temperature, shared_prefix=max(0, shared))
         if reply.invalid:
             parsed = Parsed.fail(reply.error or "the backbone failed")
         else:
@@ -96,10 +98,11 @@ class MF2Release(BasePolicy):
                       Parsed.fail(f"unparseable: the release's {s.parser} parser finds no TRUE or FALSE in the reply"))
         run.trace.append(parse_step(parsed))
         if s.p_true and not reply.invalid:
-            self._record_p_true(run, question, prompt, text, self.template.fill(claim=CONTENT_FREE, **values))
+            self._record_p_true(run, question, prompt, text, self.template.fill(claim=CONTENT_FREE, **values), max(0, shared))
         return parsed
 
-    def _record_p_true(self, run: Run, question: Question, prompt: Prompt, text: str, content_free: str) -> None:
+    def _record_p_true(self, run: Run, question: Question, prompt: Prompt, text: str, content_free: str,
+                       shared: int) -> None:
         """P(TRUE) of the statement and of the content-free one, as the first token of the reply (a trace step)."""
         if not can_read(run, question):
             run.note("P(TRUE) not recorded: the backbone gives no log-probabilities")
@@ -107,7 +110,7 @@ class MF2Release(BasePolicy):
         got: dict[str, float | None] = {}
         for key, body in (("p_true", text), ("p_true_content_free", content_free)):
             reply = run.chat(prompt, [system(self.template.system), user(body)], max_tokens=1, temperature=0.0,
-                             logprobs=TOP)
+                             logprobs=TOP, shared_prefix=shared)
             got[key] = None if reply.invalid else p_true((reply.logprobs or [{}])[0])
         run.step("scores", {"how": "P(TRUE) of the reply's first token, against P(FALSE); content-free: the statement "
                                    f"{CONTENT_FREE!r} in the same prompt", **{k: v if v is None else round(v, 6)
