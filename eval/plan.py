@@ -220,7 +220,11 @@ class PlanningBackbone(Wrapper):
         text = prompt_text(request)
         reused = 0
         if self.speed.local:
-            reused = min(tokens, estimate_tokens(text[:shared_prefix(self._held, text)]))
+            common = shared_prefix(self._held, text)
+            if request.shared_prefix:  # a marked prefix is kept whole or read again whole, and reading resumes at its end
+                mark = len(text) - len(request.messages[-1].text) + request.shared_prefix
+                common = mark if common >= mark else 0
+            reused = min(tokens, estimate_tokens(text[:common]))
             self._held = text
         read = tokens - reused
         tally.read_tokens += read

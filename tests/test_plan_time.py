@@ -142,6 +142,21 @@ def test_a_cached_call_leaves_the_held_prompt_as_it_was(tmp_path: Path) -> None:
     assert tally.reused_tokens >= 1000 and tally.read_tokens < 1100
 
 
+
+def test_a_marked_prefix_is_all_a_later_call_reuses(tmp_path: Path) -> None:
+    """Two statements that open alike after the transcript: the local model reads the second from the marked
+    prefix's end (the words they share after it were read in another batch), so the plan counts it so."""
+    stand_in = PlanningBackbone(_local(tmp_path), "fake-local", tmp_path / "cache")
+    tally = stand_in.begin("f")
+    head = "T" * 4000 + "\n\n"
+    reads = []
+    for statement in ("Claim: " + "s" * 400 + " one", "Claim: " + "s" * 400 + " two"):
+        before = tally.read_tokens
+        stand_in.send(Request.build([user(head + statement)], max_tokens=4, shared_prefix=len(head)))
+        reads.append(tally.read_tokens - before)
+    assert reads[0] > 1100 and 100 <= reads[1] <= 110  # the second reads its whole statement (~103 tokens), not 1
+    assert tally.reused_tokens == pytest.approx(4000 / 4, abs=5)  # the transcript, not the statements' shared start
+
 # ----------------------------------------------------------------------------- the real local model
 
 needs_llama = pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None, reason="llama-cpp-python is not installed")
