@@ -34,7 +34,9 @@ MASK = "***"
 ENV_VARS = ("OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "OPENAI_COMPATIBLE_API_KEY",
             "MOVIEMEM_GATEWAY_TOKEN")
 
-_lock = threading.Lock()
+# reentrant: a finaliser run by the garbage collector inside a locked section (an HTTP client closing, as in
+# google-genai's Client.__del__) logs, and logging scrubs: with a plain lock that thread waited on itself forever
+_lock = threading.RLock()
 _values: set[str] = set()  # forms removed with every fragment of FRAGMENT characters or more
 _whole: set[str] = set()  # forms removed only whole: "user:password" (its start, the user, is no secret)
 _env: set[str] = set(ENV_VARS)

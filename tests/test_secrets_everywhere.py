@@ -207,3 +207,23 @@ def test_ask_mcp_and_bench_show_no_secret(tmp_path: Path, cli, lib_dir: Path, up
     for what, text in shown.items():
         _assert_clean(what, text)
     assert "***" in shown["ask basic text json=True"] and "***" in shown["mcp bearer 401"]  # the echoes did arrive
+
+
+def test_a_finaliser_that_logs_inside_the_scrubber_does_not_wait_on_itself() -> None:
+    """The garbage collector can run a finaliser while scrub holds its lock on this thread (google-genai's Client
+    closing its HTTP pool logs a debug line, and the log record is scrubbed): that inner scrub must not block."""
+    import threading
+
+    from moviemem.foundation import secrets
+
+    secrets.register("sk-finaliser-secret-123456")
+    got: list[str] = []
+
+    def inner() -> None:
+        with secrets._lock:  # noqa: SLF001 - the lock a finaliser would find held
+            got.append(secrets.scrub("key sk-finaliser-secret-123456 in a log line"))
+
+    t = threading.Thread(target=inner, daemon=True)
+    t.start()
+    t.join(timeout=10)
+    assert not t.is_alive() and got == ["key *** in a log line"]
